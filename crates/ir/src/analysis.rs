@@ -1,0 +1,150 @@
+//! Analyses over a validated model: live ranges, live bytes per step, the conflict
+//! graph the profiler packs passes with, and configuration counts for N pools.
+
+use crate::model::{Model, Phase};
+use crate::types::{NodeId, Role, TensorId};
+
+/// The inclusive range of schedule steps during which a tensor occupies memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveRange {
+    pub first: usize,
+    pub last: usize,
+}
+
+/// Live ranges of every tensor over the model's schedule.
+///
+/// Rules (docs/model-format.md): weights and optimizer state are live at every step,
+/// since they outlive the step; inputs from step 0 to their last use; every other
+/// tensor from the step that produces it to its last read or update.
+#[derive(Debug, Clone)]
+pub struct Liveness {
+    pub ranges: Vec<LiveRange>,
+    /// Position of each node in the schedule.
+    pub step_of: Vec<usize>,
+}
+
+impl Liveness {
+    pub fn new(model: &Model) -> Liveness {
+        let steps = model.schedule().len();
+        let mut step_of = vec![0; model.nodes().len()];
+        for (step, &n) in model.schedule().iter().enumerate() {
+            step_of[n.index()] = step;
+        }
+        let mut last_use = vec![None::<usize>; model.tensors().len()];
+        for (step, &n) in model.schedule().iter().enumerate() {
+            let node = model.node(n);
+            for &t in node.inputs.iter().chain(&node.updates) {
+                last_use[t.index()] = Some(step);
+            }
+        }
+        let ranges = model
+            .tensors()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if t.role.is_persistent() {
+                    return LiveRange { first: 0, last: steps.saturating_sub(1) };
+                }
+                let first = model.producer(TensorId(i as u32)).map_or(0, |p| step_of[p.index()]);
+                let last = last_use[i].map_or(first, |u| u.max(first));
+                LiveRange { first, last }
+            })
+            .collect();
+        Liveness { ranges, step_of }
+    }
+}
+
+/// Bytes live at each step of the schedule.
+#[derive(Debug, Clone)]
+pub struct MemoryProfile {
+    pub live_bytes: Vec<u64>,
+    pub peak_bytes: u64,
+    /// The first step at which the peak is reached.
+    pub peak_step: usize,
+}
+
+impl MemoryProfile {
+    pub fn new(model: &Model, liveness: &Liveness) -> MemoryProfile {
+        let steps = model.schedule().len();
+        let mut delta = vec![0i128; steps + 1];
+        for (t, r) in model.tensors().iter().zip(&liveness.ranges) {
+            delta[r.first] += i128::from(t.bytes);
+            delta[r.last + 1] -= i128::from(t.bytes);
+        }
+        let mut live = 0i128;
+        let live_bytes: Vec<u64> = delta[..steps]
+            .iter()
+            .map(|d| {
+                live += d;
+                live as u64
+            })
+            .collect();
+        let (peak_step, peak_bytes) = live_bytes
+            .iter()
+            .enumerate()
+            .fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best });
+        MemoryProfile { live_bytes, peak_bytes, peak_step }
+    }
+}
+
+/// Total bytes of all tensors, as if none were ever freed.
+pub fn footprint_bytes(model: &Model) -> u64 {
+    model.tensors().iter().map(|t| t.bytes).sum()
+}
+
+/// Bytes and element count of the tensors with a given role.
+pub fn role_totals(model: &Model, role: Role) -> (u64, u64) {
+    model
+        .tensors()
+        .iter()
+        .filter(|t| t.role == role)
+        .fold((0, 0), |(b, n), t| (b + t.bytes, n + t.numel()))
+}
+
+/// For every node, the other nodes it shares a tensor with, sorted. Two such nodes
+/// cannot be measured in different configurations in the same profiling pass.
+pub fn conflict_graph(model: &Model) -> Vec<Vec<NodeId>> {
+    let mut touching: Vec<Vec<NodeId>> = vec![Vec::new(); model.tensors().len()];
+    for (i, node) in model.nodes().iter().enumerate() {
+        for t in node.operands() {
+            touching[t.index()].push(NodeId(i as u32));
+        }
+    }
+    model
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let me = NodeId(i as u32);
+            let mut nbrs: Vec<NodeId> = node
+                .operands()
+                .iter()
+                .flat_map(|t| touching[t.index()].iter().copied())
+                .filter(|&n| n != me)
+                .collect();
+            nbrs.sort_unstable();
+            nbrs.dedup();
+            nbrs
+        })
+        .collect()
+}
+
+/// Number of memory configurations of a node over `pools` pools: each distinct
+/// operand may sit in any pool, so `pools ^ operands` (saturating).
+pub fn config_count(model: &Model, node: NodeId, pools: u32) -> u128 {
+    let operands = model.node(node).operands().len() as u32;
+    u128::from(pools).checked_pow(operands).unwrap_or(u128::MAX)
+}
+
+/// Forward multiply-accumulates and FLOPs of one step (what published model FLOP
+/// counts refer to).
+pub fn forward_cost(model: &Model) -> crate::ops::Cost {
+    (0..model.nodes().len())
+        .map(|i| NodeId(i as u32))
+        .filter(|&n| model.phase(n) == Phase::Forward)
+        .map(|n| model.cost(n))
+        .fold(crate::ops::Cost::default(), |acc, c| crate::ops::Cost {
+            macs: acc.macs + c.macs,
+            flops: acc.flops + c.flops,
+        })
+}

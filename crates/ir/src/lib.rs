@@ -1,0 +1,76 @@
+//! placer's graph IR: the model.json format, its validation, the op set with shape
+//! rules, and the analyses every later stage reads (schedule, liveness, conflicts).
+//!
+//! The IR knows nothing about memory pools beyond "a configuration assigns each operand
+//! to one of N pools"; it never assumes there are exactly two.
+
+pub mod analysis;
+mod decode;
+mod diag;
+mod json;
+mod model;
+pub mod ops;
+mod types;
+mod validate;
+mod write;
+
+pub use analysis::{Liveness, MemoryProfile};
+pub use diag::{Diagnostic, DiagnosticKind, Diagnostics, Location, Subject};
+pub use model::{FORMAT_NAME, FORMAT_VERSION, Model, ModelDecl, Node, NodeDecl, Phase, Tensor, TensorDecl};
+pub use ops::Op;
+pub use types::{AttrValue, Attrs, DType, NodeId, Role, TensorId, shape_str};
+pub use validate::{MAX_RANK, MAX_TENSOR_BYTES, validate};
+pub use write::decl_to_json;
+
+use std::path::{Path, PathBuf};
+
+/// The IR's error type.
+#[derive(Debug, thiserror::Error)]
+pub enum IrError {
+    #[error("cannot read model {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    /// The model has problems; `diagnostics` lists every one, each with its location.
+    #[error("{path}: {} problem(s) found; first: {}", diagnostics.len(), diagnostics.0.first().map(ToString::to_string).unwrap_or_default())]
+    Invalid { path: PathBuf, diagnostics: Diagnostics },
+    #[error("cannot write model {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Parses and validates model.json text, reporting every problem found.
+pub fn parse_model(src: &str) -> Result<Model, Diagnostics> {
+    let mut diags = Diagnostics::default();
+    match decode::decode(src, &mut diags) {
+        Some(d) => validate::validate_with(d.decl, Some(&d.spans), &d.damaged, diags),
+        None => {
+            diags.sort();
+            Err(diags)
+        }
+    }
+}
+
+/// Reads, parses and validates a model file.
+pub fn load_model(path: &Path) -> Result<Model, IrError> {
+    let src = std::fs::read_to_string(path).map_err(|source| IrError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_model(&src).map_err(|diagnostics| IrError::Invalid {
+        path: path.to_path_buf(),
+        diagnostics,
+    })
+}
+
+/// Writes a model atomically: to a temporary file beside the target, then renamed, so
+/// an interrupted write never leaves a truncated model behind.
+pub fn save_model(model: &Model, path: &Path) -> Result<(), IrError> {
+    let err = |source| IrError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, model.to_json()).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e)
+    })
+}

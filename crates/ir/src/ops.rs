@@ -1,0 +1,920 @@
+//! The op set: every operation a model may use, how many operands it takes, which
+//! attributes it reads, what shapes fit it, and how much arithmetic it does.
+//!
+//! The set is deliberately closed. Each op here is one the kernels implement (forward,
+//! backward and update), so a model that validates is a model that can run. docs/ops.md
+//! describes each op for people; this file is the authority.
+
+use crate::types::{AttrValue, Attrs, DType, named_enum, shape_str};
+use std::fmt;
+
+named_enum! {
+    /// An operation kind. The name in model.json is the text on the right.
+    Op {
+        MatMul = "matmul",
+        BiasAdd = "bias_add",
+        BiasGrad = "bias_grad",
+        Conv2d = "conv2d",
+        Conv2dBackwardData = "conv2d_backward_data",
+        Conv2dBackwardFilter = "conv2d_backward_filter",
+        MaxPool2d = "max_pool2d",
+        MaxPool2dBackward = "max_pool2d_backward",
+        AvgPool2d = "avg_pool2d",
+        AvgPool2dBackward = "avg_pool2d_backward",
+        GlobalAvgPool = "global_avg_pool",
+        GlobalAvgPoolBackward = "global_avg_pool_backward",
+        BatchNorm = "batch_norm",
+        BatchNormBackward = "batch_norm_backward",
+        LayerNorm = "layer_norm",
+        LayerNormBackward = "layer_norm_backward",
+        Relu = "relu",
+        ReluBackward = "relu_backward",
+        Gelu = "gelu",
+        GeluBackward = "gelu_backward",
+        Tanh = "tanh",
+        TanhBackward = "tanh_backward",
+        Add = "add",
+        Mul = "mul",
+        Concat = "concat",
+        Split = "split",
+        Reshape = "reshape",
+        Transpose = "transpose",
+        Softmax = "softmax",
+        SoftmaxBackward = "softmax_backward",
+        SoftmaxCrossEntropy = "softmax_cross_entropy",
+        SoftmaxCrossEntropyBackward = "softmax_cross_entropy_backward",
+        Embedding = "embedding",
+        EmbeddingBackward = "embedding_backward",
+        Sgd = "sgd",
+        SgdMomentum = "sgd_momentum",
+    }
+}
+
+/// How many operands of one kind an op takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    Exactly(usize),
+    AtLeast(usize),
+}
+
+impl Arity {
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrKind {
+    Int,
+    Float,
+    Bool,
+    /// A list of integers of exactly this length (`None`: any length).
+    Ints(Option<usize>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AttrSpec {
+    pub name: &'static str,
+    pub kind: AttrKind,
+    pub required: bool,
+}
+
+/// The operand counts and attributes of an op.
+#[derive(Debug, Clone, Copy)]
+pub struct Signature {
+    pub inputs: Arity,
+    /// Tensors read and written in place (weights in an update, accumulators).
+    pub updates: usize,
+    pub outputs: Arity,
+    pub attrs: &'static [AttrSpec],
+}
+
+const fn attr(name: &'static str, kind: AttrKind, required: bool) -> AttrSpec {
+    AttrSpec {
+        name,
+        kind,
+        required,
+    }
+}
+
+const PAIR: AttrKind = AttrKind::Ints(Some(2));
+const CONV_ATTRS: &[AttrSpec] = &[
+    attr("stride", PAIR, false),
+    attr("padding", PAIR, false),
+    attr("dilation", PAIR, false),
+    attr("groups", AttrKind::Int, false),
+];
+const POOL_ATTRS: &[AttrSpec] = &[
+    attr("kernel", PAIR, true),
+    attr("stride", PAIR, false),
+    attr("padding", PAIR, false),
+];
+const AVG_POOL_ATTRS: &[AttrSpec] = &[
+    attr("kernel", PAIR, true),
+    attr("stride", PAIR, false),
+    attr("padding", PAIR, false),
+    attr("count_include_pad", AttrKind::Bool, false),
+];
+const MATMUL_ATTRS: &[AttrSpec] = &[
+    attr("transpose_a", AttrKind::Bool, false),
+    attr("transpose_b", AttrKind::Bool, false),
+    attr("alpha", AttrKind::Float, false),
+];
+const AXIS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true)];
+const SPLIT_ATTRS: &[AttrSpec] = &[
+    attr("axis", AttrKind::Int, true),
+    attr("sizes", AttrKind::Ints(None), true),
+];
+const TRANSPOSE_ATTRS: &[AttrSpec] = &[attr("perm", AttrKind::Ints(None), true)];
+const EPSILON: &[AttrSpec] = &[attr("epsilon", AttrKind::Float, false)];
+const SGD_ATTRS: &[AttrSpec] = &[
+    attr("lr", AttrKind::Float, true),
+    attr("weight_decay", AttrKind::Float, false),
+];
+const SGD_MOMENTUM_ATTRS: &[AttrSpec] = &[
+    attr("lr", AttrKind::Float, true),
+    attr("momentum", AttrKind::Float, true),
+    attr("weight_decay", AttrKind::Float, false),
+];
+
+impl Op {
+    pub fn signature(self) -> Signature {
+        use Arity::{AtLeast, Exactly};
+        let sig = |inputs, outputs, attrs| Signature {
+            inputs: Exactly(inputs),
+            updates: 0,
+            outputs: Exactly(outputs),
+            attrs,
+        };
+        match self {
+            Op::MatMul => sig(2, 1, MATMUL_ATTRS),
+            Op::BiasAdd => sig(2, 1, AXIS),
+            Op::BiasGrad => sig(1, 1, AXIS),
+            Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => {
+                sig(2, 1, CONV_ATTRS)
+            }
+            Op::MaxPool2d => sig(1, 2, POOL_ATTRS),
+            Op::MaxPool2dBackward => sig(2, 1, POOL_ATTRS),
+            Op::AvgPool2d | Op::AvgPool2dBackward => sig(1, 1, AVG_POOL_ATTRS),
+            Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => sig(1, 1, &[]),
+            Op::BatchNorm | Op::LayerNorm => sig(3, 3, EPSILON),
+            Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
+            Op::Relu | Op::Gelu | Op::Tanh | Op::Softmax | Op::Reshape => sig(1, 1, &[]),
+            Op::ReluBackward
+            | Op::GeluBackward
+            | Op::TanhBackward
+            | Op::SoftmaxBackward
+            | Op::Add
+            | Op::Mul => sig(2, 1, &[]),
+            Op::Concat => Signature {
+                inputs: AtLeast(1),
+                updates: 0,
+                outputs: Exactly(1),
+                attrs: AXIS,
+            },
+            Op::Split => Signature {
+                inputs: Exactly(1),
+                updates: 0,
+                outputs: AtLeast(1),
+                attrs: SPLIT_ATTRS,
+            },
+            Op::Transpose => sig(1, 1, TRANSPOSE_ATTRS),
+            Op::SoftmaxCrossEntropy => sig(2, 2, &[]),
+            Op::SoftmaxCrossEntropyBackward | Op::Embedding | Op::EmbeddingBackward => {
+                sig(2, 1, &[])
+            }
+            Op::Sgd => Signature {
+                inputs: Exactly(1),
+                updates: 1,
+                outputs: Exactly(0),
+                attrs: SGD_ATTRS,
+            },
+            Op::SgdMomentum => Signature {
+                inputs: Exactly(1),
+                updates: 2,
+                outputs: Exactly(0),
+                attrs: SGD_MOMENTUM_ATTRS,
+            },
+        }
+    }
+}
+
+/// The shape and element type of one operand.
+#[derive(Debug, Clone, Copy)]
+pub struct Operand<'a> {
+    pub shape: &'a [u64],
+    pub dtype: DType,
+}
+
+impl Operand<'_> {
+    pub fn numel(&self) -> u64 {
+        self.shape.iter().product()
+    }
+}
+
+/// Reads attributes that were already checked against the op's [`Signature`].
+#[derive(Debug, Clone, Copy)]
+pub struct AttrReader<'a>(pub &'a Attrs);
+
+impl AttrReader<'_> {
+    pub fn int(&self, name: &str, default: i64) -> i64 {
+        match self.0.get(name) {
+            Some(AttrValue::Int(v)) => *v,
+            _ => default,
+        }
+    }
+
+    pub fn float(&self, name: &str, default: f64) -> f64 {
+        match self.0.get(name) {
+            Some(AttrValue::Float(v)) => *v,
+            Some(AttrValue::Int(v)) => *v as f64,
+            _ => default,
+        }
+    }
+
+    pub fn bool(&self, name: &str, default: bool) -> bool {
+        match self.0.get(name) {
+            Some(AttrValue::Bool(v)) => *v,
+            _ => default,
+        }
+    }
+
+    pub fn ints(&self, name: &str) -> Option<&[i64]> {
+        match self.0.get(name) {
+            Some(AttrValue::Ints(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A pair attribute as unsigned values; negative entries are reported by the shape
+    /// check rather than silently clamped.
+    fn pair(&self, name: &str, default: [u64; 2]) -> Result<[u64; 2], String> {
+        match self.ints(name) {
+            Some(&[a, b]) if a >= 0 && b >= 0 => Ok([a as u64, b as u64]),
+            Some(v) => Err(format!("attribute '{name}' must be two non-negative integers, got {v:?}")),
+            None => Ok(default),
+        }
+    }
+}
+
+/// 2-D window geometry shared by convolution and pooling.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub kernel: [u64; 2],
+    pub stride: [u64; 2],
+    pub padding: [u64; 2],
+    pub dilation: [u64; 2],
+}
+
+impl Window {
+    fn conv(attrs: AttrReader<'_>, kernel: [u64; 2]) -> Result<Window, String> {
+        Window {
+            kernel,
+            stride: attrs.pair("stride", [1, 1])?,
+            padding: attrs.pair("padding", [0, 0])?,
+            dilation: attrs.pair("dilation", [1, 1])?,
+        }
+        .checked()
+    }
+
+    fn pool(attrs: AttrReader<'_>) -> Result<Window, String> {
+        let kernel = attrs.pair("kernel", [1, 1])?;
+        let w = Window {
+            kernel,
+            stride: attrs.pair("stride", kernel)?,
+            padding: attrs.pair("padding", [0, 0])?,
+            dilation: [1, 1],
+        }
+        .checked()?;
+        if w.padding[0] * 2 > w.kernel[0] || w.padding[1] * 2 > w.kernel[1] {
+            return Err(format!(
+                "padding {:?} is more than half the pooling window {:?}",
+                w.padding, w.kernel
+            ));
+        }
+        Ok(w)
+    }
+
+    fn checked(self) -> Result<Window, String> {
+        if self.kernel.contains(&0) || self.stride.contains(&0) || self.dilation.contains(&0) {
+            return Err(format!(
+                "kernel {:?}, stride {:?} and dilation {:?} must all be positive",
+                self.kernel, self.stride, self.dilation
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Output height and width for an input of `hw`, or why the window does not fit.
+    pub fn output_hw(&self, hw: [u64; 2]) -> Result<[u64; 2], String> {
+        let mut out = [0; 2];
+        for i in 0..2 {
+            let span = (self.kernel[i] - 1) * self.dilation[i] + 1;
+            let padded = hw[i] + 2 * self.padding[i];
+            if span > padded {
+                return Err(format!(
+                    "window of {span} does not fit an input of {} with padding {}",
+                    hw[i], self.padding[i]
+                ));
+            }
+            out[i] = (padded - span) / self.stride[i] + 1;
+        }
+        Ok(out)
+    }
+}
+
+/// Checks that an op's operands fit it. Operand counts and attribute kinds have already
+/// been checked against [`Op::signature`]. The error names the first misfit.
+pub fn check_shapes(
+    op: Op,
+    attrs: &Attrs,
+    inputs: &[Operand<'_>],
+    updates: &[Operand<'_>],
+    outputs: &[Operand<'_>],
+) -> Result<(), String> {
+    let a = AttrReader(attrs);
+    match op {
+        Op::MatMul => {
+            let shape = matmul_shape(a, inputs[0].shape, inputs[1].shape)?;
+            same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
+            expect_float(inputs[0])?;
+            expect_shape("output", outputs[0], &shape)
+        }
+        Op::BiasAdd => {
+            let axis = axis_of(a, inputs[0].shape)?;
+            expect_shape("bias", inputs[1], &[inputs[0].shape[axis]])?;
+            same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
+            expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::BiasGrad => {
+            let axis = axis_of(a, inputs[0].shape)?;
+            same_dtype(&[inputs[0], outputs[0]])?;
+            expect_shape("bias gradient", outputs[0], &[inputs[0].shape[axis]])
+        }
+        Op::Conv2d => {
+            let y = conv_shape(a, inputs[0].shape, inputs[1].shape)?;
+            same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
+            expect_float(inputs[0])?;
+            expect_shape("output", outputs[0], &y)
+        }
+        Op::Conv2dBackwardData => {
+            // dy, w -> dx: dx is whatever input the forward conv maps onto dy.
+            let (dy, w, dx) = (inputs[0], inputs[1], outputs[0]);
+            same_dtype(&[dy, w, dx])?;
+            let y = conv_shape(a, dx.shape, w.shape)
+                .map_err(|e| format!("input gradient {} does not fit: {e}", shape_str(dx.shape)))?;
+            expect_shape("output gradient (input 0)", dy, &y)
+        }
+        Op::Conv2dBackwardFilter => {
+            // x, dy -> dw
+            let (x, dy, dw) = (inputs[0], inputs[1], outputs[0]);
+            same_dtype(&[x, dy, dw])?;
+            let y = conv_shape(a, x.shape, dw.shape)
+                .map_err(|e| format!("filter gradient {} does not fit: {e}", shape_str(dw.shape)))?;
+            expect_shape("output gradient (input 1)", dy, &y)
+        }
+        Op::MaxPool2d | Op::AvgPool2d => {
+            let y = pool_shape(a, inputs[0].shape)?;
+            same_dtype(&[inputs[0], outputs[0]])?;
+            expect_shape("output", outputs[0], &y)?;
+            if op == Op::MaxPool2d {
+                expect_index(outputs[1])?;
+                expect_shape("indices", outputs[1], &y)?;
+            }
+            Ok(())
+        }
+        Op::MaxPool2dBackward | Op::AvgPool2dBackward => {
+            let (dy, dx) = (inputs[0], outputs[0]);
+            same_dtype(&[dy, dx])?;
+            let y = pool_shape(a, dx.shape)
+                .map_err(|e| format!("input gradient {} does not fit: {e}", shape_str(dx.shape)))?;
+            expect_shape("output gradient", dy, &y)?;
+            if op == Op::MaxPool2dBackward {
+                expect_index(inputs[1])?;
+                expect_shape("indices", inputs[1], &y)?;
+            }
+            Ok(())
+        }
+        Op::GlobalAvgPool => {
+            let x = inputs[0];
+            expect_rank("input", x, 4)?;
+            same_dtype(&[x, outputs[0]])?;
+            expect_shape("output", outputs[0], &x.shape[..2])
+        }
+        Op::GlobalAvgPoolBackward => {
+            let (dy, dx) = (inputs[0], outputs[0]);
+            expect_rank("input gradient", dx, 4)?;
+            same_dtype(&[dy, dx])?;
+            expect_shape("output gradient", dy, &dx.shape[..2])
+        }
+        Op::BatchNorm | Op::LayerNorm => {
+            let x = inputs[0];
+            let (param, stat) = norm_shapes(op, x)?;
+            expect_float(x)?;
+            same_dtype(&[x, inputs[1], inputs[2], outputs[0], outputs[1], outputs[2]])?;
+            expect_shape("scale", inputs[1], &param)?;
+            expect_shape("shift", inputs[2], &param)?;
+            expect_shape("output", outputs[0], x.shape)?;
+            expect_shape("saved mean", outputs[1], &stat)?;
+            expect_shape("saved inverse std", outputs[2], &stat)
+        }
+        Op::BatchNormBackward | Op::LayerNormBackward => {
+            // dy, x, scale, saved mean, saved inverse std -> dx, dscale, dshift
+            let x = inputs[1];
+            let (param, stat) = norm_shapes(op, x)?;
+            same_dtype(&[inputs[0], x, inputs[2], inputs[3], inputs[4]])?;
+            same_dtype(&[x, outputs[0], outputs[1], outputs[2]])?;
+            expect_shape("output gradient", inputs[0], x.shape)?;
+            expect_shape("scale", inputs[2], &param)?;
+            expect_shape("saved mean", inputs[3], &stat)?;
+            expect_shape("saved inverse std", inputs[4], &stat)?;
+            expect_shape("input gradient", outputs[0], x.shape)?;
+            expect_shape("scale gradient", outputs[1], &param)?;
+            expect_shape("shift gradient", outputs[2], &param)
+        }
+        Op::Relu | Op::Gelu | Op::Tanh => {
+            expect_float(inputs[0])?;
+            same_dtype(&[inputs[0], outputs[0]])?;
+            expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::Softmax => {
+            expect_float(inputs[0])?;
+            expect_rank_at_least("input", inputs[0], 1)?;
+            same_dtype(&[inputs[0], outputs[0]])?;
+            expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::ReluBackward
+        | Op::GeluBackward
+        | Op::TanhBackward
+        | Op::SoftmaxBackward
+        | Op::Add
+        | Op::Mul => {
+            same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
+            expect_shape("second input", inputs[1], inputs[0].shape)?;
+            expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::Concat => concat_check(a, inputs, outputs[0]),
+        Op::Split => split_check(a, inputs[0], outputs),
+        Op::Reshape => {
+            same_dtype(&[inputs[0], outputs[0]])?;
+            if inputs[0].numel() != outputs[0].numel() {
+                return Err(format!(
+                    "cannot reshape {} ({} elements) into {} ({} elements)",
+                    shape_str(inputs[0].shape),
+                    inputs[0].numel(),
+                    shape_str(outputs[0].shape),
+                    outputs[0].numel()
+                ));
+            }
+            Ok(())
+        }
+        Op::Transpose => {
+            let x = inputs[0];
+            let perm = a.ints("perm").unwrap_or(&[]);
+            let mut seen = vec![false; x.shape.len()];
+            let ok = perm.len() == x.shape.len()
+                && perm.iter().all(|&p| {
+                    usize::try_from(p)
+                        .ok()
+                        .and_then(|p| seen.get_mut(p))
+                        .is_some_and(|s| !std::mem::replace(s, true))
+                });
+            if !ok {
+                return Err(format!(
+                    "perm {perm:?} is not a permutation of the {} axes of the input",
+                    x.shape.len()
+                ));
+            }
+            let shape: Vec<u64> = perm.iter().map(|&p| x.shape[p as usize]).collect();
+            same_dtype(&[x, outputs[0]])?;
+            expect_shape("output", outputs[0], &shape)
+        }
+        Op::SoftmaxCrossEntropy => {
+            let (logits, labels) = (inputs[0], inputs[1]);
+            expect_rank("logits", logits, 2)?;
+            expect_float(logits)?;
+            expect_index(labels)?;
+            expect_shape("labels", labels, &logits.shape[..1])?;
+            same_dtype(&[logits, outputs[0], outputs[1]])?;
+            expect_shape("loss", outputs[0], &[])?;
+            expect_shape("probabilities", outputs[1], logits.shape)
+        }
+        Op::SoftmaxCrossEntropyBackward => {
+            let (probs, labels) = (inputs[0], inputs[1]);
+            expect_rank("probabilities", probs, 2)?;
+            expect_index(labels)?;
+            expect_shape("labels", labels, &probs.shape[..1])?;
+            same_dtype(&[probs, outputs[0]])?;
+            expect_shape("logits gradient", outputs[0], probs.shape)
+        }
+        Op::Embedding => {
+            let (ids, table) = (inputs[0], inputs[1]);
+            expect_index(ids)?;
+            expect_rank("table", table, 2)?;
+            same_dtype(&[table, outputs[0]])?;
+            let mut shape = ids.shape.to_vec();
+            shape.push(table.shape[1]);
+            expect_shape("output", outputs[0], &shape)
+        }
+        Op::EmbeddingBackward => {
+            let (dy, ids, dtable) = (inputs[0], inputs[1], outputs[0]);
+            expect_index(ids)?;
+            expect_rank("table gradient", dtable, 2)?;
+            same_dtype(&[dy, dtable])?;
+            let mut shape = ids.shape.to_vec();
+            shape.push(dtable.shape[1]);
+            expect_shape("output gradient", dy, &shape)
+        }
+        Op::Sgd | Op::SgdMomentum => {
+            let grad = inputs[0];
+            expect_float(grad)?;
+            for (i, state) in updates.iter().enumerate() {
+                let what = if i == 0 { "weight" } else { "velocity" };
+                same_dtype(&[grad, *state])?;
+                expect_shape(what, *state, grad.shape)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn matmul_shape(a: AttrReader<'_>, lhs: &[u64], rhs: &[u64]) -> Result<Vec<u64>, String> {
+    let rank = lhs.len();
+    if rank < 2 || rhs.len() != rank {
+        return Err(format!(
+            "matmul needs two operands of the same rank (at least 2), got {} and {}",
+            shape_str(lhs),
+            shape_str(rhs)
+        ));
+    }
+    if lhs[..rank - 2] != rhs[..rank - 2] {
+        return Err(format!(
+            "batch dimensions differ: {} and {}",
+            shape_str(lhs),
+            shape_str(rhs)
+        ));
+    }
+    let (m, k) = if a.bool("transpose_a", false) {
+        (lhs[rank - 1], lhs[rank - 2])
+    } else {
+        (lhs[rank - 2], lhs[rank - 1])
+    };
+    let (k2, n) = if a.bool("transpose_b", false) {
+        (rhs[rank - 1], rhs[rank - 2])
+    } else {
+        (rhs[rank - 2], rhs[rank - 1])
+    };
+    if k != k2 {
+        return Err(format!(
+            "inner dimensions differ ({k} and {k2}) for {} x {}",
+            shape_str(lhs),
+            shape_str(rhs)
+        ));
+    }
+    let mut out = lhs[..rank - 2].to_vec();
+    out.extend([m, n]);
+    Ok(out)
+}
+
+/// The output shape of a forward convolution of `x` with filter `w`.
+pub fn conv_output_shape(attrs: &Attrs, x: &[u64], w: &[u64]) -> Result<Vec<u64>, String> {
+    conv_shape(AttrReader(attrs), x, w)
+}
+
+fn conv_shape(a: AttrReader<'_>, x: &[u64], w: &[u64]) -> Result<Vec<u64>, String> {
+    if x.len() != 4 || w.len() != 4 {
+        return Err(format!(
+            "convolution needs a 4-D input [N, C, H, W] and a 4-D filter [K, C/groups, R, S], got {} and {}",
+            shape_str(x),
+            shape_str(w)
+        ));
+    }
+    let groups = a.int("groups", 1);
+    if groups < 1 {
+        return Err(format!("groups must be at least 1, got {groups}"));
+    }
+    let g = groups as u64;
+    if x[1] % g != 0 || w[0] % g != 0 || x[1] / g != w[1] {
+        return Err(format!(
+            "input {} and filter {} do not agree on channels with {g} group(s)",
+            shape_str(x),
+            shape_str(w)
+        ));
+    }
+    let window = Window::conv(a, [w[2], w[3]])?;
+    let [p, q] = window.output_hw([x[2], x[3]])?;
+    Ok(vec![x[0], w[0], p, q])
+}
+
+/// The output shape of a pooling op over `x`.
+pub fn pool_output_shape(attrs: &Attrs, x: &[u64]) -> Result<Vec<u64>, String> {
+    pool_shape(AttrReader(attrs), x)
+}
+
+fn pool_shape(a: AttrReader<'_>, x: &[u64]) -> Result<Vec<u64>, String> {
+    if x.len() != 4 {
+        return Err(format!("pooling needs a 4-D input [N, C, H, W], got {}", shape_str(x)));
+    }
+    let [p, q] = Window::pool(a)?.output_hw([x[2], x[3]])?;
+    Ok(vec![x[0], x[1], p, q])
+}
+
+/// Parameter and saved-statistics shapes of a normalisation over `x`.
+fn norm_shapes(op: Op, x: Operand<'_>) -> Result<(Vec<u64>, Vec<u64>), String> {
+    if matches!(op, Op::BatchNorm | Op::BatchNormBackward) {
+        expect_rank_at_least("input", x, 2)?;
+        Ok((vec![x.shape[1]], vec![x.shape[1]]))
+    } else {
+        expect_rank_at_least("input", x, 1)?;
+        let (last, rows) = x.shape.split_last().unwrap_or((&1, &[]));
+        Ok((vec![*last], rows.to_vec()))
+    }
+}
+
+fn axis_of(a: AttrReader<'_>, shape: &[u64]) -> Result<usize, String> {
+    let axis = a.int("axis", 0);
+    let rank = shape.len() as i64;
+    let normalised = if axis < 0 { axis + rank } else { axis };
+    if (0..rank).contains(&normalised) {
+        Ok(normalised as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for {}", shape_str(shape)))
+    }
+}
+
+fn concat_check(a: AttrReader<'_>, inputs: &[Operand<'_>], out: Operand<'_>) -> Result<(), String> {
+    let first = inputs[0];
+    let axis = axis_of(a, first.shape)?;
+    let mut total = 0u64;
+    for (i, x) in inputs.iter().enumerate() {
+        same_dtype(&[first, *x])?;
+        let fits = x.shape.len() == first.shape.len()
+            && x.shape.iter().zip(first.shape).enumerate().all(|(d, (p, q))| d == axis || p == q);
+        if !fits {
+            return Err(format!(
+                "input {i} {} does not match input 0 {} outside axis {axis}",
+                shape_str(x.shape),
+                shape_str(first.shape)
+            ));
+        }
+        total += x.shape[axis];
+    }
+    let mut shape = first.shape.to_vec();
+    shape[axis] = total;
+    same_dtype(&[first, out])?;
+    expect_shape("output", out, &shape)
+}
+
+fn split_check(a: AttrReader<'_>, x: Operand<'_>, outputs: &[Operand<'_>]) -> Result<(), String> {
+    let axis = axis_of(a, x.shape)?;
+    let sizes = a.ints("sizes").unwrap_or(&[]);
+    if sizes.len() != outputs.len() {
+        return Err(format!(
+            "{} sizes given for {} outputs",
+            sizes.len(),
+            outputs.len()
+        ));
+    }
+    if sizes.iter().any(|&s| s <= 0) || sizes.iter().sum::<i64>() as u64 != x.shape[axis] {
+        return Err(format!(
+            "sizes {sizes:?} must be positive and add up to {} (axis {axis} of {})",
+            x.shape[axis],
+            shape_str(x.shape)
+        ));
+    }
+    for (out, &size) in outputs.iter().zip(sizes) {
+        let mut shape = x.shape.to_vec();
+        shape[axis] = size as u64;
+        same_dtype(&[x, *out])?;
+        expect_shape("output", *out, &shape)?;
+    }
+    Ok(())
+}
+
+fn expect_shape(what: &str, operand: Operand<'_>, shape: &[u64]) -> Result<(), String> {
+    if operand.shape == shape {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} has shape {} but the op needs {}",
+            shape_str(operand.shape),
+            shape_str(shape)
+        ))
+    }
+}
+
+fn expect_rank(what: &str, operand: Operand<'_>, rank: usize) -> Result<(), String> {
+    if operand.shape.len() == rank {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} must have {rank} dimensions, got {}",
+            shape_str(operand.shape)
+        ))
+    }
+}
+
+fn expect_rank_at_least(what: &str, operand: Operand<'_>, rank: usize) -> Result<(), String> {
+    if operand.shape.len() >= rank {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} must have at least {rank} dimension(s), got {}",
+            shape_str(operand.shape)
+        ))
+    }
+}
+
+fn expect_float(operand: Operand<'_>) -> Result<(), String> {
+    if operand.dtype.is_float() {
+        Ok(())
+    } else {
+        Err(format!("expected a floating-point tensor, got {}", operand.dtype))
+    }
+}
+
+fn expect_index(operand: Operand<'_>) -> Result<(), String> {
+    if operand.dtype.is_index() {
+        Ok(())
+    } else {
+        Err(format!("expected an i32 or i64 index tensor, got {}", operand.dtype))
+    }
+}
+
+fn same_dtype(operands: &[Operand<'_>]) -> Result<(), String> {
+    match operands.iter().find(|o| o.dtype != operands[0].dtype) {
+        None => Ok(()),
+        Some(other) => Err(format!(
+            "element types differ: {} and {}",
+            operands[0].dtype, other.dtype
+        )),
+    }
+}
+
+/// Arithmetic done by one execution of a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Multiply-accumulates of GEMM-like ops (convolutions, matmuls); zero elsewhere.
+    /// Published model "FLOPs" (ResNet-50: 4.1 G) count these.
+    pub macs: u64,
+    /// Floating-point operations: 2 per MAC, plus a nominal count per element for
+    /// everything else (docs/ops.md lists them).
+    pub flops: u64,
+}
+
+/// The cost of a node whose operands already passed [`check_shapes`].
+pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_>]) -> Cost {
+    let a = AttrReader(attrs);
+    let gemm = |macs: u64| Cost {
+        macs,
+        flops: 2 * macs,
+    };
+    let per_element = |n: u64, k: u64| Cost {
+        macs: 0,
+        flops: n * k,
+    };
+    match op {
+        Op::MatMul => {
+            let k = if a.bool("transpose_a", false) {
+                inputs[0].shape[inputs[0].shape.len() - 2]
+            } else {
+                inputs[0].shape[inputs[0].shape.len() - 1]
+            };
+            gemm(outputs[0].numel() * k)
+        }
+        Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => {
+            // Every variant performs the forward conv's MACs: one per (output element,
+            // filter tap within a group).
+            let (y, w) = match op {
+                Op::Conv2d => (outputs[0], inputs[1]),
+                Op::Conv2dBackwardData => (inputs[0], inputs[1]),
+                _ => (inputs[1], outputs[0]),
+            };
+            gemm(y.numel() * w.shape[1] * w.shape[2] * w.shape[3])
+        }
+        Op::MaxPool2d | Op::AvgPool2d => {
+            let k = a.ints("kernel").map_or(1, |k| k.iter().product::<i64>() as u64);
+            per_element(outputs[0].numel(), k)
+        }
+        Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => {
+            per_element(outputs[0].numel(), 1)
+        }
+        Op::GlobalAvgPool | Op::BiasGrad | Op::Relu | Op::ReluBackward | Op::Add | Op::Mul => {
+            per_element(inputs[0].numel(), 1)
+        }
+        Op::BiasAdd => per_element(outputs[0].numel(), 1),
+        Op::BatchNorm | Op::LayerNorm => per_element(inputs[0].numel(), 5),
+        Op::BatchNormBackward | Op::LayerNormBackward => per_element(inputs[1].numel(), 9),
+        Op::Gelu | Op::GeluBackward => per_element(inputs[0].numel(), 10),
+        Op::Tanh | Op::TanhBackward => per_element(inputs[0].numel(), 4),
+        Op::Softmax | Op::SoftmaxBackward => per_element(inputs[0].numel(), 5),
+        Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => {
+            per_element(inputs[0].numel(), 5)
+        }
+        Op::Sgd => per_element(inputs[0].numel(), 3),
+        Op::SgdMomentum => per_element(inputs[0].numel(), 5),
+        Op::EmbeddingBackward => per_element(inputs[0].numel(), 1),
+        Op::Concat | Op::Split | Op::Reshape | Op::Transpose | Op::Embedding => Cost::default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op(shape: &[u64]) -> Operand<'_> {
+        Operand {
+            shape,
+            dtype: DType::F32,
+        }
+    }
+
+    fn attrs(pairs: &[(&str, AttrValue)]) -> Attrs {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    #[test]
+    fn conv_shapes_follow_stride_padding_and_groups() {
+        let a = attrs(&[
+            ("stride", AttrValue::Ints(vec![2, 2])),
+            ("padding", AttrValue::Ints(vec![3, 3])),
+        ]);
+        assert_eq!(
+            conv_output_shape(&a, &[8, 3, 224, 224], &[64, 3, 7, 7]),
+            Ok(vec![8, 64, 112, 112])
+        );
+        let grouped = attrs(&[("groups", AttrValue::Int(4))]);
+        assert_eq!(
+            conv_output_shape(&grouped, &[1, 8, 5, 5], &[12, 2, 3, 3]),
+            Ok(vec![1, 12, 3, 3])
+        );
+        assert!(conv_output_shape(&grouped, &[1, 8, 5, 5], &[12, 8, 3, 3]).is_err());
+        assert!(conv_output_shape(&Attrs::new(), &[1, 3, 2, 2], &[4, 3, 3, 3]).is_err());
+    }
+
+    #[test]
+    fn conv_backward_checks_against_the_forward_shape() {
+        let a = attrs(&[("stride", AttrValue::Ints(vec![2, 2]))]);
+        let (dy, w, dx) = ([2, 4, 3, 3], [4, 3, 3, 3], [2, 3, 7, 7]);
+        assert!(check_shapes(Op::Conv2dBackwardData, &a, &[op(&dy), op(&w)], &[], &[op(&dx)]).is_ok());
+        let wrong = [2, 3, 9, 9];
+        let err = check_shapes(Op::Conv2dBackwardData, &a, &[op(&dy), op(&w)], &[], &[op(&wrong)])
+            .expect_err("mismatch");
+        assert!(err.contains("needs [2, 4, 4, 4]"), "{err}");
+    }
+
+    #[test]
+    fn matmul_respects_transposes_and_batch_dims() {
+        let tb = attrs(&[("transpose_b", AttrValue::Bool(true))]);
+        let (x, w, y) = ([2, 5, 8], [2, 7, 8], [2, 5, 7]);
+        assert!(check_shapes(Op::MatMul, &tb, &[op(&x), op(&w)], &[], &[op(&y)]).is_ok());
+        let err = check_shapes(Op::MatMul, &Attrs::new(), &[op(&x), op(&w)], &[], &[op(&y)])
+            .expect_err("inner mismatch");
+        assert!(err.contains("inner dimensions"), "{err}");
+        let cost = cost(Op::MatMul, &tb, &[op(&x), op(&w)], &[op(&y)]);
+        assert_eq!(cost.macs, 2 * 5 * 7 * 8);
+    }
+
+    #[test]
+    fn transpose_rejects_non_permutations() {
+        let x = [2, 3, 4];
+        for perm in [vec![0, 0, 1], vec![0, 1], vec![0, 1, 3], vec![-1, 0, 1]] {
+            let a = attrs(&[("perm", AttrValue::Ints(perm))]);
+            assert!(check_shapes(Op::Transpose, &a, &[op(&x)], &[], &[op(&x)]).is_err());
+        }
+        let a = attrs(&[("perm", AttrValue::Ints(vec![2, 0, 1]))]);
+        assert!(check_shapes(Op::Transpose, &a, &[op(&x)], &[], &[op(&[4, 2, 3])]).is_ok());
+    }
+
+    #[test]
+    fn pooling_rejects_excess_padding() {
+        let a = attrs(&[
+            ("kernel", AttrValue::Ints(vec![2, 2])),
+            ("padding", AttrValue::Ints(vec![2, 2])),
+        ]);
+        assert!(pool_output_shape(&a, &[1, 1, 8, 8]).is_err());
+    }
+
+    #[test]
+    fn every_op_has_a_distinct_name() {
+        let mut names: Vec<_> = Op::ALL.iter().map(|o| o.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Op::ALL.len());
+        for op in Op::ALL {
+            assert_eq!(Op::parse(op.as_str()), Some(*op));
+        }
+    }
+}

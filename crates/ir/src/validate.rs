@@ -1,0 +1,570 @@
+//! [`ModelDecl`] -> [`Model`]: every check a model must pass, all problems reported.
+
+use crate::decode::{Damaged, SourceMap};
+use crate::diag::{DiagnosticKind as K, Diagnostics, Location, Subject};
+use crate::model::{Model, ModelDecl, Node, Tensor};
+use crate::ops::{AttrKind, Operand, check_shapes};
+use crate::types::{AttrValue, NodeId, TensorId, shape_str};
+use petgraph::algo::tarjan_scc;
+use petgraph::graph::DiGraph;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+/// Tensors with more dimensions than this are refused as absurd.
+pub const MAX_RANK: usize = 8;
+/// Tensors larger than this (1 PiB) are refused as absurd: no host has such a tier.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 50;
+
+/// Validates a model built in memory (no source positions).
+pub fn validate(decl: ModelDecl) -> Result<Model, Diagnostics> {
+    validate_with(decl, None, &Damaged::default(), Diagnostics::default())
+}
+
+pub(crate) fn validate_with(
+    decl: ModelDecl,
+    spans: Option<&SourceMap<'_>>,
+    damaged: &Damaged,
+    diags: Diagnostics,
+) -> Result<Model, Diagnostics> {
+    let mut v = Validator {
+        spans,
+        damaged,
+        diags,
+    };
+    let model = v.run(decl);
+    v.diags.sort();
+    match model {
+        Some(model) if v.diags.is_empty() => Ok(model),
+        _ => Err(v.diags),
+    }
+}
+
+/// Why one node must run before another.
+#[derive(Debug, Clone, Copy)]
+struct Dependency {
+    from: NodeId,
+    to: NodeId,
+    tensor: TensorId,
+    kind: DepKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DepKind {
+    /// `to` reads what `from` produced.
+    Data,
+    /// `to` updates in place what `from` reads, so `from` must read first.
+    ReadBeforeUpdate,
+    /// Two in-place updates of the same tensor apply in file order.
+    UpdateOrder,
+}
+
+struct Validator<'s, 'a> {
+    spans: Option<&'s SourceMap<'a>>,
+    damaged: &'s Damaged,
+    diags: Diagnostics,
+}
+
+impl Validator<'_, '_> {
+    fn at(&self, pos: impl Fn(&SourceMap<'_>) -> Option<usize>) -> Option<Location> {
+        self.spans.and_then(|s| pos(s).map(|p| s.locate(p)))
+    }
+
+    fn tensor_loc(&self, i: usize, shape: bool) -> Option<Location> {
+        self.at(|s| s.tensors.get(i).map(|t| if shape { t.shape } else { t.name }))
+    }
+
+    fn node_loc(&self, i: usize) -> Option<Location> {
+        self.at(|s| s.nodes.get(i).map(|n| n.name))
+    }
+
+    fn run(&mut self, decl: ModelDecl) -> Option<Model> {
+        let tensors = self.tensors(&decl);
+        let tensor_ids = self.names(decl.tensors.iter().map(|t| t.name.as_str()), true);
+        let node_ids = self.names(decl.nodes.iter().map(|n| n.name.as_str()), false);
+        let nodes = self.resolve_nodes(&decl, &tensor_ids);
+        let producer = self.producers(&decl, &nodes, &tensors);
+        self.roles(&tensors, &nodes, &producer);
+        self.shapes(&decl, &tensors, &nodes);
+        let deps = dependencies(&nodes, &producer);
+        let acyclic = self.cycles(&decl, nodes.len(), &deps);
+        let (schedule, schedule_given) = match &decl.schedule {
+            Some(order) => (self.given_schedule(order, &node_ids, &decl, &deps)?, true),
+            None if acyclic => (derived_schedule(nodes.len(), &deps), false),
+            None => return None,
+        };
+        let nodes: Option<Vec<Node>> = nodes.into_iter().collect();
+        Some(Model {
+            name: decl.name,
+            meta: decl.meta,
+            tensors,
+            nodes: nodes?,
+            schedule,
+            schedule_given,
+            producer,
+            tensor_ids: tensor_ids.into_iter().map(|(k, v)| (k.to_string(), TensorId(v as u32))).collect(),
+            node_ids: node_ids.into_iter().map(|(k, v)| (k.to_string(), NodeId(v as u32))).collect(),
+        })
+    }
+
+    fn tensors(&mut self, decl: &ModelDecl) -> Vec<Tensor> {
+        decl.tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let bytes = if self.damaged.tensors.contains(&i) {
+                    0
+                } else {
+                    self.tensor_bytes(i, &t.name, &t.shape, t.dtype.size_bytes())
+                };
+                Tensor {
+                    name: t.name.clone(),
+                    shape: t.shape.clone(),
+                    dtype: t.dtype,
+                    role: t.role,
+                    bytes,
+                }
+            })
+            .collect()
+    }
+
+    fn tensor_bytes(&mut self, i: usize, name: &str, shape: &[u64], elem: u64) -> u64 {
+        let subject = Subject::Tensor(name.to_string());
+        let loc = self.tensor_loc(i, true);
+        if shape.len() > MAX_RANK {
+            self.diags.push(
+                K::Size,
+                loc,
+                subject,
+                format!("shape {} has {} dimensions; at most {MAX_RANK} are supported", shape_str(shape), shape.len()),
+            );
+            return 0;
+        }
+        if shape.contains(&0) {
+            self.diags.push(K::Size, loc, subject, format!("shape {} has a zero dimension", shape_str(shape)));
+            return 0;
+        }
+        let bytes = shape.iter().try_fold(elem, |acc, &d| acc.checked_mul(d));
+        match bytes {
+            Some(b) if b <= MAX_TENSOR_BYTES => b,
+            _ => {
+                self.diags.push(
+                    K::Size,
+                    loc,
+                    subject,
+                    format!("shape {} is absurdly large (over 1 PiB)", shape_str(shape)),
+                );
+                0
+            }
+        }
+    }
+
+    /// Maps names to indices, reporting empty and duplicate names.
+    fn names<'n>(&mut self, names: impl Iterator<Item = &'n str>, tensors: bool) -> HashMap<&'n str, usize> {
+        let mut ids = HashMap::new();
+        for (i, name) in names.enumerate() {
+            let (what, loc, subject) = if tensors {
+                ("tensor", self.tensor_loc(i, false), Subject::Tensor(name.to_string()))
+            } else {
+                ("node", self.node_loc(i), Subject::Node(name.to_string()))
+            };
+            let damaged = if tensors { &self.damaged.tensors } else { &self.damaged.nodes };
+            if name.is_empty() {
+                if !damaged.contains(&i) {
+                    self.diags.push(K::BadValue, loc, Subject::Model, format!("{what} #{i} has an empty name"));
+                }
+                continue;
+            }
+            if let Some(first) = ids.insert(name, i) {
+                ids.insert(name, first);
+                self.diags.push(
+                    K::DuplicateName,
+                    loc,
+                    subject,
+                    format!("{what} name is used twice (first by {what} #{first})"),
+                );
+            }
+        }
+        ids
+    }
+
+    /// Resolves operand names; a node with an unknown operand resolves to `None`.
+    fn resolve_nodes(&mut self, decl: &ModelDecl, ids: &HashMap<&str, usize>) -> Vec<Option<Node>> {
+        decl.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let subject = Subject::Node(n.name.clone());
+                let mut ok = true;
+                let mut resolve = |list: &[String], pick: fn(&crate::decode::NodeSpans) -> &Vec<usize>, this: &mut Self| {
+                    list.iter()
+                        .enumerate()
+                        .filter_map(|(k, name)| match ids.get(name.as_str()) {
+                            Some(&t) => Some(TensorId(t as u32)),
+                            None => {
+                                let loc = this.at(|s| s.nodes.get(i).and_then(|sp| pick(sp).get(k).copied()));
+                                this.diags.push(
+                                    K::UnknownName,
+                                    loc,
+                                    subject.clone(),
+                                    format!("uses tensor '{name}', which is not declared in \"tensors\""),
+                                );
+                                ok = false;
+                                None
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                };
+                let inputs = resolve(&n.inputs, |s| &s.inputs, self);
+                let updates = resolve(&n.updates, |s| &s.updates, self);
+                let outputs = resolve(&n.outputs, |s| &s.outputs, self);
+                if !self.damaged.nodes.contains(&i) {
+                    self.signature(i, n, &subject);
+                }
+                ok.then(|| Node {
+                    name: n.name.clone(),
+                    op: n.op,
+                    attrs: n.attrs.clone(),
+                    inputs,
+                    updates,
+                    outputs,
+                })
+            })
+            .collect()
+    }
+
+    /// Operand counts and attributes against the op's signature.
+    fn signature(&mut self, i: usize, n: &crate::model::NodeDecl, subject: &Subject) {
+        let sig = n.op.signature();
+        let loc = self.at(|s| s.nodes.get(i).map(|sp| sp.op));
+        for (what, count, arity) in [
+            ("inputs", n.inputs.len(), sig.inputs),
+            ("outputs", n.outputs.len(), sig.outputs),
+            ("updates", n.updates.len(), crate::ops::Arity::Exactly(sig.updates)),
+        ] {
+            if !arity.accepts(count) {
+                self.diags.push(
+                    K::Arity,
+                    loc,
+                    subject.clone(),
+                    format!("op {} takes {arity} {what}, got {count}", n.op),
+                );
+            }
+        }
+        for (name, value) in &n.attrs {
+            let attr_loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.attrs.get(name).copied()));
+            let Some(spec) = sig.attrs.iter().find(|a| a.name == name) else {
+                let known: Vec<&str> = sig.attrs.iter().map(|a| a.name).collect();
+                let expected = if known.is_empty() { "none".to_string() } else { known.join(", ") };
+                self.diags.push(
+                    K::Attribute,
+                    attr_loc,
+                    subject.clone(),
+                    format!("op {} has no attribute '{name}' (expected: {expected})", n.op),
+                );
+                continue;
+            };
+            let fits = match (spec.kind, value) {
+                (AttrKind::Int, AttrValue::Int(_))
+                | (AttrKind::Float, AttrValue::Float(_) | AttrValue::Int(_))
+                | (AttrKind::Bool, AttrValue::Bool(_))
+                | (AttrKind::Ints(None), AttrValue::Ints(_)) => true,
+                (AttrKind::Ints(Some(len)), AttrValue::Ints(v)) => v.len() == len,
+                _ => false,
+            };
+            if !fits {
+                let wanted = match spec.kind {
+                    AttrKind::Int => "an integer".to_string(),
+                    AttrKind::Float => "a number".to_string(),
+                    AttrKind::Bool => "a boolean".to_string(),
+                    AttrKind::Ints(Some(len)) => format!("a list of {len} integers"),
+                    AttrKind::Ints(None) => "a list of integers".to_string(),
+                };
+                self.diags.push(
+                    K::Attribute,
+                    attr_loc,
+                    subject.clone(),
+                    format!("attribute '{name}' must be {wanted}, got {}", value.kind()),
+                );
+            }
+        }
+        for spec in sig.attrs.iter().filter(|a| a.required && !n.attrs.contains_key(a.name)) {
+            self.diags.push(
+                K::Attribute,
+                loc,
+                subject.clone(),
+                format!("op {} needs attribute '{}'", n.op, spec.name),
+            );
+        }
+    }
+
+    fn producers(&mut self, decl: &ModelDecl, nodes: &[Option<Node>], tensors: &[Tensor]) -> Vec<Option<NodeId>> {
+        let mut producer: Vec<Option<NodeId>> = vec![None; tensors.len()];
+        for (i, node) in nodes.iter().enumerate() {
+            let Some(node) = node else { continue };
+            let subject = Subject::Node(node.name.clone());
+            for (k, &t) in node.outputs.iter().enumerate() {
+                let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.outputs.get(k).copied()));
+                let name = &tensors[t.index()].name;
+                if let Some(first) = producer[t.index()] {
+                    let first_name = &decl.nodes[first.index()].name;
+                    self.diags.push(
+                        K::ProducedTwice,
+                        loc,
+                        subject.clone(),
+                        format!("produces tensor '{name}', which node '{first_name}' already produces"),
+                    );
+                    continue;
+                }
+                producer[t.index()] = Some(NodeId(i as u32));
+                if node.inputs.contains(&t) || node.updates.contains(&t) {
+                    self.diags.push(
+                        K::Cycle,
+                        loc,
+                        subject.clone(),
+                        format!("reads tensor '{name}', which it also produces"),
+                    );
+                }
+            }
+            for (k, &t) in node.updates.iter().enumerate() {
+                if node.inputs.contains(&t) {
+                    let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.updates.get(k).copied()));
+                    self.diags.push(
+                        K::Arity,
+                        loc,
+                        subject.clone(),
+                        format!(
+                            "lists tensor '{}' both as an input and as an update; an update is already read",
+                            tensors[t.index()].name
+                        ),
+                    );
+                }
+            }
+        }
+        producer
+    }
+
+    fn roles(&mut self, tensors: &[Tensor], nodes: &[Option<Node>], producer: &[Option<NodeId>]) {
+        let mut used = vec![false; tensors.len()];
+        for node in nodes.iter().flatten() {
+            for &t in node.inputs.iter().chain(&node.updates) {
+                used[t.index()] = true;
+            }
+        }
+        for (i, t) in tensors.iter().enumerate() {
+            if self.damaged.tensors.contains(&i) {
+                continue;
+            }
+            let subject = Subject::Tensor(t.name.clone());
+            let loc = self.tensor_loc(i, false);
+            match (t.role.is_external(), producer[i]) {
+                (true, Some(p)) => self.diags.push(
+                    K::Role,
+                    loc,
+                    subject,
+                    format!(
+                        "has role {} but node '{}' produces it; inputs, weights and optimizer state exist before the step (change them in place with \"updates\")",
+                        t.role,
+                        nodes[p.index()].as_ref().map_or("?", |n| n.name.as_str())
+                    ),
+                ),
+                (false, None) if used[i] => self.diags.push(
+                    K::NeverProduced,
+                    loc,
+                    subject,
+                    format!("is used but never produced (role {} needs a producing node)", t.role),
+                ),
+                (false, None) => self.diags.push(
+                    K::NeverProduced,
+                    loc,
+                    subject,
+                    format!("is declared with role {} but no node produces or uses it", t.role),
+                ),
+                _ => {}
+            }
+        }
+    }
+
+    fn shapes(&mut self, decl: &ModelDecl, tensors: &[Tensor], nodes: &[Option<Node>]) {
+        for (i, node) in nodes.iter().enumerate() {
+            let Some(node) = node else { continue };
+            if self.damaged.nodes.contains(&i) {
+                continue;
+            }
+            let sig = node.op.signature();
+            let arity_ok = sig.inputs.accepts(node.inputs.len())
+                && sig.outputs.accepts(node.outputs.len())
+                && node.updates.len() == sig.updates;
+            let operands_ok = node
+                .inputs
+                .iter()
+                .chain(&node.updates)
+                .chain(&node.outputs)
+                .all(|t| !self.damaged.tensors.contains(&t.index()) && tensors[t.index()].bytes > 0);
+            if !arity_ok || !operands_ok || self.diags.iter().any(|d| d.kind == K::Attribute && d.subject == Subject::Node(node.name.clone())) {
+                continue;
+            }
+            let ops = |ids: &[TensorId]| -> Vec<Operand<'_>> { ids.iter().map(|t| tensors[t.index()].operand()).collect() };
+            if let Err(msg) = check_shapes(node.op, &node.attrs, &ops(&node.inputs), &ops(&node.updates), &ops(&node.outputs)) {
+                let loc = self.at(|s| s.nodes.get(i).map(|sp| sp.op));
+                self.diags.push(K::Shape, loc, Subject::Node(decl.nodes[i].name.clone()), format!("{}: {msg}", node.op));
+            }
+        }
+    }
+
+    /// Reports every group of nodes that depend on each other; true if there are none.
+    fn cycles(&mut self, decl: &ModelDecl, count: usize, deps: &[Dependency]) -> bool {
+        let mut graph = DiGraph::<usize, ()>::with_capacity(count, deps.len());
+        for i in 0..count {
+            graph.add_node(i);
+        }
+        for d in deps {
+            graph.add_edge(d.from.0.into(), d.to.0.into(), ());
+        }
+        let mut acyclic = true;
+        for scc in tarjan_scc(&graph) {
+            if scc.len() < 2 {
+                continue;
+            }
+            acyclic = false;
+            let mut members: Vec<usize> = scc.iter().map(|n| n.index()).collect();
+            members.sort_unstable();
+            let mut names: Vec<&str> = members.iter().take(8).map(|&m| decl.nodes[m].name.as_str()).collect();
+            if members.len() > 8 {
+                names.push("...");
+            }
+            self.diags.push(
+                K::Cycle,
+                self.node_loc(members[0]),
+                Subject::Node(decl.nodes[members[0]].name.clone()),
+                format!("is part of a dependency cycle of {} nodes: {}", members.len(), names.join(", ")),
+            );
+        }
+        acyclic
+    }
+
+    fn given_schedule(
+        &mut self,
+        order: &[String],
+        ids: &HashMap<&str, usize>,
+        decl: &ModelDecl,
+        deps: &[Dependency],
+    ) -> Option<Vec<NodeId>> {
+        let mut position: Vec<Option<usize>> = vec![None; decl.nodes.len()];
+        let mut schedule = Vec::with_capacity(order.len());
+        let mut ok = true;
+        for (step, name) in order.iter().enumerate() {
+            let loc = self.at(|s| s.schedule.get(step).copied());
+            match ids.get(name.as_str()) {
+                None => {
+                    self.diags.push(K::UnknownName, loc, Subject::Model, format!("schedule names node '{name}', which does not exist"));
+                    ok = false;
+                }
+                Some(&n) if position[n].is_some() => {
+                    self.diags.push(K::ScheduleOrder, loc, Subject::Node(name.clone()), "appears twice in the schedule".to_string());
+                    ok = false;
+                }
+                Some(&n) => {
+                    position[n] = Some(step);
+                    schedule.push(NodeId(n as u32));
+                }
+            }
+        }
+        for (i, p) in position.iter().enumerate() {
+            if p.is_none() && ids.get(decl.nodes[i].name.as_str()) == Some(&i) {
+                self.diags.push(K::ScheduleOrder, self.node_loc(i), Subject::Node(decl.nodes[i].name.clone()), "is missing from the schedule".to_string());
+                ok = false;
+            }
+        }
+        for d in deps {
+            let (Some(from), Some(to)) = (position[d.from.index()], position[d.to.index()]) else { continue };
+            if from < to {
+                continue;
+            }
+            let tensor = decl
+                .tensors
+                .get(d.tensor.index())
+                .map_or("?", |t| t.name.as_str());
+            let why = match d.kind {
+                DepKind::Data => format!("reads tensor '{tensor}'"),
+                DepKind::ReadBeforeUpdate => format!("updates tensor '{tensor}' in place"),
+                DepKind::UpdateOrder => format!("updates tensor '{tensor}' after"),
+            };
+            let needs = match d.kind {
+                DepKind::Data => "which is produced by",
+                DepKind::ReadBeforeUpdate => "which must first be read by",
+                DepKind::UpdateOrder => "in file order,",
+            };
+            self.diags.push(
+                K::ScheduleOrder,
+                self.at(|s| s.schedule.get(to).copied()),
+                Subject::Node(decl.nodes[d.to.index()].name.clone()),
+                format!(
+                    "runs at step {to} and {why}, {needs} node '{}' at step {from}",
+                    decl.nodes[d.from.index()].name
+                ),
+            );
+            ok = false;
+        }
+        ok.then_some(schedule)
+    }
+}
+
+fn dependencies(nodes: &[Option<Node>], producer: &[Option<NodeId>]) -> Vec<Dependency> {
+    let mut deps = Vec::new();
+    let mut readers: Vec<Vec<NodeId>> = vec![Vec::new(); producer.len()];
+    let mut updaters: Vec<Vec<NodeId>> = vec![Vec::new(); producer.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let Some(node) = node else { continue };
+        let id = NodeId(i as u32);
+        for &t in node.inputs.iter().chain(&node.updates) {
+            if let Some(p) = producer[t.index()].filter(|&p| p != id) {
+                deps.push(Dependency { from: p, to: id, tensor: t, kind: DepKind::Data });
+            }
+        }
+        for &t in &node.inputs {
+            readers[t.index()].push(id);
+        }
+        for &t in &node.updates {
+            updaters[t.index()].push(id);
+        }
+    }
+    for (t, ups) in updaters.iter().enumerate() {
+        let Some(&first) = ups.first() else { continue };
+        let tensor = TensorId(t as u32);
+        for &r in &readers[t] {
+            if r != first {
+                deps.push(Dependency { from: r, to: first, tensor, kind: DepKind::ReadBeforeUpdate });
+            }
+        }
+        for pair in ups.windows(2) {
+            deps.push(Dependency { from: pair[0], to: pair[1], tensor, kind: DepKind::UpdateOrder });
+        }
+    }
+    deps.sort_by_key(|d| (d.to, d.from));
+    deps.dedup_by_key(|d| (d.to, d.from));
+    deps
+}
+
+/// Kahn's algorithm, always taking the ready node that comes first in the file, so the
+/// file order is the schedule whenever it is valid and the result is deterministic.
+fn derived_schedule(count: usize, deps: &[Dependency]) -> Vec<NodeId> {
+    let mut indegree = vec![0usize; count];
+    let mut successors: Vec<Vec<NodeId>> = vec![Vec::new(); count];
+    for d in deps {
+        indegree[d.to.index()] += 1;
+        successors[d.from.index()].push(d.to);
+    }
+    let mut ready: BinaryHeap<Reverse<NodeId>> =
+        (0..count).filter(|&i| indegree[i] == 0).map(|i| Reverse(NodeId(i as u32))).collect();
+    let mut order = Vec::with_capacity(count);
+    while let Some(Reverse(n)) = ready.pop() {
+        order.push(n);
+        for &s in &successors[n.index()] {
+            indegree[s.index()] -= 1;
+            if indegree[s.index()] == 0 {
+                ready.push(Reverse(s));
+            }
+        }
+    }
+    order
+}
