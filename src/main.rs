@@ -1,1 +1,38 @@
-fn main() {}
+//! `placer`: the command-line front end. It parses arguments, calls the library crates
+//! and prints; all analysis lives in crates/.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod cmd;
+mod exit;
+mod table;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "placer", version, about = "Place the tensors of a DNN training step across memory tiers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Summarise a model: sizes, live memory, largest tensors, configurations per node.
+    Inspect(cmd::inspect::Args),
+    /// Generate the training graph of a well-known network.
+    Zoo(cmd::zoo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Zoo(args) => cmd::zoo::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => exit::report(&err),
+    }
+}

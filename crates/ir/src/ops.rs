@@ -321,8 +321,20 @@ impl Window {
     pub fn output_hw(&self, hw: [u64; 2]) -> Result<[u64; 2], String> {
         let mut out = [0; 2];
         for i in 0..2 {
-            let span = (self.kernel[i] - 1) * self.dilation[i] + 1;
-            let padded = hw[i] + 2 * self.padding[i];
+            // Attributes come from the file, so the arithmetic must not overflow.
+            let span = (self.kernel[i] - 1)
+                .checked_mul(self.dilation[i])
+                .and_then(|s| s.checked_add(1))
+                .ok_or_else(|| {
+                    format!(
+                        "kernel {} with dilation {} spans more than 2^64 elements",
+                        self.kernel[i], self.dilation[i]
+                    )
+                })?;
+            let padded = self.padding[i]
+                .checked_mul(2)
+                .and_then(|p| p.checked_add(hw[i]))
+                .ok_or_else(|| format!("padding {} is too large", self.padding[i]))?;
             if span > padded {
                 return Err(format!(
                     "window of {span} does not fit an input of {} with padding {}",
@@ -669,7 +681,9 @@ fn concat_check(a: AttrReader<'_>, inputs: &[Operand<'_>], out: Operand<'_>) -> 
                 shape_str(first.shape)
             ));
         }
-        total += x.shape[axis];
+        total = total
+            .checked_add(x.shape[axis])
+            .ok_or_else(|| format!("inputs add up to more than 2^64 elements along axis {axis}"))?;
     }
     let mut shape = first.shape.to_vec();
     shape[axis] = total;
@@ -687,7 +701,11 @@ fn split_check(a: AttrReader<'_>, x: Operand<'_>, outputs: &[Operand<'_>]) -> Re
             outputs.len()
         ));
     }
-    if sizes.iter().any(|&s| s <= 0) || sizes.iter().sum::<i64>() as u64 != x.shape[axis] {
+    // Checked: the sizes come from the file and may add up past 2^64.
+    let total = sizes.iter().try_fold(0u64, |acc, &s| {
+        u64::try_from(s).ok().filter(|&s| s > 0).and_then(|s| acc.checked_add(s))
+    });
+    if total != Some(x.shape[axis]) {
         return Err(format!(
             "sizes {sizes:?} must be positive and add up to {} (axis {axis} of {})",
             x.shape[axis],

@@ -1,0 +1,46 @@
+//! Error reporting and exit codes.
+//!
+//! 0 success; 1 a failure of the tool or the system (cannot write a file);
+//! 2 bad input (an invalid model, an unknown name, a bad option value), as clap does
+//! for bad arguments.
+
+use placer_ir::IrError;
+use placer_zoo::ZooError;
+use std::process::ExitCode;
+
+pub const BAD_INPUT: u8 = 2;
+pub const FAILURE: u8 = 1;
+
+pub fn report(err: &anyhow::Error) -> ExitCode {
+    if let Some(IrError::Invalid { path, diagnostics }) = err.downcast_ref::<IrError>() {
+        // One line per problem, each prefixed like a compiler's so editors can jump to it.
+        for d in diagnostics.iter() {
+            match d.location {
+                Some(_) => eprintln!("{}:{d}", path.display()),
+                None => eprintln!("{}: {d}", path.display()),
+            }
+        }
+        eprintln!("error: {} problem(s) in {}", diagnostics.len(), path.display());
+        return ExitCode::from(BAD_INPUT);
+    }
+    eprintln!("error: {err:#}");
+    ExitCode::from(exit_code(err))
+}
+
+fn exit_code(err: &anyhow::Error) -> u8 {
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<IrError>() {
+            return match e {
+                IrError::Read { .. } | IrError::Invalid { .. } => BAD_INPUT,
+                IrError::Write { .. } => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<ZooError>() {
+            return match e {
+                ZooError::UnknownModel { .. } | ZooError::BadBatch { .. } | ZooError::Shape(_) => BAD_INPUT,
+                ZooError::Invalid(_) => FAILURE,
+            };
+        }
+    }
+    FAILURE
+}
