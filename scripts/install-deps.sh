@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages placer's build needs. Idempotent: packages already
+# present are skipped, and apt is not touched at all when nothing is missing.
+set -euo pipefail
+
+# What the build links against or runs. Keep this list exact: each later backend
+# (HiGHS, hwloc, memkind) adds its -dev package here when it lands.
+packages=(
+  gcc        # the linker driver rustc uses
+  libc6-dev  # C runtime objects for linking
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} system packages present"
+else
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "install-deps: cargo not found; install the Rust toolchain (rustup) first" >&2
+  exit 1
+fi
