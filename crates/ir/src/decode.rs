@@ -108,15 +108,27 @@ impl Decoder<'_, '_> {
         known: &[&str],
         subject: &Subject,
     ) -> Option<&'j Members<'j>> {
-        let Json::Object(members) = &value.value else {
-            self.report(
-                K::BadValue,
-                value.pos,
-                subject.clone(),
-                format!("{what} must be an object, found {}", value.value.kind()),
-            );
-            return None;
-        };
+        let members = self.object(value, what, subject)?;
+        self.unknown_fields(members, what, known, subject);
+        Some(members)
+    }
+
+    fn object<'j>(&mut self, value: &'j Spanned<Json>, what: &str, subject: &Subject) -> Option<&'j Members<'j>> {
+        match &value.value {
+            Json::Object(members) => Some(members),
+            other => {
+                self.report(
+                    K::BadValue,
+                    value.pos,
+                    subject.clone(),
+                    format!("{what} must be an object, found {}", other.kind()),
+                );
+                None
+            }
+        }
+    }
+
+    fn unknown_fields(&mut self, members: &Members<'_>, what: &str, known: &[&str], subject: &Subject) {
         for (key, _) in members {
             if !known.contains(&key.value.as_str()) {
                 self.report(
@@ -131,7 +143,6 @@ impl Decoder<'_, '_> {
                 );
             }
         }
-        Some(members)
     }
 
     fn required<'j>(
@@ -267,11 +278,11 @@ impl Decoder<'_, '_> {
                 decl.nodes.push(n);
             });
         }
-        if let Some(schedule) = field(members, "schedule") {
-            if let Some((names, positions)) = self.strings(schedule, "\"schedule\"", &Subject::Model) {
-                decl.schedule = Some(names);
-                self.spans.schedule = positions;
-            }
+        if let Some(schedule) = field(members, "schedule")
+            && let Some((names, positions)) = self.strings(schedule, "\"schedule\"", &Subject::Model)
+        {
+            decl.schedule = Some(names);
+            self.spans.schedule = positions;
         }
         Some(decl)
     }
@@ -327,12 +338,13 @@ impl Decoder<'_, '_> {
         };
         let before = self.diags.len();
         let anon = Subject::Tensor(format!("#{index}"));
-        if let Some(members) = self.members(value, "a tensor", &["name", "shape", "dtype", "role"], &anon) {
+        if let Some(members) = self.object(value, "a tensor", &anon) {
             if let Some(v) = self.required(members, value.pos, "name", "a tensor", &anon) {
                 spans.name = v.pos;
                 t.name = self.string(v, "\"name\"", &anon).unwrap_or_default();
             }
             let subject = if t.name.is_empty() { anon } else { Subject::Tensor(t.name.clone()) };
+            self.unknown_fields(members, "a tensor", &["name", "shape", "dtype", "role"], &subject);
             if let Some(v) = self.required(members, value.pos, "shape", "a tensor", &subject) {
                 spans.shape = v.pos;
                 t.shape = self.shape(v, &subject).unwrap_or_default();
@@ -426,12 +438,13 @@ impl Decoder<'_, '_> {
         let before = self.diags.len();
         let anon = Subject::Node(format!("#{index}"));
         let known = ["name", "op", "attrs", "inputs", "updates", "outputs"];
-        if let Some(members) = self.members(value, "a node", &known, &anon) {
+        if let Some(members) = self.object(value, "a node", &anon) {
             if let Some(v) = self.required(members, value.pos, "name", "a node", &anon) {
                 spans.name = v.pos;
                 n.name = self.string(v, "\"name\"", &anon).unwrap_or_default();
             }
             let subject = if n.name.is_empty() { anon } else { Subject::Node(n.name.clone()) };
+            self.unknown_fields(members, "a node", &known, &subject);
             if let Some(v) = self.required(members, value.pos, "op", "a node", &subject) {
                 spans.op = v.pos;
                 if let Some(op) = self.named(v, "op", Op::parse, Op::names, &subject) {

@@ -618,7 +618,7 @@ fn conv_shape(a: AttrReader<'_>, x: &[u64], w: &[u64]) -> Result<Vec<u64>, Strin
         return Err(format!("groups must be at least 1, got {groups}"));
     }
     let g = groups as u64;
-    if x[1] % g != 0 || w[0] % g != 0 || x[1] / g != w[1] {
+    if !x[1].is_multiple_of(g) || !w[0].is_multiple_of(g) || x[1] / g != w[1] {
         return Err(format!(
             "input {} and filter {} do not agree on channels with {g} group(s)",
             shape_str(x),

@@ -82,8 +82,8 @@ impl Validator<'_, '_> {
         let tensor_ids = self.names(decl.tensors.iter().map(|t| t.name.as_str()), true);
         let node_ids = self.names(decl.nodes.iter().map(|n| n.name.as_str()), false);
         let nodes = self.resolve_nodes(&decl, &tensor_ids);
-        let producer = self.producers(&decl, &nodes, &tensors);
-        self.roles(&tensors, &nodes, &producer);
+        let producer = self.producers(&decl, &tensor_ids, &tensors);
+        self.roles(&decl, &tensor_ids, &tensors, &producer);
         self.shapes(&decl, &tensors, &nodes);
         let deps = dependencies(&nodes, &producer);
         let acyclic = self.cycles(&decl, nodes.len(), &deps);
@@ -297,15 +297,17 @@ impl Validator<'_, '_> {
         }
     }
 
-    fn producers(&mut self, decl: &ModelDecl, nodes: &[Option<Node>], tensors: &[Tensor]) -> Vec<Option<NodeId>> {
+    /// Works on the declared names rather than on `nodes`, so that a node left out of
+    /// `nodes` for an unknown operand (already reported) still counts as the producer of
+    /// the outputs it does declare, and its other problems are still found.
+    fn producers(&mut self, decl: &ModelDecl, ids: &HashMap<&str, usize>, tensors: &[Tensor]) -> Vec<Option<NodeId>> {
         let mut producer: Vec<Option<NodeId>> = vec![None; tensors.len()];
-        for (i, node) in nodes.iter().enumerate() {
-            let Some(node) = node else { continue };
+        for (i, node) in decl.nodes.iter().enumerate() {
             let subject = Subject::Node(node.name.clone());
-            for (k, &t) in node.outputs.iter().enumerate() {
+            for (k, name) in node.outputs.iter().enumerate() {
+                let Some(&t) = ids.get(name.as_str()) else { continue };
                 let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.outputs.get(k).copied()));
-                let name = &tensors[t.index()].name;
-                if let Some(first) = producer[t.index()] {
+                if let Some(first) = producer[t] {
                     let first_name = &decl.nodes[first.index()].name;
                     self.diags.push(
                         K::ProducedTwice,
@@ -315,8 +317,8 @@ impl Validator<'_, '_> {
                     );
                     continue;
                 }
-                producer[t.index()] = Some(NodeId(i as u32));
-                if node.inputs.contains(&t) || node.updates.contains(&t) {
+                producer[t] = Some(NodeId(i as u32));
+                if node.inputs.contains(name) || node.updates.contains(name) {
                     self.diags.push(
                         K::Cycle,
                         loc,
@@ -325,17 +327,14 @@ impl Validator<'_, '_> {
                     );
                 }
             }
-            for (k, &t) in node.updates.iter().enumerate() {
-                if node.inputs.contains(&t) {
+            for (k, name) in node.updates.iter().enumerate() {
+                if ids.contains_key(name.as_str()) && node.inputs.contains(name) {
                     let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.updates.get(k).copied()));
                     self.diags.push(
                         K::Arity,
                         loc,
                         subject.clone(),
-                        format!(
-                            "lists tensor '{}' both as an input and as an update; an update is already read",
-                            tensors[t.index()].name
-                        ),
+                        format!("lists tensor '{name}' both as an input and as an update; an update is already read"),
                     );
                 }
             }
@@ -343,15 +342,27 @@ impl Validator<'_, '_> {
         producer
     }
 
-    fn roles(&mut self, tensors: &[Tensor], nodes: &[Option<Node>], producer: &[Option<NodeId>]) {
+    fn roles(
+        &mut self,
+        decl: &ModelDecl,
+        ids: &HashMap<&str, usize>,
+        tensors: &[Tensor],
+        producer: &[Option<NodeId>],
+    ) {
+        // By name, so that the uses by a node with an unknown operand (already reported,
+        // and left out of `nodes`) still count.
         let mut used = vec![false; tensors.len()];
-        for node in nodes.iter().flatten() {
-            for &t in node.inputs.iter().chain(&node.updates) {
-                used[t.index()] = true;
+        for n in &decl.nodes {
+            for name in n.inputs.iter().chain(&n.updates) {
+                if let Some(&t) = ids.get(name.as_str()) {
+                    used[t] = true;
+                }
             }
         }
         for (i, t) in tensors.iter().enumerate() {
-            if self.damaged.tensors.contains(&i) {
+            // A second declaration of a name (already reported) is never referenced:
+            // every use resolves to the first.
+            if self.damaged.tensors.contains(&i) || ids.get(t.name.as_str()) != Some(&i) {
                 continue;
             }
             let subject = Subject::Tensor(t.name.clone());
@@ -364,7 +375,7 @@ impl Validator<'_, '_> {
                     format!(
                         "has role {} but node '{}' produces it; inputs, weights and optimizer state exist before the step (change them in place with \"updates\")",
                         t.role,
-                        nodes[p.index()].as_ref().map_or("?", |n| n.name.as_str())
+                        decl.nodes[p.index()].name
                     ),
                 ),
                 (false, None) if used[i] => self.diags.push(
