@@ -66,7 +66,8 @@ pub struct MemoryProfile {
 impl MemoryProfile {
     pub fn new(model: &Model, liveness: &Liveness) -> MemoryProfile {
         let steps = model.schedule().len();
-        let mut delta = vec![0i128; steps + 1];
+        // Validation refuses models without nodes, so every range fits `steps + 1`.
+        let mut delta = vec![0i128; steps.max(1) + 1];
         for (t, r) in model.tensors().iter().zip(&liveness.ranges) {
             delta[r.first] += i128::from(t.bytes);
             delta[r.last + 1] -= i128::from(t.bytes);

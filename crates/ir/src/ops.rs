@@ -367,6 +367,7 @@ pub fn check_shapes(
         Op::BiasAdd => {
             let axis = axis_of(a, inputs[0].shape)?;
             expect_shape("bias", inputs[1], &[inputs[0].shape[axis]])?;
+            expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
@@ -399,6 +400,7 @@ pub fn check_shapes(
         }
         Op::MaxPool2d | Op::AvgPool2d => {
             let y = pool_shape(a, inputs[0].shape)?;
+            expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], &y)?;
             if op == Op::MaxPool2d {
@@ -409,6 +411,7 @@ pub fn check_shapes(
         }
         Op::MaxPool2dBackward | Op::AvgPool2dBackward => {
             let (dy, dx) = (inputs[0], outputs[0]);
+            expect_float(dy)?;
             same_dtype(&[dy, dx])?;
             let y = pool_shape(a, dx.shape)
                 .map_err(|e| format!("input gradient {} does not fit: {e}", shape_str(dx.shape)))?;
@@ -473,6 +476,7 @@ pub fn check_shapes(
         | Op::SoftmaxBackward
         | Op::Add
         | Op::Mul => {
+            expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_shape("second input", inputs[1], inputs[0].shape)?;
             expect_shape("output", outputs[0], inputs[0].shape)
@@ -781,7 +785,8 @@ fn same_dtype(operands: &[Operand<'_>]) -> Result<(), String> {
     }
 }
 
-/// Arithmetic done by one execution of a node.
+/// Arithmetic done by one execution of a node. Counts saturate at `u64::MAX` rather
+/// than overflow: attributes come from files, and absurd ones must not panic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Cost {
     /// Multiply-accumulates of GEMM-like ops (convolutions, matmuls); zero elsewhere.
@@ -797,11 +802,11 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
     let a = AttrReader(attrs);
     let gemm = |macs: u64| Cost {
         macs,
-        flops: 2 * macs,
+        flops: macs.saturating_mul(2),
     };
     let per_element = |n: u64, k: u64| Cost {
         macs: 0,
-        flops: n * k,
+        flops: n.saturating_mul(k),
     };
     match op {
         Op::MatMul => {
@@ -810,7 +815,7 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
             } else {
                 inputs[0].shape[inputs[0].shape.len() - 1]
             };
-            gemm(outputs[0].numel() * k)
+            gemm(outputs[0].numel().saturating_mul(k))
         }
         Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => {
             // Every variant performs the forward conv's MACs: one per (output element,
@@ -820,10 +825,10 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
                 Op::Conv2dBackwardData => (inputs[0], inputs[1]),
                 _ => (inputs[1], outputs[0]),
             };
-            gemm(y.numel() * w.shape[1] * w.shape[2] * w.shape[3])
+            gemm(w.shape[1..].iter().fold(y.numel(), |acc, &d| acc.saturating_mul(d)))
         }
         Op::MaxPool2d | Op::AvgPool2d => {
-            let k = a.ints("kernel").map_or(1, |k| k.iter().product::<i64>() as u64);
+            let k = a.ints("kernel").map_or(1, |k| k.iter().fold(1u64, |acc, &d| acc.saturating_mul(d.unsigned_abs())));
             per_element(outputs[0].numel(), k)
         }
         Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => {

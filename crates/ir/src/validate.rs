@@ -78,6 +78,9 @@ impl Validator<'_, '_> {
     }
 
     fn run(&mut self, decl: ModelDecl) -> Option<Model> {
+        if decl.nodes.is_empty() {
+            self.diags.push(K::MissingField, None, Subject::Model, "the model has no nodes; a training step needs at least one".to_string());
+        }
         let tensors = self.tensors(&decl);
         let tensor_ids = self.names(decl.tensors.iter().map(|t| t.name.as_str()), true);
         let node_ids = self.names(decl.nodes.iter().map(|n| n.name.as_str()), false);
@@ -89,7 +92,16 @@ impl Validator<'_, '_> {
         let acyclic = self.cycles(&decl, nodes.len(), &deps);
         let (schedule, schedule_given) = match &decl.schedule {
             Some(order) => (self.given_schedule(order, &node_ids, &decl, &deps)?, true),
-            None if acyclic => (derived_schedule(nodes.len(), &deps), false),
+            None if acyclic => {
+                let order = derived_schedule(nodes.len(), &deps);
+                // Kahn's algorithm leaves out exactly the nodes on or behind a cycle, and
+                // `cycles` found none; a short order would silently drop nodes.
+                if order.len() != nodes.len() {
+                    self.diags.push(K::Cycle, None, Subject::Model, "internal error: the derived schedule misses nodes".to_string());
+                    return None;
+                }
+                (order, false)
+            }
             None => return None,
         };
         let nodes: Option<Vec<Node>> = nodes.into_iter().collect();
@@ -328,6 +340,15 @@ impl Validator<'_, '_> {
                 }
             }
             for (k, name) in node.updates.iter().enumerate() {
+                if node.updates[..k].contains(name) {
+                    let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.updates.get(k).copied()));
+                    self.diags.push(
+                        K::Arity,
+                        loc,
+                        subject.clone(),
+                        format!("lists tensor '{name}' twice in \"updates\""),
+                    );
+                }
                 if ids.contains_key(name.as_str()) && node.inputs.contains(name) {
                     let loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.updates.get(k).copied()));
                     self.diags.push(
@@ -378,6 +399,9 @@ impl Validator<'_, '_> {
                         decl.nodes[p.index()].name
                     ),
                 ),
+                // A node that failed to decode may well be the missing producer: say
+                // nothing rather than guess.
+                (false, None) if !self.damaged.nodes.is_empty() => {}
                 (false, None) if used[i] => self.diags.push(
                     K::NeverProduced,
                     loc,
@@ -433,7 +457,8 @@ impl Validator<'_, '_> {
         }
         let mut acyclic = true;
         for scc in tarjan_scc(&graph) {
-            if scc.len() < 2 {
+            // A lone node is a cycle only through an edge to itself.
+            if scc.len() < 2 && !scc.iter().any(|&n| graph.contains_edge(n, n)) {
                 continue;
             }
             acyclic = false;

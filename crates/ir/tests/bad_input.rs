@@ -692,3 +692,59 @@ fn regression_concat_total_that_overflows() {
     let d = only_problem(&src);
     check(&src, &d, K::Shape, node("c"), (4, 32), "\"concat\"", "concat: inputs add up to more than 2^64 elements along axis 0");
 }
+
+/// Found while documenting: a tensor listed twice in `updates` made the node depend on
+/// itself, and the derived schedule silently left it out.
+#[test]
+fn a_tensor_updated_twice_by_one_node_is_refused() {
+    let src = r#"{"format": "placer-model", "version": 1, "name": "m",
+  "tensors": [
+    {"name": "w", "shape": [4], "role": "weight"},
+    {"name": "v", "shape": [4], "role": "optimizer_state"},
+    {"name": "g", "shape": [4], "role": "input"}
+  ],
+  "nodes": [
+    {"name": "sgd", "op": "sgd_momentum", "attrs": {"lr": 0.1, "momentum": 0.9}, "inputs": ["g"], "updates": ["w", "w"], "outputs": []}
+  ]
+}"#;
+    let diags = placer_ir::parse_model(src).expect_err("must be refused");
+    assert!(
+        diags.iter().any(|d| d.kind == placer_ir::DiagnosticKind::Arity && d.message.contains("twice in \"updates\"")),
+        "{diags}"
+    );
+}
+
+/// Found while documenting: a model with no nodes validated, then the memory profile
+/// indexed past its end.
+#[test]
+fn a_model_without_nodes_is_refused() {
+    let src = r#"{"format": "placer-model", "version": 1, "name": "m",
+  "tensors": [{"name": "w", "shape": [4], "role": "weight"}], "nodes": []}"#;
+    let diags = placer_ir::parse_model(src).expect_err("must be refused");
+    assert!(diags.iter().any(|d| d.message.contains("has no nodes")), "{diags}");
+}
+
+/// Found while documenting: absurd but well-formed pooling windows overflowed the cost.
+#[test]
+fn costs_saturate_instead_of_overflowing() {
+    use placer_ir::ops::{Op, Operand, cost};
+    use placer_ir::{AttrValue, Attrs, DType};
+    let attrs = Attrs::from([("kernel".to_string(), AttrValue::Ints(vec![1 << 32, 1 << 32]))]);
+    let shape = [1u64 << 20, 1 << 20];
+    let x = Operand { shape: &shape, dtype: DType::F32 };
+    assert_eq!(cost(Op::MaxPool2d, &attrs, &[x], &[x]).flops, u64::MAX);
+}
+
+#[test]
+fn pooling_integer_tensors_is_refused() {
+    let src = r#"{"format": "placer-model", "version": 1, "name": "m",
+  "tensors": [
+    {"name": "x", "shape": [1, 1, 4, 4], "dtype": "i32", "role": "input"},
+    {"name": "y", "shape": [1, 1, 2, 2], "dtype": "i32", "role": "activation"},
+    {"name": "i", "shape": [1, 1, 2, 2], "dtype": "i32", "role": "workspace"}
+  ],
+  "nodes": [{"name": "p", "op": "max_pool2d", "attrs": {"kernel": [2, 2]}, "inputs": ["x"], "outputs": ["y", "i"]}]
+}"#;
+    let diags = placer_ir::parse_model(src).expect_err("must be refused");
+    assert!(diags.iter().any(|d| d.message.contains("expected a floating-point tensor")), "{diags}");
+}
