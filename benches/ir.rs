@@ -17,9 +17,8 @@ fn front_end(c: &mut Criterion) {
     let mut group = c.benchmark_group("densenet264_b32");
     group.sample_size(20);
     group.bench_function("zoo_build", |b| b.iter(|| placer_zoo::build(black_box("densenet264"), 32)));
-    group.bench_function("serde_json_value", |b| {
-        b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text)))
-    });
+    group
+        .bench_function("serde_json_value", |b| b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(&text))));
     group.bench_function("load", |b| b.iter(|| placer_ir::parse_model(black_box(&text))));
     group.bench_function("to_json", |b| b.iter(|| black_box(&model).to_json()));
     group.bench_function("liveness_and_peak", |b| {

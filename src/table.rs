@@ -17,7 +17,7 @@ pub fn count(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -68,7 +68,13 @@ impl Table {
             let cells: Vec<String> = row
                 .iter()
                 .enumerate()
-                .map(|(c, s)| if numeric[c] && i > 0 { format!("{s:>w$}", w = width[c]) } else { format!("{s:<w$}", w = width[c]) })
+                .map(|(c, s)| {
+                    if numeric[c] && i > 0 {
+                        format!("{s:>w$}", w = width[c])
+                    } else {
+                        format!("{s:<w$}", w = width[c])
+                    }
+                })
                 .collect();
             out.push_str("  ");
             out.push_str(cells.join("  ").trim_end());

@@ -41,7 +41,19 @@ fn zoo_writes_a_file_that_loads_and_lists_its_networks() {
     assert_eq!(model.name(), "resnet18-b2");
 
     let list = text(&placer(&["zoo", "--list"]).stdout);
-    for name in ["lenet-mnist", "mlp", "vgg16", "vgg19", "resnet18", "resnet50", "resnet200", "densenet121", "densenet264", "inception-v3", "bert-base"] {
+    for name in [
+        "lenet-mnist",
+        "mlp",
+        "vgg16",
+        "vgg19",
+        "resnet18",
+        "resnet50",
+        "resnet200",
+        "densenet121",
+        "densenet264",
+        "inception-v3",
+        "bert-base",
+    ] {
         assert!(list.lines().any(|l| l.starts_with(name)), "{name} missing from --list");
     }
 }
@@ -127,8 +139,19 @@ fn inspect_reports_every_problem_with_its_location() {
     assert_eq!(out.status.code(), Some(2));
     let err = text(&out.stderr);
     let lines: Vec<&str> = err.lines().collect();
-    assert!(lines.contains(&format!("{p}:5:58: tensor 'y': unknown field \"colour\" in a tensor; expected one of: name, shape, dtype, role").as_str()), "{err}");
-    assert!(lines.iter().any(|l| l.starts_with(&format!("{p}:9:")) && l.contains("tensor 'z', which is not declared")), "{err}");
+    assert!(
+        lines.contains(
+            &format!(
+                "{p}:5:58: tensor 'y': unknown field \"colour\" in a tensor; expected one of: name, shape, dtype, role"
+            )
+            .as_str()
+        ),
+        "{err}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(&format!("{p}:9:")) && l.contains("tensor 'z', which is not declared")),
+        "{err}"
+    );
     assert!(lines.iter().any(|l| l.contains("which node 'mm' already produces")), "{err}");
     assert_eq!(lines.last().copied(), Some(format!("error: {} problem(s) in {p}", lines.len() - 1).as_str()));
 }

@@ -118,7 +118,11 @@ fn write_svg(model: &Model, path: &Path) -> anyhow::Result<()> {
     let profile = MemoryProfile::new(model, &liveness);
     let gib = (1u64 << 30) as f64;
     let unit = if profile.peak_bytes as f64 >= gib { ("GiB", gib) } else { ("MiB", (1u64 << 20) as f64) };
-    let mut chart = Chart::new(&format!("Live memory over the schedule: {}", model.name()), "schedule step", &format!("live {}", unit.0));
+    let mut chart = Chart::new(
+        &format!("Live memory over the schedule: {}", model.name()),
+        "schedule step",
+        &format!("live {}", unit.0),
+    );
     chart.y_unit = unit.1;
     chart.series.push(Series {
         label: "live tensors".into(),

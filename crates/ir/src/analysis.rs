@@ -80,10 +80,8 @@ impl MemoryProfile {
                 live as u64
             })
             .collect();
-        let (peak_step, peak_bytes) = live_bytes
-            .iter()
-            .enumerate()
-            .fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best });
+        let (peak_step, peak_bytes) =
+            live_bytes.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best });
         MemoryProfile { live_bytes, peak_bytes, peak_step }
     }
 }
@@ -95,11 +93,7 @@ pub fn footprint_bytes(model: &Model) -> u64 {
 
 /// Bytes and element count of the tensors with a given role.
 pub fn role_totals(model: &Model, role: Role) -> (u64, u64) {
-    model
-        .tensors()
-        .iter()
-        .filter(|t| t.role == role)
-        .fold((0, 0), |(b, n), t| (b + t.bytes, n + t.numel()))
+    model.tensors().iter().filter(|t| t.role == role).fold((0, 0), |(b, n), t| (b + t.bytes, n + t.numel()))
 }
 
 /// For every node, the other nodes it shares a tensor with, sorted. Two such nodes
@@ -117,12 +111,8 @@ pub fn conflict_graph(model: &Model) -> Vec<Vec<NodeId>> {
         .enumerate()
         .map(|(i, node)| {
             let me = NodeId(i as u32);
-            let mut nbrs: Vec<NodeId> = node
-                .operands()
-                .iter()
-                .flat_map(|t| touching[t.index()].iter().copied())
-                .filter(|&n| n != me)
-                .collect();
+            let mut nbrs: Vec<NodeId> =
+                node.operands().iter().flat_map(|t| touching[t.index()].iter().copied()).filter(|&n| n != me).collect();
             nbrs.sort_unstable();
             nbrs.dedup();
             nbrs

@@ -79,11 +79,7 @@ pub(crate) fn decode<'a>(src: &'a str, diags: &mut Diagnostics) -> Option<Decode
         }
     };
     let decl = d.model(&doc)?;
-    Some(Decoded {
-        decl,
-        spans: d.spans,
-        damaged: d.damaged,
-    })
+    Some(Decoded { decl, spans: d.spans, damaged: d.damaged })
 }
 
 struct Decoder<'a, 'd> {
@@ -135,11 +131,7 @@ impl Decoder<'_, '_> {
                     K::UnknownField,
                     key.pos,
                     subject.clone(),
-                    format!(
-                        "unknown field \"{}\" in {what}; expected one of: {}",
-                        key.value,
-                        known.join(", ")
-                    ),
+                    format!("unknown field \"{}\" in {what}; expected one of: {}", key.value, known.join(", ")),
                 );
             }
         }
@@ -155,12 +147,7 @@ impl Decoder<'_, '_> {
     ) -> Option<&'j Spanned<Json>> {
         let found = field(members, key);
         if found.is_none() {
-            self.report(
-                K::MissingField,
-                obj_pos,
-                subject.clone(),
-                format!("{what} has no \"{key}\" field"),
-            );
+            self.report(K::MissingField, obj_pos, subject.clone(), format!("{what} has no \"{key}\" field"));
         }
         found
     }
@@ -180,12 +167,7 @@ impl Decoder<'_, '_> {
         }
     }
 
-    fn strings(
-        &mut self,
-        value: &Spanned<Json>,
-        what: &str,
-        subject: &Subject,
-    ) -> Option<(Vec<String>, Vec<usize>)> {
+    fn strings(&mut self, value: &Spanned<Json>, what: &str, subject: &Subject) -> Option<(Vec<String>, Vec<usize>)> {
         let Json::Array(items) = &value.value else {
             self.report(
                 K::BadValue,
@@ -242,12 +224,7 @@ impl Decoder<'_, '_> {
                 false
             }
             Some((pos, _)) => {
-                self.report(
-                    K::BadValue,
-                    pos,
-                    Subject::Model,
-                    format!("\"version\" must be {FORMAT_VERSION}"),
-                );
+                self.report(K::BadValue, pos, Subject::Model, format!("\"version\" must be {FORMAT_VERSION}"));
                 false
             }
             None => false,
@@ -261,11 +238,7 @@ impl Decoder<'_, '_> {
             .and_then(|v| self.string(v, "\"name\"", &Subject::Model))
             .unwrap_or_default();
         let meta = field(members, "meta").map(|m| self.meta(m)).unwrap_or_default();
-        let mut decl = ModelDecl {
-            name,
-            meta,
-            ..ModelDecl::default()
-        };
+        let mut decl = ModelDecl { name, meta, ..ModelDecl::default() };
         if let Some(tensors) = self.required(members, doc.pos, "tensors", "the model", &Subject::Model) {
             self.each(tensors, "\"tensors\"", |d, item, i| {
                 let t = d.tensor(item, i);
@@ -326,16 +299,8 @@ impl Decoder<'_, '_> {
     }
 
     fn tensor(&mut self, value: &Spanned<Json>, index: usize) -> TensorDecl {
-        let mut spans = TensorSpans {
-            name: value.pos,
-            shape: value.pos,
-        };
-        let mut t = TensorDecl {
-            name: String::new(),
-            shape: Vec::new(),
-            dtype: DType::F32,
-            role: Role::Activation,
-        };
+        let mut spans = TensorSpans { name: value.pos, shape: value.pos };
+        let mut t = TensorDecl { name: String::new(), shape: Vec::new(), dtype: DType::F32, role: Role::Activation };
         let before = self.diags.len();
         let anon = Subject::Tensor(format!("#{index}"));
         if let Some(members) = self.object(value, "a tensor", &anon) {
@@ -422,11 +387,7 @@ impl Decoder<'_, '_> {
     }
 
     fn node(&mut self, value: &Spanned<Json>, index: usize) -> NodeDecl {
-        let mut spans = NodeSpans {
-            name: value.pos,
-            op: value.pos,
-            ..NodeSpans::default()
-        };
+        let mut spans = NodeSpans { name: value.pos, op: value.pos, ..NodeSpans::default() };
         let mut n = NodeDecl {
             name: String::new(),
             op: Op::Add,
@@ -477,12 +438,7 @@ impl Decoder<'_, '_> {
         n
     }
 
-    fn attrs(
-        &mut self,
-        value: &Spanned<Json>,
-        subject: &Subject,
-        positions: &mut BTreeMap<String, usize>,
-    ) -> Attrs {
+    fn attrs(&mut self, value: &Spanned<Json>, subject: &Subject, positions: &mut BTreeMap<String, usize>) -> Attrs {
         let mut attrs = Attrs::new();
         let Json::Object(members) = &value.value else {
             self.report(
@@ -517,10 +473,7 @@ impl Decoder<'_, '_> {
                     K::Attribute,
                     v.pos,
                     subject.clone(),
-                    format!(
-                        "attribute \"{}\" must be a number, a boolean, a string or a list of integers",
-                        key.value
-                    ),
+                    format!("attribute \"{}\" must be a number, a boolean, a string or a list of integers", key.value),
                 ),
             }
         }

@@ -88,18 +88,12 @@ impl Diagnostics {
         subject: Subject,
         message: impl Into<String>,
     ) {
-        self.0.push(Diagnostic {
-            kind,
-            location,
-            subject,
-            message: message.into(),
-        });
+        self.0.push(Diagnostic { kind, location, subject, message: message.into() });
     }
 
     pub(crate) fn sort(&mut self) {
         // Problems without a location (graph-wide ones such as cycles) go last.
-        self.0
-            .sort_by_key(|d| d.location.map_or((usize::MAX, 0), |l| (l.line, l.column)));
+        self.0.sort_by_key(|d| d.location.map_or((usize::MAX, 0), |l| (l.line, l.column)));
     }
 }
 

@@ -56,11 +56,7 @@ impl fmt::Display for SyntaxError {
 
 /// Parses a complete JSON document.
 pub fn parse(src: &str) -> Result<Spanned<Json>, SyntaxError> {
-    let mut parser = Parser {
-        src: src.as_bytes(),
-        text: src,
-        pos: 0,
-    };
+    let mut parser = Parser { src: src.as_bytes(), text: src, pos: 0 };
     parser.skip_ws();
     let value = parser.value(0)?;
     parser.skip_ws();
@@ -78,10 +74,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn error(&self, message: impl Into<String>) -> SyntaxError {
-        SyntaxError {
-            pos: self.pos,
-            message: message.into(),
-        }
+        SyntaxError { pos: self.pos, message: message.into() }
     }
 
     fn peek(&self) -> Option<u8> {
@@ -149,10 +142,7 @@ impl Parser<'_> {
             self.skip_ws();
             let key_pos = self.pos;
             if self.peek() != Some(b'"') {
-                return Err(self.error(format!(
-                    "expected a quoted field name, found {}",
-                    self.describe_here()
-                )));
+                return Err(self.error(format!("expected a quoted field name, found {}", self.describe_here())));
             }
             let key = self.string()?;
             if members.iter().any(|(k, _)| k.value == key) {
@@ -165,13 +155,7 @@ impl Parser<'_> {
             self.expect(b':', "':' after a field name")?;
             self.skip_ws();
             let value = self.value(depth + 1)?;
-            members.push((
-                Spanned {
-                    value: key,
-                    pos: key_pos,
-                },
-                value,
-            ));
+            members.push((Spanned { value: key, pos: key_pos }, value));
             self.skip_ws();
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -180,10 +164,9 @@ impl Parser<'_> {
                     return Ok(Json::Object(members));
                 }
                 _ => {
-                    return Err(self.error(format!(
-                        "expected ',' or '}}' in an object, found {}",
-                        self.describe_here()
-                    )));
+                    return Err(
+                        self.error(format!("expected ',' or '}}' in an object, found {}", self.describe_here()))
+                    );
                 }
             }
         }
@@ -208,10 +191,7 @@ impl Parser<'_> {
                     return Ok(Json::Array(items));
                 }
                 _ => {
-                    return Err(self.error(format!(
-                        "expected ',' or ']' in an array, found {}",
-                        self.describe_here()
-                    )));
+                    return Err(self.error(format!("expected ',' or ']' in an array, found {}", self.describe_here())));
                 }
             }
         }
@@ -277,10 +257,7 @@ impl Parser<'_> {
                 }
                 Some(_) => return Err(self.error("control character inside a string")),
                 None => {
-                    return Err(SyntaxError {
-                        pos: open,
-                        message: "string is never closed".to_string(),
-                    });
+                    return Err(SyntaxError { pos: open, message: "string is never closed".to_string() });
                 }
             }
         }
@@ -335,15 +312,11 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, SyntaxError> {
-        let digits = self
-            .src
-            .get(self.pos..self.pos + 4)
-            .ok_or_else(|| self.error("\\u escape needs four hex digits"))?;
+        let digits =
+            self.src.get(self.pos..self.pos + 4).ok_or_else(|| self.error("\\u escape needs four hex digits"))?;
         let mut code = 0u32;
         for &d in digits {
-            let v = (d as char)
-                .to_digit(16)
-                .ok_or_else(|| self.error("\\u escape needs four hex digits"))?;
+            let v = (d as char).to_digit(16).ok_or_else(|| self.error("\\u escape needs four hex digits"))?;
             code = code * 16 + v;
         }
         self.pos += 4;
@@ -360,12 +333,7 @@ pub struct LineIndex {
 impl LineIndex {
     pub fn new(src: &str) -> Self {
         let mut line_starts = vec![0];
-        line_starts.extend(
-            src.bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| i + 1),
-        );
+        line_starts.extend(src.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1));
         LineIndex { line_starts }
     }
 
@@ -373,9 +341,7 @@ impl LineIndex {
         let line = self.line_starts.partition_point(|&start| start <= pos) - 1;
         let start = self.line_starts[line];
         let end = pos.min(src.len());
-        let column = src
-            .get(start..end)
-            .map_or(end.saturating_sub(start), |s| s.chars().count());
+        let column = src.get(start..end).map_or(end.saturating_sub(start), |s| s.chars().count());
         (line + 1, column + 1)
     }
 }
@@ -388,13 +354,9 @@ mod tests {
     fn parses_nested_values_with_positions() {
         let src = "{\"a\": [1, -2.5e3, \"x\\u00e9\"],\n \"b\": {\"c\": null, \"d\": true}}";
         let doc = parse(src).expect("valid");
-        let Json::Object(members) = &doc.value else {
-            panic!("object expected")
-        };
+        let Json::Object(members) = &doc.value else { panic!("object expected") };
         assert_eq!(members[0].0.value, "a");
-        let Json::Array(items) = &members[0].1.value else {
-            panic!("array expected")
-        };
+        let Json::Array(items) = &members[0].1.value else { panic!("array expected") };
         assert_eq!(items[1].value, Json::Number("-2.5e3".into()));
         assert_eq!(items[2].value, Json::String("xé".into()));
         let index = LineIndex::new(src);

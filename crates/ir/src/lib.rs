@@ -52,23 +52,14 @@ pub fn parse_model(src: &str) -> Result<Model, Diagnostics> {
 
 /// Reads, parses and validates a model file.
 pub fn load_model(path: &Path) -> Result<Model, IrError> {
-    let src = std::fs::read_to_string(path).map_err(|source| IrError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse_model(&src).map_err(|diagnostics| IrError::Invalid {
-        path: path.to_path_buf(),
-        diagnostics,
-    })
+    let src = std::fs::read_to_string(path).map_err(|source| IrError::Read { path: path.to_path_buf(), source })?;
+    parse_model(&src).map_err(|diagnostics| IrError::Invalid { path: path.to_path_buf(), diagnostics })
 }
 
 /// Writes a model atomically: to a temporary file beside the target, then renamed, so
 /// an interrupted write never leaves a truncated model behind.
 pub fn save_model(model: &Model, path: &Path) -> Result<(), IrError> {
-    let err = |source| IrError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| IrError::Write { path: path.to_path_buf(), source };
     let tmp = path.with_extension("json.tmp");
     std::fs::write(&tmp, model.to_json()).map_err(err)?;
     std::fs::rename(&tmp, path).map_err(|e| {

@@ -61,10 +61,7 @@ impl Tensor {
     }
 
     pub fn operand(&self) -> Operand<'_> {
-        Operand {
-            shape: &self.shape,
-            dtype: self.dtype,
-        }
+        Operand { shape: &self.shape, dtype: self.dtype }
     }
 }
 
@@ -177,12 +174,7 @@ impl Model {
         let node = self.node(id);
         if !node.updates.is_empty() {
             Phase::Update
-        } else if node.outputs.iter().any(|&t| {
-            matches!(
-                self.tensor(t).role,
-                Role::Gradient | Role::WeightGradient
-            )
-        }) {
+        } else if node.outputs.iter().any(|&t| matches!(self.tensor(t).role, Role::Gradient | Role::WeightGradient)) {
             Phase::Backward
         } else {
             Phase::Forward
@@ -191,9 +183,8 @@ impl Model {
 
     pub fn cost(&self, id: NodeId) -> Cost {
         let node = self.node(id);
-        let operands = |ids: &[TensorId]| -> Vec<Operand<'_>> {
-            ids.iter().map(|&t| self.tensor(t).operand()).collect()
-        };
+        let operands =
+            |ids: &[TensorId]| -> Vec<Operand<'_>> { ids.iter().map(|&t| self.tensor(t).operand()).collect() };
         cost(node.op, &node.attrs, &operands(&node.inputs), &operands(&node.outputs))
     }
 
@@ -206,12 +197,7 @@ impl Model {
             tensors: self
                 .tensors
                 .iter()
-                .map(|t| TensorDecl {
-                    name: t.name.clone(),
-                    shape: t.shape.clone(),
-                    dtype: t.dtype,
-                    role: t.role,
-                })
+                .map(|t| TensorDecl { name: t.name.clone(), shape: t.shape.clone(), dtype: t.dtype, role: t.role })
                 .collect(),
             nodes: self
                 .nodes
@@ -225,9 +211,7 @@ impl Model {
                     outputs: name_of(&n.outputs),
                 })
                 .collect(),
-            schedule: self
-                .schedule_given
-                .then(|| self.schedule.iter().map(|&n| self.node(n).name.clone()).collect()),
+            schedule: self.schedule_given.then(|| self.schedule.iter().map(|&n| self.node(n).name.clone()).collect()),
         }
     }
 }

@@ -102,11 +102,7 @@ pub struct Signature {
 }
 
 const fn attr(name: &'static str, kind: AttrKind, required: bool) -> AttrSpec {
-    AttrSpec {
-        name,
-        kind,
-        required,
-    }
+    AttrSpec { name, kind, required }
 }
 
 const PAIR: AttrKind = AttrKind::Ints(Some(2));
@@ -116,11 +112,8 @@ const CONV_ATTRS: &[AttrSpec] = &[
     attr("dilation", PAIR, false),
     attr("groups", AttrKind::Int, false),
 ];
-const POOL_ATTRS: &[AttrSpec] = &[
-    attr("kernel", PAIR, true),
-    attr("stride", PAIR, false),
-    attr("padding", PAIR, false),
-];
+const POOL_ATTRS: &[AttrSpec] =
+    &[attr("kernel", PAIR, true), attr("stride", PAIR, false), attr("padding", PAIR, false)];
 const AVG_POOL_ATTRS: &[AttrSpec] = &[
     attr("kernel", PAIR, true),
     attr("stride", PAIR, false),
@@ -133,16 +126,10 @@ const MATMUL_ATTRS: &[AttrSpec] = &[
     attr("alpha", AttrKind::Float, false),
 ];
 const AXIS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true)];
-const SPLIT_ATTRS: &[AttrSpec] = &[
-    attr("axis", AttrKind::Int, true),
-    attr("sizes", AttrKind::Ints(None), true),
-];
+const SPLIT_ATTRS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true), attr("sizes", AttrKind::Ints(None), true)];
 const TRANSPOSE_ATTRS: &[AttrSpec] = &[attr("perm", AttrKind::Ints(None), true)];
 const EPSILON: &[AttrSpec] = &[attr("epsilon", AttrKind::Float, false)];
-const SGD_ATTRS: &[AttrSpec] = &[
-    attr("lr", AttrKind::Float, true),
-    attr("weight_decay", AttrKind::Float, false),
-];
+const SGD_ATTRS: &[AttrSpec] = &[attr("lr", AttrKind::Float, true), attr("weight_decay", AttrKind::Float, false)];
 const SGD_MOMENTUM_ATTRS: &[AttrSpec] = &[
     attr("lr", AttrKind::Float, true),
     attr("momentum", AttrKind::Float, true),
@@ -162,9 +149,7 @@ impl Op {
             Op::MatMul => sig(2, 1, MATMUL_ATTRS),
             Op::BiasAdd => sig(2, 1, AXIS),
             Op::BiasGrad => sig(1, 1, AXIS),
-            Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => {
-                sig(2, 1, CONV_ATTRS)
-            }
+            Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => sig(2, 1, CONV_ATTRS),
             Op::MaxPool2d => sig(1, 2, POOL_ATTRS),
             Op::MaxPool2dBackward => sig(2, 1, POOL_ATTRS),
             Op::AvgPool2d | Op::AvgPool2dBackward => sig(1, 1, AVG_POOL_ATTRS),
@@ -172,41 +157,18 @@ impl Op {
             Op::BatchNorm | Op::LayerNorm => sig(3, 3, EPSILON),
             Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
             Op::Relu | Op::Gelu | Op::Tanh | Op::Softmax | Op::Reshape => sig(1, 1, &[]),
-            Op::ReluBackward
-            | Op::GeluBackward
-            | Op::TanhBackward
-            | Op::SoftmaxBackward
-            | Op::Add
-            | Op::Mul => sig(2, 1, &[]),
-            Op::Concat => Signature {
-                inputs: AtLeast(1),
-                updates: 0,
-                outputs: Exactly(1),
-                attrs: AXIS,
-            },
-            Op::Split => Signature {
-                inputs: Exactly(1),
-                updates: 0,
-                outputs: AtLeast(1),
-                attrs: SPLIT_ATTRS,
-            },
-            Op::Transpose => sig(1, 1, TRANSPOSE_ATTRS),
-            Op::SoftmaxCrossEntropy => sig(2, 2, &[]),
-            Op::SoftmaxCrossEntropyBackward | Op::Embedding | Op::EmbeddingBackward => {
+            Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
                 sig(2, 1, &[])
             }
-            Op::Sgd => Signature {
-                inputs: Exactly(1),
-                updates: 1,
-                outputs: Exactly(0),
-                attrs: SGD_ATTRS,
-            },
-            Op::SgdMomentum => Signature {
-                inputs: Exactly(1),
-                updates: 2,
-                outputs: Exactly(0),
-                attrs: SGD_MOMENTUM_ATTRS,
-            },
+            Op::Concat => Signature { inputs: AtLeast(1), updates: 0, outputs: Exactly(1), attrs: AXIS },
+            Op::Split => Signature { inputs: Exactly(1), updates: 0, outputs: AtLeast(1), attrs: SPLIT_ATTRS },
+            Op::Transpose => sig(1, 1, TRANSPOSE_ATTRS),
+            Op::SoftmaxCrossEntropy => sig(2, 2, &[]),
+            Op::SoftmaxCrossEntropyBackward | Op::Embedding | Op::EmbeddingBackward => sig(2, 1, &[]),
+            Op::Sgd => Signature { inputs: Exactly(1), updates: 1, outputs: Exactly(0), attrs: SGD_ATTRS },
+            Op::SgdMomentum => {
+                Signature { inputs: Exactly(1), updates: 2, outputs: Exactly(0), attrs: SGD_MOMENTUM_ATTRS }
+            }
         }
     }
 }
@@ -299,10 +261,7 @@ impl Window {
         }
         .checked()?;
         if w.padding[0] * 2 > w.kernel[0] || w.padding[1] * 2 > w.kernel[1] {
-            return Err(format!(
-                "padding {:?} is more than half the pooling window {:?}",
-                w.padding, w.kernel
-            ));
+            return Err(format!("padding {:?} is more than half the pooling window {:?}", w.padding, w.kernel));
         }
         Ok(w)
     }
@@ -322,10 +281,8 @@ impl Window {
         let mut out = [0; 2];
         for i in 0..2 {
             // Attributes come from the file, so the arithmetic must not overflow.
-            let span = (self.kernel[i] - 1)
-                .checked_mul(self.dilation[i])
-                .and_then(|s| s.checked_add(1))
-                .ok_or_else(|| {
+            let span =
+                (self.kernel[i] - 1).checked_mul(self.dilation[i]).and_then(|s| s.checked_add(1)).ok_or_else(|| {
                     format!(
                         "kernel {} with dilation {} spans more than 2^64 elements",
                         self.kernel[i], self.dilation[i]
@@ -470,12 +427,7 @@ pub fn check_shapes(
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
-        Op::ReluBackward
-        | Op::GeluBackward
-        | Op::TanhBackward
-        | Op::SoftmaxBackward
-        | Op::Add
-        | Op::Mul => {
+        Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_shape("second input", inputs[1], inputs[0].shape)?;
@@ -502,16 +454,10 @@ pub fn check_shapes(
             let mut seen = vec![false; x.shape.len()];
             let ok = perm.len() == x.shape.len()
                 && perm.iter().all(|&p| {
-                    usize::try_from(p)
-                        .ok()
-                        .and_then(|p| seen.get_mut(p))
-                        .is_some_and(|s| !std::mem::replace(s, true))
+                    usize::try_from(p).ok().and_then(|p| seen.get_mut(p)).is_some_and(|s| !std::mem::replace(s, true))
                 });
             if !ok {
-                return Err(format!(
-                    "perm {perm:?} is not a permutation of the {} axes of the input",
-                    x.shape.len()
-                ));
+                return Err(format!("perm {perm:?} is not a permutation of the {} axes of the input", x.shape.len()));
             }
             let shape: Vec<u64> = perm.iter().map(|&p| x.shape[p as usize]).collect();
             same_dtype(&[x, outputs[0]])?;
@@ -576,28 +522,14 @@ fn matmul_shape(a: AttrReader<'_>, lhs: &[u64], rhs: &[u64]) -> Result<Vec<u64>,
         ));
     }
     if lhs[..rank - 2] != rhs[..rank - 2] {
-        return Err(format!(
-            "batch dimensions differ: {} and {}",
-            shape_str(lhs),
-            shape_str(rhs)
-        ));
+        return Err(format!("batch dimensions differ: {} and {}", shape_str(lhs), shape_str(rhs)));
     }
-    let (m, k) = if a.bool("transpose_a", false) {
-        (lhs[rank - 1], lhs[rank - 2])
-    } else {
-        (lhs[rank - 2], lhs[rank - 1])
-    };
-    let (k2, n) = if a.bool("transpose_b", false) {
-        (rhs[rank - 1], rhs[rank - 2])
-    } else {
-        (rhs[rank - 2], rhs[rank - 1])
-    };
+    let (m, k) =
+        if a.bool("transpose_a", false) { (lhs[rank - 1], lhs[rank - 2]) } else { (lhs[rank - 2], lhs[rank - 1]) };
+    let (k2, n) =
+        if a.bool("transpose_b", false) { (rhs[rank - 1], rhs[rank - 2]) } else { (rhs[rank - 2], rhs[rank - 1]) };
     if k != k2 {
-        return Err(format!(
-            "inner dimensions differ ({k} and {k2}) for {} x {}",
-            shape_str(lhs),
-            shape_str(rhs)
-        ));
+        return Err(format!("inner dimensions differ ({k} and {k2}) for {} x {}", shape_str(lhs), shape_str(rhs)));
     }
     let mut out = lhs[..rank - 2].to_vec();
     out.extend([m, n]);
@@ -699,16 +631,12 @@ fn split_check(a: AttrReader<'_>, x: Operand<'_>, outputs: &[Operand<'_>]) -> Re
     let axis = axis_of(a, x.shape)?;
     let sizes = a.ints("sizes").unwrap_or(&[]);
     if sizes.len() != outputs.len() {
-        return Err(format!(
-            "{} sizes given for {} outputs",
-            sizes.len(),
-            outputs.len()
-        ));
+        return Err(format!("{} sizes given for {} outputs", sizes.len(), outputs.len()));
     }
     // Checked: the sizes come from the file and may add up past 2^64.
-    let total = sizes.iter().try_fold(0u64, |acc, &s| {
-        u64::try_from(s).ok().filter(|&s| s > 0).and_then(|s| acc.checked_add(s))
-    });
+    let total = sizes
+        .iter()
+        .try_fold(0u64, |acc, &s| u64::try_from(s).ok().filter(|&s| s > 0).and_then(|s| acc.checked_add(s)));
     if total != Some(x.shape[axis]) {
         return Err(format!(
             "sizes {sizes:?} must be positive and add up to {} (axis {axis} of {})",
@@ -729,11 +657,7 @@ fn expect_shape(what: &str, operand: Operand<'_>, shape: &[u64]) -> Result<(), S
     if operand.shape == shape {
         Ok(())
     } else {
-        Err(format!(
-            "{what} has shape {} but the op needs {}",
-            shape_str(operand.shape),
-            shape_str(shape)
-        ))
+        Err(format!("{what} has shape {} but the op needs {}", shape_str(operand.shape), shape_str(shape)))
     }
 }
 
@@ -741,10 +665,7 @@ fn expect_rank(what: &str, operand: Operand<'_>, rank: usize) -> Result<(), Stri
     if operand.shape.len() == rank {
         Ok(())
     } else {
-        Err(format!(
-            "{what} must have {rank} dimensions, got {}",
-            shape_str(operand.shape)
-        ))
+        Err(format!("{what} must have {rank} dimensions, got {}", shape_str(operand.shape)))
     }
 }
 
@@ -752,10 +673,7 @@ fn expect_rank_at_least(what: &str, operand: Operand<'_>, rank: usize) -> Result
     if operand.shape.len() >= rank {
         Ok(())
     } else {
-        Err(format!(
-            "{what} must have at least {rank} dimension(s), got {}",
-            shape_str(operand.shape)
-        ))
+        Err(format!("{what} must have at least {rank} dimension(s), got {}", shape_str(operand.shape)))
     }
 }
 
@@ -778,10 +696,7 @@ fn expect_index(operand: Operand<'_>) -> Result<(), String> {
 fn same_dtype(operands: &[Operand<'_>]) -> Result<(), String> {
     match operands.iter().find(|o| o.dtype != operands[0].dtype) {
         None => Ok(()),
-        Some(other) => Err(format!(
-            "element types differ: {} and {}",
-            operands[0].dtype, other.dtype
-        )),
+        Some(other) => Err(format!("element types differ: {} and {}", operands[0].dtype, other.dtype)),
     }
 }
 
@@ -800,14 +715,8 @@ pub struct Cost {
 /// The cost of a node whose operands already passed [`check_shapes`].
 pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_>]) -> Cost {
     let a = AttrReader(attrs);
-    let gemm = |macs: u64| Cost {
-        macs,
-        flops: macs.saturating_mul(2),
-    };
-    let per_element = |n: u64, k: u64| Cost {
-        macs: 0,
-        flops: n.saturating_mul(k),
-    };
+    let gemm = |macs: u64| Cost { macs, flops: macs.saturating_mul(2) };
+    let per_element = |n: u64, k: u64| Cost { macs: 0, flops: n.saturating_mul(k) };
     match op {
         Op::MatMul => {
             let k = if a.bool("transpose_a", false) {
@@ -831,9 +740,7 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
             let k = a.ints("kernel").map_or(1, |k| k.iter().fold(1u64, |acc, &d| acc.saturating_mul(d.unsigned_abs())));
             per_element(outputs[0].numel(), k)
         }
-        Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => {
-            per_element(outputs[0].numel(), 1)
-        }
+        Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => per_element(outputs[0].numel(), 1),
         Op::GlobalAvgPool | Op::BiasGrad | Op::Relu | Op::ReluBackward | Op::Add | Op::Mul => {
             per_element(inputs[0].numel(), 1)
         }
@@ -843,9 +750,7 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
         Op::Gelu | Op::GeluBackward => per_element(inputs[0].numel(), 10),
         Op::Tanh | Op::TanhBackward => per_element(inputs[0].numel(), 4),
         Op::Softmax | Op::SoftmaxBackward => per_element(inputs[0].numel(), 5),
-        Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => {
-            per_element(inputs[0].numel(), 5)
-        }
+        Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => per_element(inputs[0].numel(), 5),
         Op::Sgd => per_element(inputs[0].numel(), 3),
         Op::SgdMomentum => per_element(inputs[0].numel(), 5),
         Op::EmbeddingBackward => per_element(inputs[0].numel(), 1),
@@ -858,10 +763,7 @@ mod tests {
     use super::*;
 
     fn op(shape: &[u64]) -> Operand<'_> {
-        Operand {
-            shape,
-            dtype: DType::F32,
-        }
+        Operand { shape, dtype: DType::F32 }
     }
 
     fn attrs(pairs: &[(&str, AttrValue)]) -> Attrs {
@@ -870,19 +772,10 @@ mod tests {
 
     #[test]
     fn conv_shapes_follow_stride_padding_and_groups() {
-        let a = attrs(&[
-            ("stride", AttrValue::Ints(vec![2, 2])),
-            ("padding", AttrValue::Ints(vec![3, 3])),
-        ]);
-        assert_eq!(
-            conv_output_shape(&a, &[8, 3, 224, 224], &[64, 3, 7, 7]),
-            Ok(vec![8, 64, 112, 112])
-        );
+        let a = attrs(&[("stride", AttrValue::Ints(vec![2, 2])), ("padding", AttrValue::Ints(vec![3, 3]))]);
+        assert_eq!(conv_output_shape(&a, &[8, 3, 224, 224], &[64, 3, 7, 7]), Ok(vec![8, 64, 112, 112]));
         let grouped = attrs(&[("groups", AttrValue::Int(4))]);
-        assert_eq!(
-            conv_output_shape(&grouped, &[1, 8, 5, 5], &[12, 2, 3, 3]),
-            Ok(vec![1, 12, 3, 3])
-        );
+        assert_eq!(conv_output_shape(&grouped, &[1, 8, 5, 5], &[12, 2, 3, 3]), Ok(vec![1, 12, 3, 3]));
         assert!(conv_output_shape(&grouped, &[1, 8, 5, 5], &[12, 8, 3, 3]).is_err());
         assert!(conv_output_shape(&Attrs::new(), &[1, 3, 2, 2], &[4, 3, 3, 3]).is_err());
     }
@@ -893,8 +786,8 @@ mod tests {
         let (dy, w, dx) = ([2, 4, 3, 3], [4, 3, 3, 3], [2, 3, 7, 7]);
         assert!(check_shapes(Op::Conv2dBackwardData, &a, &[op(&dy), op(&w)], &[], &[op(&dx)]).is_ok());
         let wrong = [2, 3, 9, 9];
-        let err = check_shapes(Op::Conv2dBackwardData, &a, &[op(&dy), op(&w)], &[], &[op(&wrong)])
-            .expect_err("mismatch");
+        let err =
+            check_shapes(Op::Conv2dBackwardData, &a, &[op(&dy), op(&w)], &[], &[op(&wrong)]).expect_err("mismatch");
         assert!(err.contains("needs [2, 4, 4, 4]"), "{err}");
     }
 
@@ -903,8 +796,8 @@ mod tests {
         let tb = attrs(&[("transpose_b", AttrValue::Bool(true))]);
         let (x, w, y) = ([2, 5, 8], [2, 7, 8], [2, 5, 7]);
         assert!(check_shapes(Op::MatMul, &tb, &[op(&x), op(&w)], &[], &[op(&y)]).is_ok());
-        let err = check_shapes(Op::MatMul, &Attrs::new(), &[op(&x), op(&w)], &[], &[op(&y)])
-            .expect_err("inner mismatch");
+        let err =
+            check_shapes(Op::MatMul, &Attrs::new(), &[op(&x), op(&w)], &[], &[op(&y)]).expect_err("inner mismatch");
         assert!(err.contains("inner dimensions"), "{err}");
         let cost = cost(Op::MatMul, &tb, &[op(&x), op(&w)], &[op(&y)]);
         assert_eq!(cost.macs, 2 * 5 * 7 * 8);
@@ -923,10 +816,7 @@ mod tests {
 
     #[test]
     fn pooling_rejects_excess_padding() {
-        let a = attrs(&[
-            ("kernel", AttrValue::Ints(vec![2, 2])),
-            ("padding", AttrValue::Ints(vec![2, 2])),
-        ]);
+        let a = attrs(&[("kernel", AttrValue::Ints(vec![2, 2])), ("padding", AttrValue::Ints(vec![2, 2]))]);
         assert!(pool_output_shape(&a, &[1, 1, 8, 8]).is_err());
     }
 

@@ -106,11 +106,8 @@ impl Summary {
 
         let forward = forward_cost(model);
         let step_flops = node_ids().map(|n| model.cost(n).flops).sum();
-        let peak_node = model
-            .schedule()
-            .get(profile.peak_step)
-            .map(|&n| model.node(n).name.clone())
-            .unwrap_or_default();
+        let peak_node =
+            model.schedule().get(profile.peak_step).map(|&n| model.node(n).name.clone()).unwrap_or_default();
         Summary {
             name: model.name().to_string(),
             content_hash: model.content_hash(),
@@ -137,9 +134,8 @@ impl Summary {
 
 impl ConfigStats {
     fn new(model: &Model, pools: u32) -> ConfigStats {
-        let mut counts: Vec<(f64, usize)> = (0..model.nodes().len())
-            .map(|i| (config_count(model, NodeId(i as u32), pools) as f64, i))
-            .collect();
+        let mut counts: Vec<(f64, usize)> =
+            (0..model.nodes().len()).map(|i| (config_count(model, NodeId(i as u32), pools) as f64, i)).collect();
         counts.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (min, median, max) = match counts.as_slice() {
             [] => (0.0, 0.0, 0.0),
@@ -159,15 +155,7 @@ impl ConfigStats {
             lower = upper + 1.0;
             upper *= 4.0;
         }
-        ConfigStats {
-            pools,
-            min,
-            median,
-            max,
-            total: counts.iter().map(|c| c.0).sum(),
-            max_node,
-            histogram,
-        }
+        ConfigStats { pools, min, median, max, total: counts.iter().map(|c| c.0).sum(), max_node, histogram }
     }
 }
 

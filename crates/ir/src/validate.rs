@@ -26,11 +26,7 @@ pub(crate) fn validate_with(
     damaged: &Damaged,
     diags: Diagnostics,
 ) -> Result<Model, Diagnostics> {
-    let mut v = Validator {
-        spans,
-        damaged,
-        diags,
-    };
+    let mut v = Validator { spans, damaged, diags };
     let model = v.run(decl);
     v.diags.sort();
     match model {
@@ -79,7 +75,12 @@ impl Validator<'_, '_> {
 
     fn run(&mut self, decl: ModelDecl) -> Option<Model> {
         if decl.nodes.is_empty() {
-            self.diags.push(K::MissingField, None, Subject::Model, "the model has no nodes; a training step needs at least one".to_string());
+            self.diags.push(
+                K::MissingField,
+                None,
+                Subject::Model,
+                "the model has no nodes; a training step needs at least one".to_string(),
+            );
         }
         let tensors = self.tensors(&decl);
         let tensor_ids = self.names(decl.tensors.iter().map(|t| t.name.as_str()), true);
@@ -97,7 +98,12 @@ impl Validator<'_, '_> {
                 // Kahn's algorithm leaves out exactly the nodes on or behind a cycle, and
                 // `cycles` found none; a short order would silently drop nodes.
                 if order.len() != nodes.len() {
-                    self.diags.push(K::Cycle, None, Subject::Model, "internal error: the derived schedule misses nodes".to_string());
+                    self.diags.push(
+                        K::Cycle,
+                        None,
+                        Subject::Model,
+                        "internal error: the derived schedule misses nodes".to_string(),
+                    );
                     return None;
                 }
                 (order, false)
@@ -128,13 +134,7 @@ impl Validator<'_, '_> {
                 } else {
                     self.tensor_bytes(i, &t.name, &t.shape, t.dtype.size_bytes())
                 };
-                Tensor {
-                    name: t.name.clone(),
-                    shape: t.shape.clone(),
-                    dtype: t.dtype,
-                    role: t.role,
-                    bytes,
-                }
+                Tensor { name: t.name.clone(), shape: t.shape.clone(), dtype: t.dtype, role: t.role, bytes }
             })
             .collect()
     }
@@ -207,39 +207,33 @@ impl Validator<'_, '_> {
             .map(|(i, n)| {
                 let subject = Subject::Node(n.name.clone());
                 let mut ok = true;
-                let mut resolve = |list: &[String], pick: fn(&crate::decode::NodeSpans) -> &Vec<usize>, this: &mut Self| {
-                    list.iter()
-                        .enumerate()
-                        .filter_map(|(k, name)| match ids.get(name.as_str()) {
-                            Some(&t) => Some(TensorId(t as u32)),
-                            None => {
-                                let loc = this.at(|s| s.nodes.get(i).and_then(|sp| pick(sp).get(k).copied()));
-                                this.diags.push(
-                                    K::UnknownName,
-                                    loc,
-                                    subject.clone(),
-                                    format!("uses tensor '{name}', which is not declared in \"tensors\""),
-                                );
-                                ok = false;
-                                None
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                };
+                let mut resolve =
+                    |list: &[String], pick: fn(&crate::decode::NodeSpans) -> &Vec<usize>, this: &mut Self| {
+                        list.iter()
+                            .enumerate()
+                            .filter_map(|(k, name)| match ids.get(name.as_str()) {
+                                Some(&t) => Some(TensorId(t as u32)),
+                                None => {
+                                    let loc = this.at(|s| s.nodes.get(i).and_then(|sp| pick(sp).get(k).copied()));
+                                    this.diags.push(
+                                        K::UnknownName,
+                                        loc,
+                                        subject.clone(),
+                                        format!("uses tensor '{name}', which is not declared in \"tensors\""),
+                                    );
+                                    ok = false;
+                                    None
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                    };
                 let inputs = resolve(&n.inputs, |s| &s.inputs, self);
                 let updates = resolve(&n.updates, |s| &s.updates, self);
                 let outputs = resolve(&n.outputs, |s| &s.outputs, self);
                 if !self.damaged.nodes.contains(&i) {
                     self.signature(i, n, &subject);
                 }
-                ok.then(|| Node {
-                    name: n.name.clone(),
-                    op: n.op,
-                    attrs: n.attrs.clone(),
-                    inputs,
-                    updates,
-                    outputs,
-                })
+                ok.then(|| Node { name: n.name.clone(), op: n.op, attrs: n.attrs.clone(), inputs, updates, outputs })
             })
             .collect()
     }
@@ -300,12 +294,7 @@ impl Validator<'_, '_> {
             }
         }
         for spec in sig.attrs.iter().filter(|a| a.required && !n.attrs.contains_key(a.name)) {
-            self.diags.push(
-                K::Attribute,
-                loc,
-                subject.clone(),
-                format!("op {} needs attribute '{}'", n.op, spec.name),
-            );
+            self.diags.push(K::Attribute, loc, subject.clone(), format!("op {} needs attribute '{}'", n.op, spec.name));
         }
     }
 
@@ -363,13 +352,7 @@ impl Validator<'_, '_> {
         producer
     }
 
-    fn roles(
-        &mut self,
-        decl: &ModelDecl,
-        ids: &HashMap<&str, usize>,
-        tensors: &[Tensor],
-        producer: &[Option<NodeId>],
-    ) {
+    fn roles(&mut self, decl: &ModelDecl, ids: &HashMap<&str, usize>, tensors: &[Tensor], producer: &[Option<NodeId>]) {
         // By name, so that the uses by a node with an unknown operand (already reported,
         // and left out of `nodes`) still count.
         let mut used = vec![false; tensors.len()];
@@ -435,13 +418,24 @@ impl Validator<'_, '_> {
                 .chain(&node.updates)
                 .chain(&node.outputs)
                 .all(|t| !self.damaged.tensors.contains(&t.index()) && tensors[t.index()].bytes > 0);
-            if !arity_ok || !operands_ok || self.diags.iter().any(|d| d.kind == K::Attribute && d.subject == Subject::Node(node.name.clone())) {
+            if !arity_ok
+                || !operands_ok
+                || self.diags.iter().any(|d| d.kind == K::Attribute && d.subject == Subject::Node(node.name.clone()))
+            {
                 continue;
             }
-            let ops = |ids: &[TensorId]| -> Vec<Operand<'_>> { ids.iter().map(|t| tensors[t.index()].operand()).collect() };
-            if let Err(msg) = check_shapes(node.op, &node.attrs, &ops(&node.inputs), &ops(&node.updates), &ops(&node.outputs)) {
+            let ops =
+                |ids: &[TensorId]| -> Vec<Operand<'_>> { ids.iter().map(|t| tensors[t.index()].operand()).collect() };
+            if let Err(msg) =
+                check_shapes(node.op, &node.attrs, &ops(&node.inputs), &ops(&node.updates), &ops(&node.outputs))
+            {
                 let loc = self.at(|s| s.nodes.get(i).map(|sp| sp.op));
-                self.diags.push(K::Shape, loc, Subject::Node(decl.nodes[i].name.clone()), format!("{}: {msg}", node.op));
+                self.diags.push(
+                    K::Shape,
+                    loc,
+                    Subject::Node(decl.nodes[i].name.clone()),
+                    format!("{}: {msg}", node.op),
+                );
             }
         }
     }
@@ -492,11 +486,21 @@ impl Validator<'_, '_> {
             let loc = self.at(|s| s.schedule.get(step).copied());
             match ids.get(name.as_str()) {
                 None => {
-                    self.diags.push(K::UnknownName, loc, Subject::Model, format!("schedule names node '{name}', which does not exist"));
+                    self.diags.push(
+                        K::UnknownName,
+                        loc,
+                        Subject::Model,
+                        format!("schedule names node '{name}', which does not exist"),
+                    );
                     ok = false;
                 }
                 Some(&n) if position[n].is_some() => {
-                    self.diags.push(K::ScheduleOrder, loc, Subject::Node(name.clone()), "appears twice in the schedule".to_string());
+                    self.diags.push(
+                        K::ScheduleOrder,
+                        loc,
+                        Subject::Node(name.clone()),
+                        "appears twice in the schedule".to_string(),
+                    );
                     ok = false;
                 }
                 Some(&n) => {
@@ -507,7 +511,12 @@ impl Validator<'_, '_> {
         }
         for (i, p) in position.iter().enumerate() {
             if p.is_none() && ids.get(decl.nodes[i].name.as_str()) == Some(&i) {
-                self.diags.push(K::ScheduleOrder, self.node_loc(i), Subject::Node(decl.nodes[i].name.clone()), "is missing from the schedule".to_string());
+                self.diags.push(
+                    K::ScheduleOrder,
+                    self.node_loc(i),
+                    Subject::Node(decl.nodes[i].name.clone()),
+                    "is missing from the schedule".to_string(),
+                );
                 ok = false;
             }
         }
@@ -516,10 +525,7 @@ impl Validator<'_, '_> {
             if from < to {
                 continue;
             }
-            let tensor = decl
-                .tensors
-                .get(d.tensor.index())
-                .map_or("?", |t| t.name.as_str());
+            let tensor = decl.tensors.get(d.tensor.index()).map_or("?", |t| t.name.as_str());
             let why = match d.kind {
                 DepKind::Data => format!("reads tensor '{tensor}'"),
                 DepKind::ReadBeforeUpdate => format!("updates tensor '{tensor}' in place"),

@@ -95,7 +95,8 @@ impl Model {
             h.update(format!("T {}|{:?}|{}|{}\n", quote(&t.name), t.shape, t.dtype, t.role));
         }
         for n in &self.nodes {
-            let names = |ids: &[crate::TensorId]| -> Vec<String> { ids.iter().map(|&t| quote(&self.tensor(t).name)).collect() };
+            let names =
+                |ids: &[crate::TensorId]| -> Vec<String> { ids.iter().map(|&t| quote(&self.tensor(t).name)).collect() };
             h.update(format!(
                 "N {}|{}|{}|{}|{}|{}\n",
                 quote(&n.name),

@@ -88,10 +88,7 @@ fn node(name: &str) -> Subject {
 fn check(src: &str, d: &Diagnostic, kind: K, subject: Subject, at: (usize, usize), token: &str, message: &str) {
     assert_eq!(d.kind, kind, "kind of: {d}");
     assert_eq!(d.subject, subject, "subject of: {d}");
-    let loc = Location {
-        line: at.0,
-        column: at.1,
-    };
+    let loc = Location { line: at.0, column: at.1 };
     assert_eq!(d.location, Some(loc), "location of: {d}");
     let found = text_at(src, loc);
     if token.is_empty() {
@@ -155,9 +152,7 @@ fn valid_mlp_loads_with_the_file_order_as_schedule() {
     assert_eq!(model.producer(id("logits")), model.node_id("fc2"));
     assert_eq!(model.tensor(id("fc1.weight")).bytes, 4 * 3 * 4);
     assert_eq!(model.tensor(id("loss")).bytes, 4);
-    let phases: Vec<&str> = (0..MLP_NODES.len())
-        .map(|i| model.phase(placer_ir::NodeId(i as u32)).as_str())
-        .collect();
+    let phases: Vec<&str> = (0..MLP_NODES.len()).map(|i| model.phase(placer_ir::NodeId(i as u32)).as_str()).collect();
     assert_eq!(phases[..6], ["forward"; 6]);
     assert_eq!(phases[6..13], ["backward"; 7]);
     assert_eq!(phases[13..], ["update"; 4]);
@@ -269,7 +264,11 @@ fn unknown_field_at_top_level() {
 
 #[test]
 fn unknown_field_in_a_tensor_names_the_tensor() {
-    let src = edit(MLP, "\"dtype\": \"i32\", \"role\": \"input\"}", "\"dtype\": \"i32\", \"role\": \"input\", \"layout\": \"nchw\"}");
+    let src = edit(
+        MLP,
+        "\"dtype\": \"i32\", \"role\": \"input\"}",
+        "\"dtype\": \"i32\", \"role\": \"input\", \"layout\": \"nchw\"}",
+    );
     let d = only_problem(&src);
     check(&src, &d, K::UnknownField, tensor("labels"), (8, 71), "\"layout\"", "unknown field \"layout\" in a tensor");
     assert!(d.message.contains("expected one of: name, shape, dtype, role"), "{d}");
@@ -277,7 +276,8 @@ fn unknown_field_in_a_tensor_names_the_tensor() {
 
 #[test]
 fn unknown_field_in_a_node_names_the_node() {
-    let src = edit(MLP, "{\"name\": \"relu1\", \"op\": \"relu\",", "{\"name\": \"relu1\", \"op\": \"relu\", \"device\": 0,");
+    let src =
+        edit(MLP, "{\"name\": \"relu1\", \"op\": \"relu\",", "{\"name\": \"relu1\", \"op\": \"relu\", \"device\": 0,");
     let d = only_problem(&src);
     check(&src, &d, K::UnknownField, node("relu1"), (35, 37), "\"device\"", "unknown field \"device\" in a node");
 }
@@ -286,7 +286,15 @@ fn unknown_field_in_a_node_names_the_node() {
 fn missing_required_field_points_at_the_enclosing_object() {
     let src = edit(MLP, "\"dtype\": \"i32\", \"role\": \"input\"}", "\"dtype\": \"i32\"}");
     let d = only_problem(&src);
-    check(&src, &d, K::MissingField, tensor("labels"), (8, 5), "{\"name\": \"labels\"", "a tensor has no \"role\" field");
+    check(
+        &src,
+        &d,
+        K::MissingField,
+        tensor("labels"),
+        (8, 5),
+        "{\"name\": \"labels\"",
+        "a tensor has no \"role\" field",
+    );
 
     let src = edit(MLP, "{\"name\": \"relu1\", \"op\": \"relu\",", "{\"name\": \"relu1\",");
     let d = only_problem(&src);
@@ -298,8 +306,24 @@ fn missing_required_field_points_at_the_enclosing_object() {
     let all = problems(&src);
     assert_eq!(all.len(), 3, "{}", listing(&all));
     check(&src, &all[0], K::MissingField, tensor("#1"), (8, 5), "{\"shape\": [2]", "a tensor has no \"name\" field");
-    check(&src, &all[1], K::UnknownName, node("loss"), (38, 74), "\"labels\"", "uses tensor 'labels', which is not declared");
-    check(&src, &all[2], K::UnknownName, node("loss.backward"), (39, 91), "\"labels\"", "uses tensor 'labels', which is not declared");
+    check(
+        &src,
+        &all[1],
+        K::UnknownName,
+        node("loss"),
+        (38, 74),
+        "\"labels\"",
+        "uses tensor 'labels', which is not declared",
+    );
+    check(
+        &src,
+        &all[2],
+        K::UnknownName,
+        node("loss.backward"),
+        (39, 91),
+        "\"labels\"",
+        "uses tensor 'labels', which is not declared",
+    );
 }
 
 #[test]
@@ -316,7 +340,15 @@ fn wrong_format_name_stops_reading() {
 fn newer_format_version_asks_for_an_upgrade() {
     let src = edit(MLP, "\"version\": 1,", "\"version\": 2,");
     let d = only_problem(&src);
-    check(&src, &d, K::BadValue, Subject::Model, (3, 14), "2,", "format version 2 is newer than this placer understands (1)");
+    check(
+        &src,
+        &d,
+        K::BadValue,
+        Subject::Model,
+        (3, 14),
+        "2,",
+        "format version 2 is newer than this placer understands (1)",
+    );
     assert!(d.message.contains("upgrade placer"), "{d}");
 }
 
@@ -328,29 +360,69 @@ fn newer_format_version_asks_for_an_upgrade() {
 fn unknown_op() {
     let src = edit(MLP, "\"op\": \"relu\"", "\"op\": \"leaky_relu\"");
     let d = only_problem(&src);
-    check(&src, &d, K::BadValue, node("relu1"), (35, 29), "\"leaky_relu\"", "unknown op \"leaky_relu\"; expected one of: matmul,");
+    check(
+        &src,
+        &d,
+        K::BadValue,
+        node("relu1"),
+        (35, 29),
+        "\"leaky_relu\"",
+        "unknown op \"leaky_relu\"; expected one of: matmul,",
+    );
 }
 
 #[test]
 fn unknown_dtype() {
     let src = edit(MLP, "\"dtype\": \"i32\"", "\"dtype\": \"int32\"");
     let d = only_problem(&src);
-    check(&src, &d, K::BadValue, tensor("labels"), (8, 47), "\"int32\"", "unknown dtype \"int32\"; expected one of: f32, f16, bf16, i32, i64, u8");
+    check(
+        &src,
+        &d,
+        K::BadValue,
+        tensor("labels"),
+        (8, 47),
+        "\"int32\"",
+        "unknown dtype \"int32\"; expected one of: f32, f16, bf16, i32, i64, u8",
+    );
 }
 
 #[test]
 fn unknown_role() {
-    let src = edit(MLP, "\"name\": \"probs\", \"shape\": [2, 2], \"dtype\": \"f32\", \"role\": \"activation\"", "\"name\": \"probs\", \"shape\": [2, 2], \"dtype\": \"f32\", \"role\": \"scratch\"");
+    let src = edit(
+        MLP,
+        "\"name\": \"probs\", \"shape\": [2, 2], \"dtype\": \"f32\", \"role\": \"activation\"",
+        "\"name\": \"probs\", \"shape\": [2, 2], \"dtype\": \"f32\", \"role\": \"scratch\"",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::BadValue, tensor("probs"), (23, 64), "\"scratch\"", "unknown role \"scratch\"; expected one of: input, weight,");
+    check(
+        &src,
+        &d,
+        K::BadValue,
+        tensor("probs"),
+        (23, 64),
+        "\"scratch\"",
+        "unknown role \"scratch\"; expected one of: input, weight,",
+    );
 }
 
 #[test]
 fn operand_that_is_not_declared() {
     // Only the unknown name is reported: relu1 still counts as relu1.out's producer.
-    let src = edit(MLP, "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]", "\"inputs\": [\"fc1.output\"], \"outputs\": [\"relu1.out\"]");
+    let src = edit(
+        MLP,
+        "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]",
+        "\"inputs\": [\"fc1.output\"], \"outputs\": [\"relu1.out\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::UnknownName, node("relu1"), (35, 48), "\"fc1.output\"", "uses tensor 'fc1.output', which is not declared in \"tensors\"");
+    check(
+        &src,
+        &d,
+        K::UnknownName,
+        node("relu1"),
+        (35, 48),
+        "\"fc1.output\"",
+        "uses tensor 'fc1.output', which is not declared in \"tensors\"",
+    );
 }
 
 #[test]
@@ -363,8 +435,24 @@ fn node_with_an_undeclared_operand_is_still_checked_as_a_producer() {
     );
     let all = problems(&src);
     assert_eq!(all.len(), 2, "{}", listing(&all));
-    check(&src, &all[0], K::UnknownName, node("relu1.again"), (36, 54), "\"nowhere\"", "uses tensor 'nowhere', which is not declared");
-    check(&src, &all[1], K::ProducedTwice, node("relu1.again"), (36, 78), "\"relu1.out\"", "which node 'relu1' already produces");
+    check(
+        &src,
+        &all[0],
+        K::UnknownName,
+        node("relu1.again"),
+        (36, 54),
+        "\"nowhere\"",
+        "uses tensor 'nowhere', which is not declared",
+    );
+    check(
+        &src,
+        &all[1],
+        K::ProducedTwice,
+        node("relu1.again"),
+        (36, 78),
+        "\"relu1.out\"",
+        "which node 'relu1' already produces",
+    );
 }
 
 #[test]
@@ -376,7 +464,15 @@ fn duplicate_tensor_name() {
         "\"role\": \"weight_gradient\"},\n    {\"name\": \"fc1.mm\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"activation\"}\n  ],",
     );
     let d = only_problem(&src);
-    check(&src, &d, K::DuplicateName, tensor("fc1.mm"), (31, 14), "\"fc1.mm\"", "tensor name is used twice (first by tensor #10)");
+    check(
+        &src,
+        &d,
+        K::DuplicateName,
+        tensor("fc1.mm"),
+        (31, 14),
+        "\"fc1.mm\"",
+        "tensor name is used twice (first by tensor #10)",
+    );
 }
 
 #[test]
@@ -397,9 +493,21 @@ fn tensor_used_but_never_produced() {
         "\"role\": \"weight_gradient\"}\n  ],",
         "\"role\": \"weight_gradient\"},\n    {\"name\": \"ghost\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"activation\"}\n  ],",
     );
-    let src = edit(&src, "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]", "\"inputs\": [\"ghost\"], \"outputs\": [\"relu1.out\"]");
+    let src = edit(
+        &src,
+        "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]",
+        "\"inputs\": [\"ghost\"], \"outputs\": [\"relu1.out\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::NeverProduced, tensor("ghost"), (31, 14), "\"ghost\"", "is used but never produced (role activation needs a producing node)");
+    check(
+        &src,
+        &d,
+        K::NeverProduced,
+        tensor("ghost"),
+        (31, 14),
+        "\"ghost\"",
+        "is used but never produced (role activation needs a producing node)",
+    );
 }
 
 #[test]
@@ -410,7 +518,15 @@ fn tensor_produced_twice() {
         "\"outputs\": [\"relu1.out\"]},\n    {\"name\": \"relu1.again\", \"op\": \"relu\", \"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]},\n",
     );
     let d = only_problem(&src);
-    check(&src, &d, K::ProducedTwice, node("relu1.again"), (36, 78), "\"relu1.out\"", "produces tensor 'relu1.out', which node 'relu1' already produces");
+    check(
+        &src,
+        &d,
+        K::ProducedTwice,
+        node("relu1.again"),
+        (36, 78),
+        "\"relu1.out\"",
+        "produces tensor 'relu1.out', which node 'relu1' already produces",
+    );
 }
 
 #[test]
@@ -436,16 +552,40 @@ fn two_nodes_feeding_each_other_are_a_cycle() {
 
 #[test]
 fn node_reading_its_own_output() {
-    let src = edit(MLP, "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]", "\"inputs\": [\"relu1.out\"], \"outputs\": [\"relu1.out\"]");
+    let src = edit(
+        MLP,
+        "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]",
+        "\"inputs\": [\"relu1.out\"], \"outputs\": [\"relu1.out\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Cycle, node("relu1"), (35, 74), "\"relu1.out\"]", "reads tensor 'relu1.out', which it also produces");
+    check(
+        &src,
+        &d,
+        K::Cycle,
+        node("relu1"),
+        (35, 74),
+        "\"relu1.out\"]",
+        "reads tensor 'relu1.out', which it also produces",
+    );
 }
 
 #[test]
 fn weight_produced_by_a_node() {
-    let src = edit(MLP, "{\"name\": \"fc1.mm\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"activation\"}", "{\"name\": \"fc1.mm\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"weight\"}");
+    let src = edit(
+        MLP,
+        "{\"name\": \"fc1.mm\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"activation\"}",
+        "{\"name\": \"fc1.mm\", \"shape\": [2, 3], \"dtype\": \"f32\", \"role\": \"weight\"}",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Role, tensor("fc1.mm"), (17, 14), "\"fc1.mm\"", "has role weight but node 'fc1.matmul' produces it");
+    check(
+        &src,
+        &d,
+        K::Role,
+        tensor("fc1.mm"),
+        (17, 14),
+        "\"fc1.mm\"",
+        "has role weight but node 'fc1.matmul' produces it",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -458,7 +598,15 @@ fn schedule_that_breaks_a_dependency() {
     order.swap(0, 1);
     let src = mlp_with_schedule(&order);
     let d = only_problem(&src);
-    check(&src, &d, K::ScheduleOrder, node("fc1"), (schedule_line(0), 5), "\"fc1\"", "runs at step 0 and reads tensor 'fc1.mm', which is produced by node 'fc1.matmul' at step 1");
+    check(
+        &src,
+        &d,
+        K::ScheduleOrder,
+        node("fc1"),
+        (schedule_line(0), 5),
+        "\"fc1\"",
+        "runs at step 0 and reads tensor 'fc1.mm', which is produced by node 'fc1.matmul' at step 1",
+    );
 }
 
 #[test]
@@ -477,7 +625,15 @@ fn schedule_that_names_an_unknown_node() {
     order.insert(3, "relu9");
     let src = mlp_with_schedule(&order);
     let d = only_problem(&src);
-    check(&src, &d, K::UnknownName, Subject::Model, (schedule_line(3), 5), "\"relu9\"", "schedule names node 'relu9', which does not exist");
+    check(
+        &src,
+        &d,
+        K::UnknownName,
+        Subject::Model,
+        (schedule_line(3), 5),
+        "\"relu9\"",
+        "schedule names node 'relu9', which does not exist",
+    );
 }
 
 #[test]
@@ -518,59 +674,147 @@ fn in_place_update_scheduled_before_a_reader() {
 #[test]
 fn matmul_inner_dimension_mismatch() {
     // x [2, 4] times fc1.weight [4, 3] transposed: 4 against 3.
-    let src = edit(MLP, "{\"name\": \"fc1.matmul\", \"op\": \"matmul\",", "{\"name\": \"fc1.matmul\", \"op\": \"matmul\", \"attrs\": {\"transpose_b\": true},");
+    let src = edit(
+        MLP,
+        "{\"name\": \"fc1.matmul\", \"op\": \"matmul\",",
+        "{\"name\": \"fc1.matmul\", \"op\": \"matmul\", \"attrs\": {\"transpose_b\": true},",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("fc1.matmul"), (33, 34), "\"matmul\"", "matmul: inner dimensions differ (4 and 3) for [2, 4] x [4, 3]");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("fc1.matmul"),
+        (33, 34),
+        "\"matmul\"",
+        "matmul: inner dimensions differ (4 and 3) for [2, 4] x [4, 3]",
+    );
 }
 
 #[test]
 fn conv_channel_mismatch() {
     let src = edit(CONVNET, "\"shape\": [4, 3, 3, 3]", "\"shape\": [4, 2, 3, 3]");
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("conv"), (18, 28), "\"conv2d\"", "input [1, 3, 8, 8] and filter [4, 2, 3, 3] do not agree on channels with 1 group(s)");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("conv"),
+        (18, 28),
+        "\"conv2d\"",
+        "input [1, 3, 8, 8] and filter [4, 2, 3, 3] do not agree on channels with 1 group(s)",
+    );
 }
 
 #[test]
 fn wrong_output_shape() {
     let src = edit(MLP, "{\"name\": \"loss\", \"shape\": []", "{\"name\": \"loss\", \"shape\": [1]");
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("loss"), (38, 28), "\"softmax_cross_entropy\"", "loss has shape [1] but the op needs []");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("loss"),
+        (38, 28),
+        "\"softmax_cross_entropy\"",
+        "loss has shape [1] but the op needs []",
+    );
 }
 
 #[test]
 fn unknown_attribute() {
-    let src = edit(MLP, "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]", "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1, \"keepdims\": true}, \"inputs\": [\"logits.grad\"]");
+    let src = edit(
+        MLP,
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]",
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1, \"keepdims\": true}, \"inputs\": [\"logits.grad\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Attribute, node("fc2.bias_grad"), (40, 83), "true}", "op bias_grad has no attribute 'keepdims' (expected: axis)");
+    check(
+        &src,
+        &d,
+        K::Attribute,
+        node("fc2.bias_grad"),
+        (40, 83),
+        "true}",
+        "op bias_grad has no attribute 'keepdims' (expected: axis)",
+    );
 }
 
 #[test]
 fn attribute_of_the_wrong_kind() {
-    let src = edit(MLP, "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]", "\"op\": \"bias_grad\", \"attrs\": {\"axis\": \"1\"}, \"inputs\": [\"logits.grad\"]");
+    let src = edit(
+        MLP,
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]",
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": \"1\"}, \"inputs\": [\"logits.grad\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Attribute, node("fc2.bias_grad"), (40, 68), "\"1\"}", "attribute 'axis' must be an integer, got a string");
+    check(
+        &src,
+        &d,
+        K::Attribute,
+        node("fc2.bias_grad"),
+        (40, 68),
+        "\"1\"}",
+        "attribute 'axis' must be an integer, got a string",
+    );
 
     // A pair attribute with three entries.
     let src = edit(CONVNET, "\"padding\": [1, 1]", "\"padding\": [1, 1, 1]");
     let d = only_problem(&src);
-    check(&src, &d, K::Attribute, node("conv"), (18, 92), "[1, 1, 1]", "attribute 'padding' must be a list of 2 integers, got a list of integers");
+    check(
+        &src,
+        &d,
+        K::Attribute,
+        node("conv"),
+        (18, 92),
+        "[1, 1, 1]",
+        "attribute 'padding' must be a list of 2 integers, got a list of integers",
+    );
 
     // A value no attribute can have.
-    let src = edit(MLP, "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]", "\"op\": \"bias_grad\", \"attrs\": {\"axis\": null}, \"inputs\": [\"logits.grad\"]");
+    let src = edit(
+        MLP,
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]",
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": null}, \"inputs\": [\"logits.grad\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Attribute, node("fc2.bias_grad"), (40, 68), "null}", "attribute \"axis\" must be a number, a boolean, a string or a list of integers");
+    check(
+        &src,
+        &d,
+        K::Attribute,
+        node("fc2.bias_grad"),
+        (40, 68),
+        "null}",
+        "attribute \"axis\" must be a number, a boolean, a string or a list of integers",
+    );
 }
 
 #[test]
 fn missing_required_attribute() {
-    let src = edit(MLP, "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]", "\"op\": \"bias_grad\", \"inputs\": [\"logits.grad\"]");
+    let src = edit(
+        MLP,
+        "\"op\": \"bias_grad\", \"attrs\": {\"axis\": 1}, \"inputs\": [\"logits.grad\"]",
+        "\"op\": \"bias_grad\", \"inputs\": [\"logits.grad\"]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Attribute, node("fc2.bias_grad"), (40, 37), "\"bias_grad\"", "op bias_grad needs attribute 'axis'");
+    check(
+        &src,
+        &d,
+        K::Attribute,
+        node("fc2.bias_grad"),
+        (40, 37),
+        "\"bias_grad\"",
+        "op bias_grad needs attribute 'axis'",
+    );
 }
 
 #[test]
 fn wrong_number_of_inputs() {
-    let src = edit(MLP, "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]", "\"inputs\": [\"fc1.out\", \"fc1.mm\"], \"outputs\": [\"relu1.out\"]");
+    let src = edit(
+        MLP,
+        "\"inputs\": [\"fc1.out\"], \"outputs\": [\"relu1.out\"]",
+        "\"inputs\": [\"fc1.out\", \"fc1.mm\"], \"outputs\": [\"relu1.out\"]",
+    );
     let d = only_problem(&src);
     check(&src, &d, K::Arity, node("relu1"), (35, 29), "\"relu\"", "op relu takes 1 inputs, got 2");
 }
@@ -588,19 +832,47 @@ fn zero_sized_dimension() {
 
 #[test]
 fn absurdly_large_tensor() {
-    let src = edit(MLP, "{\"name\": \"fc1.bias\", \"shape\": [3]", "{\"name\": \"fc1.bias\", \"shape\": [1000000000, 1000000000, 1000000]");
+    let src = edit(
+        MLP,
+        "{\"name\": \"fc1.bias\", \"shape\": [3]",
+        "{\"name\": \"fc1.bias\", \"shape\": [1000000000, 1000000000, 1000000]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Size, tensor("fc1.bias"), (10, 35), "[1000000000,", "shape [1000000000, 1000000000, 1000000] is absurdly large (over 1 PiB)");
+    check(
+        &src,
+        &d,
+        K::Size,
+        tensor("fc1.bias"),
+        (10, 35),
+        "[1000000000,",
+        "shape [1000000000, 1000000000, 1000000] is absurdly large (over 1 PiB)",
+    );
 
     // Larger than 64 bits can count: the product overflows.
-    let src = edit(MLP, "{\"name\": \"fc1.bias\", \"shape\": [3]", "{\"name\": \"fc1.bias\", \"shape\": [4294967296, 4294967296]");
+    let src = edit(
+        MLP,
+        "{\"name\": \"fc1.bias\", \"shape\": [3]",
+        "{\"name\": \"fc1.bias\", \"shape\": [4294967296, 4294967296]",
+    );
     let d = only_problem(&src);
     check(&src, &d, K::Size, tensor("fc1.bias"), (10, 35), "[4294967296,", "is absurdly large");
 
     // A single dimension that does not fit in 64 bits.
-    let src = edit(MLP, "{\"name\": \"fc1.bias\", \"shape\": [3]", "{\"name\": \"fc1.bias\", \"shape\": [18446744073709551616]");
+    let src = edit(
+        MLP,
+        "{\"name\": \"fc1.bias\", \"shape\": [3]",
+        "{\"name\": \"fc1.bias\", \"shape\": [18446744073709551616]",
+    );
     let d = only_problem(&src);
-    check(&src, &d, K::Size, tensor("fc1.bias"), (10, 36), "18446744073709551616]", "dimension 18446744073709551616 is not a non-negative integer that fits in 64 bits");
+    check(
+        &src,
+        &d,
+        K::Size,
+        tensor("fc1.bias"),
+        (10, 36),
+        "18446744073709551616]",
+        "dimension 18446744073709551616 is not a non-negative integer that fits in 64 bits",
+    );
 }
 
 #[test]
@@ -620,12 +892,15 @@ fn several_independent_problems_are_all_reported_in_line_order() {
     // Listed out of line order on purpose.
     for (from, to) in [
         ("\"op\": \"relu\"", "\"op\": \"leaky_relu\""), // line 35
-        ("\"meta\": {", "\"metadata\": {"),           // line 5
+        ("\"meta\": {", "\"metadata\": {"),             // line 5
         ("{\"name\": \"fc1.bias\", \"shape\": [3]", "{\"name\": \"fc1.bias\", \"shape\": [0]"), // line 10
         ("\"attrs\": {\"transpose_b\": true}", "\"attrs\": {\"transpose_c\": true}"), // line 42
         ("\"dtype\": \"i32\"", "\"dtype\": \"int32\""), // line 8
         // line 33: fc1.weight transposed no longer fits x
-        ("{\"name\": \"fc1.matmul\", \"op\": \"matmul\",", "{\"name\": \"fc1.matmul\", \"op\": \"matmul\", \"attrs\": {\"transpose_b\": true},"),
+        (
+            "{\"name\": \"fc1.matmul\", \"op\": \"matmul\",",
+            "{\"name\": \"fc1.matmul\", \"op\": \"matmul\", \"attrs\": {\"transpose_b\": true},",
+        ),
     ] {
         src = edit(&src, from, to);
     }
@@ -633,14 +908,7 @@ fn several_independent_problems_are_all_reported_in_line_order() {
     let summary: Vec<(K, usize)> = all.iter().map(|d| (d.kind, d.location.map_or(0, |l| l.line))).collect();
     assert_eq!(
         summary,
-        [
-            (K::UnknownField, 5),
-            (K::BadValue, 8),
-            (K::Size, 10),
-            (K::Shape, 33),
-            (K::BadValue, 35),
-            (K::Attribute, 42),
-        ],
+        [(K::UnknownField, 5), (K::BadValue, 8), (K::Size, 10), (K::Shape, 33), (K::BadValue, 35), (K::Attribute, 42),],
         "\n{}",
         listing(&all)
     );
@@ -649,7 +917,15 @@ fn several_independent_problems_are_all_reported_in_line_order() {
     check(&src, &all[2], K::Size, tensor("fc1.bias"), (10, 35), "[0]", "zero dimension");
     check(&src, &all[3], K::Shape, node("fc1.matmul"), (33, 34), "\"matmul\"", "inner dimensions differ (4 and 3)");
     check(&src, &all[4], K::BadValue, node("relu1"), (35, 29), "\"leaky_relu\"", "unknown op \"leaky_relu\"");
-    check(&src, &all[5], K::Attribute, node("fc2.input_grad"), (42, 73), "true}", "op matmul has no attribute 'transpose_c'");
+    check(
+        &src,
+        &all[5],
+        K::Attribute,
+        node("fc2.input_grad"),
+        (42, 73),
+        "true}",
+        "op matmul has no attribute 'transpose_c'",
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -669,14 +945,30 @@ fn regression_conv_dilation_near_i64_max_does_not_overflow() {
     let src = edit(CONVNET, "\"dilation\": [1, 1]", "\"dilation\": [9223372036854775807, 1]");
     let src = edit(&src, "\"shape\": [4, 3, 3, 3]", "\"shape\": [4, 3, 4, 4]");
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("conv"), (18, 28), "\"conv2d\"", "kernel 4 with dilation 9223372036854775807 spans more than 2^64 elements");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("conv"),
+        (18, 28),
+        "\"conv2d\"",
+        "kernel 4 with dilation 9223372036854775807 spans more than 2^64 elements",
+    );
 }
 
 #[test]
 fn regression_split_sizes_that_overflow_when_added() {
     let src = edit(CONVNET, "\"sizes\": [16, 48]", "\"sizes\": [9223372036854775807, 9223372036854775807]");
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("split"), (21, 29), "\"split\"", "sizes [9223372036854775807, 9223372036854775807] must be positive and add up to 64");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("split"),
+        (21, 29),
+        "\"split\"",
+        "sizes [9223372036854775807, 9223372036854775807] must be positive and add up to 64",
+    );
 }
 
 #[test]
@@ -690,7 +982,15 @@ fn regression_concat_total_that_overflows() {
  "nodes": [{{"name": "c", "op": "concat", "attrs": {{"axis": 0}}, "inputs": [{inputs}], "outputs": ["y"]}}]}}"#
     );
     let d = only_problem(&src);
-    check(&src, &d, K::Shape, node("c"), (4, 32), "\"concat\"", "concat: inputs add up to more than 2^64 elements along axis 0");
+    check(
+        &src,
+        &d,
+        K::Shape,
+        node("c"),
+        (4, 32),
+        "\"concat\"",
+        "concat: inputs add up to more than 2^64 elements along axis 0",
+    );
 }
 
 /// Found while documenting: a tensor listed twice in `updates` made the node depend on
@@ -707,11 +1007,8 @@ fn a_tensor_updated_twice_by_one_node_is_refused() {
     {"name": "sgd", "op": "sgd_momentum", "attrs": {"lr": 0.1, "momentum": 0.9}, "inputs": ["g"], "updates": ["w", "w"], "outputs": []}
   ]
 }"#;
-    let diags = placer_ir::parse_model(src).expect_err("must be refused");
-    assert!(
-        diags.iter().any(|d| d.kind == placer_ir::DiagnosticKind::Arity && d.message.contains("twice in \"updates\"")),
-        "{diags}"
-    );
+    let diags = parse_model(src).expect_err("must be refused");
+    assert!(diags.iter().any(|d| d.kind == K::Arity && d.message.contains("twice in \"updates\"")), "{diags}");
 }
 
 /// Found while documenting: a model with no nodes validated, then the memory profile
@@ -720,7 +1017,7 @@ fn a_tensor_updated_twice_by_one_node_is_refused() {
 fn a_model_without_nodes_is_refused() {
     let src = r#"{"format": "placer-model", "version": 1, "name": "m",
   "tensors": [{"name": "w", "shape": [4], "role": "weight"}], "nodes": []}"#;
-    let diags = placer_ir::parse_model(src).expect_err("must be refused");
+    let diags = parse_model(src).expect_err("must be refused");
     assert!(diags.iter().any(|d| d.message.contains("has no nodes")), "{diags}");
 }
 
@@ -745,6 +1042,6 @@ fn pooling_integer_tensors_is_refused() {
   ],
   "nodes": [{"name": "p", "op": "max_pool2d", "attrs": {"kernel": [2, 2]}, "inputs": ["x"], "outputs": ["y", "i"]}]
 }"#;
-    let diags = placer_ir::parse_model(src).expect_err("must be refused");
+    let diags = parse_model(src).expect_err("must be refused");
     assert!(diags.iter().any(|d| d.message.contains("expected a floating-point tensor")), "{diags}");
 }

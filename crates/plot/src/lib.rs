@@ -101,25 +101,68 @@ impl Chart {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
         );
         let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(svg, r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#, WIDTH / 2.0, escape(&self.title));
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
+            WIDTH / 2.0,
+            escape(&self.title)
+        );
         for b in &self.bands {
             let (a, z) = (sx(b.from), sx(b.to));
-            let _ = writeln!(svg, r#"<rect x="{a:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="{}" fill-opacity="0.12"/>"#, (z - a).max(0.5), b.color);
-            let _ = writeln!(svg, r#"<text x="{:.1}" y="{}" fill="{}" text-anchor="middle">{}</text>"#, (a + z) / 2.0, TOP + 14.0, b.color, escape(&b.label));
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{a:.1}" y="{TOP}" width="{:.1}" height="{plot_h}" fill="{}" fill-opacity="0.12"/>"#,
+                (z - a).max(0.5),
+                b.color
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{}" fill="{}" text-anchor="middle">{}</text>"#,
+                (a + z) / 2.0,
+                TOP + 14.0,
+                b.color,
+                escape(&b.label)
+            );
         }
         // Ticks are chosen in display units so that labels come out round.
         for t in ticks(y0 / self.y_unit, y1 / self.y_unit) {
             let y = sy(t * self.y_unit);
-            let _ = writeln!(svg, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/>"##, WIDTH - RIGHT);
-            let _ = writeln!(svg, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, LEFT - 6.0, y + 4.0, tick_label(t));
+            let _ =
+                writeln!(svg, r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#ddd"/>"##, WIDTH - RIGHT);
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
+                LEFT - 6.0,
+                y + 4.0,
+                tick_label(t)
+            );
         }
         for t in ticks(x0, x1) {
             let x = sx(t);
-            let _ = writeln!(svg, r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#999"/>"##, TOP + plot_h, TOP + plot_h + 4.0);
-            let _ = writeln!(svg, r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#, TOP + plot_h + 18.0, tick_label(t));
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#999"/>"##,
+                TOP + plot_h,
+                TOP + plot_h + 4.0
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"#,
+                TOP + plot_h + 18.0,
+                tick_label(t)
+            );
         }
-        let _ = writeln!(svg, r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#333"/>"##);
-        let _ = writeln!(svg, r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#, LEFT + plot_w / 2.0, HEIGHT - 12.0, escape(&self.x_label));
+        let _ = writeln!(
+            svg,
+            r##"<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#333"/>"##
+        );
+        let _ = writeln!(
+            svg,
+            r#"<text x="{}" y="{}" text-anchor="middle">{}</text>"#,
+            LEFT + plot_w / 2.0,
+            HEIGHT - 12.0,
+            escape(&self.x_label)
+        );
         let _ = writeln!(
             svg,
             r#"<text x="18" y="{}" text-anchor="middle" transform="rotate(-90 18 {})">{}</text>"#,
@@ -129,8 +172,20 @@ impl Chart {
         );
         for h in &self.hlines {
             let y = sy(h.y);
-            let _ = writeln!(svg, r#"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{}" stroke-dasharray="6 4"/>"#, WIDTH - RIGHT, h.color);
-            let _ = writeln!(svg, r#"<text x="{}" y="{:.1}" fill="{}" text-anchor="end">{}</text>"#, WIDTH - RIGHT - 4.0, y - 4.0, h.color, escape(&h.label));
+            let _ = writeln!(
+                svg,
+                r#"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="{}" stroke-dasharray="6 4"/>"#,
+                WIDTH - RIGHT,
+                h.color
+            );
+            let _ = writeln!(
+                svg,
+                r#"<text x="{}" y="{:.1}" fill="{}" text-anchor="end">{}</text>"#,
+                WIDTH - RIGHT - 4.0,
+                y - 4.0,
+                h.color,
+                escape(&h.label)
+            );
         }
         for s in &self.series {
             match s.mark {
@@ -139,11 +194,22 @@ impl Chart {
                         .iter()
                         .map(|&(x, y)| format!("{:.1},{:.1}", sx(x), sy(y)))
                         .collect();
-                    let _ = writeln!(svg, r#"<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>"#, s.color, pts.join(" "));
+                    let _ = writeln!(
+                        svg,
+                        r#"<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>"#,
+                        s.color,
+                        pts.join(" ")
+                    );
                 }
                 Mark::Points => {
                     for &(x, y) in &s.points {
-                        let _ = writeln!(svg, r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}" fill-opacity="0.7"/>"#, sx(x), sy(y), s.color);
+                        let _ = writeln!(
+                            svg,
+                            r#"<circle cx="{:.1}" cy="{:.1}" r="2.5" fill="{}" fill-opacity="0.7"/>"#,
+                            sx(x),
+                            sy(y),
+                            s.color
+                        );
                     }
                 }
             }
@@ -153,13 +219,24 @@ impl Chart {
             let _ = writeln!(svg, r#"<circle cx="{x:.1}" cy="{y:.1}" r="4" fill="none" stroke="black"/>"#);
             let anchor = if x > LEFT + plot_w * 0.7 { "end" } else { "start" };
             let dx = if anchor == "end" { -8.0 } else { 8.0 };
-            let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#, x + dx, (y - 6.0).max(TOP + 28.0), escape(&m.label));
+            let _ = writeln!(
+                svg,
+                r#"<text x="{:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
+                x + dx,
+                (y - 6.0).max(TOP + 28.0),
+                escape(&m.label)
+            );
         }
         // The legend sits in the lower right, where schedules usually end near zero.
         let legend_x = LEFT + plot_w * 0.78;
         for (i, s) in self.series.iter().enumerate() {
             let y = TOP + plot_h - 12.0 - 16.0 * (self.series.len() - 1 - i) as f64;
-            let _ = writeln!(svg, r#"<rect x="{legend_x:.1}" y="{:.1}" width="12" height="3" fill="{}"/>"#, y - 4.0, s.color);
+            let _ = writeln!(
+                svg,
+                r#"<rect x="{legend_x:.1}" y="{:.1}" width="12" height="3" fill="{}"/>"#,
+                y - 4.0,
+                s.color
+            );
             let _ = writeln!(svg, r#"<text x="{:.1}" y="{y:.1}">{}</text>"#, legend_x + 18.0, escape(&s.label));
         }
         svg.push_str("</svg>\n");
@@ -215,10 +292,7 @@ fn ticks(lo: f64, hi: f64) -> Vec<f64> {
     let magnitude = 10f64.powf(raw.log10().floor());
     let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * magnitude).find(|&s| s >= raw).unwrap_or(10.0 * magnitude);
     let first = (lo / step).ceil() * step;
-    (0..)
-        .map(|i| first + i as f64 * step)
-        .take_while(|&t| t <= hi + step * 1e-9)
-        .collect()
+    (0..).map(|i| first + i as f64 * step).take_while(|&t| t <= hi + step * 1e-9).collect()
 }
 
 fn tick_label(v: f64) -> String {
@@ -257,7 +331,12 @@ mod tests {
     #[test]
     fn svg_is_well_formed_and_escaped() {
         let mut chart = Chart::new("a < b & c", "step", "bytes");
-        chart.series.push(Series { label: "live".into(), color: COLORS[0].into(), mark: Mark::Line, points: vec![(0.0, 1.0), (1.0, 3.0)] });
+        chart.series.push(Series {
+            label: "live".into(),
+            color: COLORS[0].into(),
+            mark: Mark::Line,
+            points: vec![(0.0, 1.0), (1.0, 3.0)],
+        });
         chart.markers.push(Marker { x: 1.0, y: 3.0, label: "peak \"x\"".into() });
         let svg = chart.to_svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));

@@ -109,20 +109,21 @@ impl GraphBuilder {
 
     fn push_node(&mut self, name: String, op: Op, attrs: Attrs, inputs: &[T], updates: &[T], outputs: &[T]) {
         let names = |ts: &[T]| ts.iter().map(|&t| self.name_of(t).to_string()).collect();
-        let node = NodeDecl {
-            name,
-            op,
-            attrs,
-            inputs: names(inputs),
-            updates: names(updates),
-            outputs: names(outputs),
-        };
+        let node =
+            NodeDecl { name, op, attrs, inputs: names(inputs), updates: names(updates), outputs: names(outputs) };
         self.nodes.push(node);
     }
 
     /// Emits a forward op and records it on the tape. `outs` lists each output's name
     /// suffix, shape, dtype and role; the first output is the op's main result.
-    fn forward(&mut self, name: &str, op: Op, attrs: Attrs, inputs: &[T], outs: Vec<(&str, Vec<u64>, DType, Role)>) -> Vec<T> {
+    fn forward(
+        &mut self,
+        name: &str,
+        op: Op,
+        attrs: Attrs,
+        inputs: &[T],
+        outs: Vec<(&str, Vec<u64>, DType, Role)>,
+    ) -> Vec<T> {
         let grad = inputs.iter().any(|t| self.requires_grad[t.0]);
         let outputs: Vec<T> = outs
             .into_iter()
@@ -132,7 +133,13 @@ impl GraphBuilder {
             })
             .collect();
         self.push_node(name.to_string(), op, attrs.clone(), inputs, &[], &outputs);
-        self.tape.push(TapeEntry { name: name.to_string(), op, attrs, inputs: inputs.to_vec(), outputs: outputs.clone() });
+        self.tape.push(TapeEntry {
+            name: name.to_string(),
+            op,
+            attrs,
+            inputs: inputs.to_vec(),
+            outputs: outputs.clone(),
+        });
         outputs
     }
 
@@ -143,7 +150,8 @@ impl GraphBuilder {
 
     pub fn conv2d(&mut self, name: &str, x: T, w: T, conv: Conv) -> Result<T, ZooError> {
         let attrs = conv.attrs();
-        let shape = conv_output_shape(&attrs, self.shape(x), self.shape(w)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
+        let shape = conv_output_shape(&attrs, self.shape(x), self.shape(w))
+            .map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         Ok(self.unary(name, Op::Conv2d, attrs, &[x, w], shape))
     }
 
@@ -183,10 +191,8 @@ impl GraphBuilder {
     pub fn max_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
         let attrs = pool_attrs(kernel, stride, padding);
         let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
-        let outs = vec![
-            ("", shape.clone(), DType::F32, Role::Activation),
-            (".indices", shape, DType::I32, Role::Workspace),
-        ];
+        let outs =
+            vec![("", shape.clone(), DType::F32, Role::Activation), (".indices", shape, DType::I32, Role::Workspace)];
         Ok(self.forward(name, Op::MaxPool2d, attrs, &[x], outs)[0])
     }
 
@@ -269,17 +275,20 @@ impl GraphBuilder {
     /// The loss: mean softmax cross-entropy of `logits` [N, C] against `labels` [N].
     pub fn softmax_cross_entropy(&mut self, name: &str, logits: T, labels: T) -> T {
         let shape = self.shape(logits).to_vec();
-        let outs = vec![
-            ("", vec![], DType::F32, Role::Activation),
-            (".probs", shape, DType::F32, Role::Workspace),
-        ];
+        let outs = vec![("", vec![], DType::F32, Role::Activation), (".probs", shape, DType::F32, Role::Workspace)];
         self.forward(name, Op::SoftmaxCrossEntropy, Attrs::new(), &[logits, labels], outs)[0]
     }
 
     /// Derives the backward pass from `loss` (the output of
     /// [`GraphBuilder::softmax_cross_entropy`]) and appends an SGD-momentum update for
     /// each weight as soon as its gradient is complete, then validates the result.
-    pub fn finish(mut self, name: &str, meta: BTreeMap<String, String>, loss: T, opt: Optimizer) -> Result<placer_ir::Model, ZooError> {
+    pub fn finish(
+        mut self,
+        name: &str,
+        meta: BTreeMap<String, String>,
+        loss: T,
+        opt: Optimizer,
+    ) -> Result<placer_ir::Model, ZooError> {
         Backward::run(&mut self, loss, opt)?;
         let decl = ModelDecl { name: name.to_string(), meta, tensors: self.tensors, nodes: self.nodes, schedule: None };
         placer_ir::validate(decl).map_err(|d| ZooError::Invalid(d.to_string()))
@@ -392,7 +401,14 @@ impl Backward<'_> {
     fn entry(&mut self, e: &TapeEntry) -> Result<(), ZooError> {
         let dy = if e.op == Op::SoftmaxCrossEntropy {
             // The loss seeds the sweep: its backward needs no incoming gradient.
-            let dlogits = self.emit(format!("{}.bwd", e.name), Op::SoftmaxCrossEntropyBackward, Attrs::new(), &[e.outputs[1], e.inputs[1]], &[e.inputs[0]], &format!(".from.{}", e.name))[0];
+            let dlogits = self.emit(
+                format!("{}.bwd", e.name),
+                Op::SoftmaxCrossEntropyBackward,
+                Attrs::new(),
+                &[e.outputs[1], e.inputs[1]],
+                &[e.inputs[0]],
+                &format!(".from.{}", e.name),
+            )[0];
             self.accumulate(e.inputs[0], dlogits);
             return Ok(());
         } else {
@@ -409,10 +425,24 @@ impl Backward<'_> {
             Op::Conv2d => {
                 let w = e.inputs[1];
                 if self.wants(x) {
-                    let dx = self.emit(format!("{}.bwd_data", e.name), Op::Conv2dBackwardData, e.attrs.clone(), &[dy, w], &[x], &from)[0];
+                    let dx = self.emit(
+                        format!("{}.bwd_data", e.name),
+                        Op::Conv2dBackwardData,
+                        e.attrs.clone(),
+                        &[dy, w],
+                        &[x],
+                        &from,
+                    )[0];
                     self.accumulate(x, dx);
                 }
-                let dw = self.emit(format!("{}.bwd_filter", e.name), Op::Conv2dBackwardFilter, e.attrs.clone(), &[x, dy], &[w], "")[0];
+                let dw = self.emit(
+                    format!("{}.bwd_filter", e.name),
+                    Op::Conv2dBackwardFilter,
+                    e.attrs.clone(),
+                    &[x, dy],
+                    &[w],
+                    "",
+                )[0];
                 self.accumulate(w, dw);
             }
             Op::MatMul => {
@@ -424,12 +454,23 @@ impl Backward<'_> {
                 };
                 if self.wants(a) {
                     // C = A·B -> dA = dC·Bᵀ ;  C = A·Bᵀ -> dA = dC·B
-                    let da = self.emit(format!("{}.bwd_a", e.name), Op::MatMul, matmul_attrs(false, !transpose_b, alpha), &[dy, b], &[a], &from)[0];
+                    let da = self.emit(
+                        format!("{}.bwd_a", e.name),
+                        Op::MatMul,
+                        matmul_attrs(false, !transpose_b, alpha),
+                        &[dy, b],
+                        &[a],
+                        &from,
+                    )[0];
                     self.accumulate(a, da);
                 }
                 if self.wants(b) {
                     // C = A·B -> dB = Aᵀ·dC ;  C = A·Bᵀ -> dB = dCᵀ·A
-                    let (inputs, attrs) = if transpose_b { ([dy, a], matmul_attrs(true, false, alpha)) } else { ([a, dy], matmul_attrs(true, false, alpha)) };
+                    let (inputs, attrs) = if transpose_b {
+                        ([dy, a], matmul_attrs(true, false, alpha))
+                    } else {
+                        ([a, dy], matmul_attrs(true, false, alpha))
+                    };
                     let suffix = if self.g.tensors[b.0].role == Role::Weight { "" } else { from.as_str() };
                     let db = self.emit(format!("{}.bwd_b", e.name), Op::MatMul, attrs, &inputs, &[b], suffix)[0];
                     self.accumulate(b, db);

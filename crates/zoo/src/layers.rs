@@ -26,7 +26,15 @@ pub fn conv(g: &mut GraphBuilder, name: &str, x: T, out: u64, k: [u64; 2], c: Co
 }
 
 /// Convolution without bias, then batch norm, then ReLU (ResNet, DenseNet, Inception).
-pub fn conv_bn_relu(g: &mut GraphBuilder, name: &str, x: T, out: u64, k: [u64; 2], c: Conv, eps: f64) -> Result<T, ZooError> {
+pub fn conv_bn_relu(
+    g: &mut GraphBuilder,
+    name: &str,
+    x: T,
+    out: u64,
+    k: [u64; 2],
+    c: Conv,
+    eps: f64,
+) -> Result<T, ZooError> {
     let y = conv(g, &format!("{name}.conv"), x, out, k, c, false)?;
     let y = g.batch_norm(&format!("{name}.bn"), y, eps);
     Ok(g.relu(&format!("{name}.relu"), y))
