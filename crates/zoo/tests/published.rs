@@ -87,3 +87,35 @@ fn unknown_model_and_bad_batch_are_errors() {
     assert!(placer_zoo::build("mlp", 0).is_err());
     assert!(placer_zoo::build("mlp", u64::MAX).is_err());
 }
+
+/// Every zoo schedule runs each node once, after the producers of everything it reads
+/// and before anything updates what it reads in place.
+#[test]
+fn every_schedule_respects_its_dependencies() {
+    for entry in placer_zoo::entries() {
+        let model = placer_zoo::build(entry.name, 1).expect("builds");
+        let live = placer_ir::Liveness::new(&model);
+        let mut seen = vec![false; model.nodes().len()];
+        for &n in model.schedule() {
+            assert!(!std::mem::replace(&mut seen[n.index()], true), "{}: node twice", entry.name);
+            let node = model.node(n);
+            for &t in node.inputs.iter().chain(&node.updates) {
+                if let Some(p) = model.producer(t) {
+                    assert!(live.step_of[p.index()] < live.step_of[n.index()], "{}: {}", entry.name, node.name);
+                }
+            }
+        }
+        assert!(seen.iter().all(|&s| s), "{}: every node scheduled", entry.name);
+        let mut last_read = vec![0; model.tensors().len()];
+        for (i, node) in model.nodes().iter().enumerate() {
+            for &t in &node.inputs {
+                last_read[t.index()] = last_read[t.index()].max(live.step_of[i]);
+            }
+        }
+        for (i, node) in model.nodes().iter().enumerate() {
+            for &w in &node.updates {
+                assert!(live.step_of[i] > last_read[w.index()], "{}: {} reads after an update", entry.name, node.name);
+            }
+        }
+    }
+}
