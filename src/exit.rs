@@ -1,9 +1,11 @@
 //! Error reporting and exit codes.
 //!
-//! 0 success; 1 a failure of the tool or the system (cannot write a file);
+//! 0 success; 1 a failure of the tool or the system (cannot write a file, not enough
+//! memory for the model);
 //! 2 bad input (an invalid model, an unknown name, a bad option value), as clap does
 //! for bad arguments.
 
+use placer_exec::ExecError;
 use placer_ir::IrError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
@@ -33,6 +35,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return match e {
                 IrError::Read { .. } | IrError::Invalid { .. } => BAD_INPUT,
                 IrError::Write { .. } => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<ExecError>() {
+            return match e {
+                ExecError::UnsupportedType { .. } | ExecError::NoIterations => BAD_INPUT,
+                _ => FAILURE,
             };
         }
         if let Some(e) = cause.downcast_ref::<ZooError>() {

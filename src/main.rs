@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Summarise a model: sizes, live memory, largest tensors, configurations per node.
     Inspect(cmd::inspect::Args),
+    /// Run training steps for real and time every kernel.
+    Run(cmd::run::Args),
     /// Generate the training graph of a well-known network.
     Zoo(cmd::zoo::Args),
 }
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Run(args) => cmd::run::run(args),
         Command::Zoo(args) => cmd::zoo::run(args),
     };
     match result {

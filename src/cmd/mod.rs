@@ -1,2 +1,3 @@
 pub mod inspect;
+pub mod run;
 pub mod zoo;

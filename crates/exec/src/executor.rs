@@ -1,0 +1,268 @@
+//! The executor: owns one buffer per tensor, placed in a pool, and runs the schedule.
+//!
+//! Every tensor is allocated once, before the first step, and kept for the whole run:
+//! simple, and it keeps allocation out of the timed region. (Allocating at first use and
+//! freeing at last use, so that a pool holds only live tensors, comes with plans.)
+
+use crate::ExecError;
+use crate::clock::ClockInfo;
+use crate::data::{Fill, SplitMix64, fill_plan};
+use placer_ir::{DType, Model, NodeId, Op, TensorId};
+use placer_kernels::dispatch::{self, Arg, In, Out};
+use placer_pools::{Buffer, PoolId, PoolSet};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// The pool of every tensor, indexed by tensor id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement(pub Vec<PoolId>);
+
+impl Placement {
+    pub fn all_in(model: &Model, pool: PoolId) -> Placement {
+        Placement(vec![pool; model.tensors().len()])
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Untimed steps first: caches, page tables and branch predictors warm up.
+    pub warmup: usize,
+    pub iterations: usize,
+    pub seed: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions { warmup: 2, iterations: 10, seed: 0x5EED }
+    }
+}
+
+/// Times of one step.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepTimes {
+    /// Kernel time in ns of each node, indexed by position in the schedule.
+    pub kernel_ns: Vec<f64>,
+    /// Wall time of the whole step in ns, including the executor's own overhead.
+    pub wall_ns: f64,
+}
+
+/// Everything measured by [`Executor::run`].
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub clock: ClockInfo,
+    pub warmup: usize,
+    /// Timed steps only.
+    pub steps: Vec<StepTimes>,
+    /// The loss after every step, warm-up included, when the model has one.
+    pub losses: Vec<f32>,
+    /// (pool name, peak bytes in use) for every pool.
+    pub pool_peaks: Vec<(String, u64)>,
+    pub scratch_bytes: u64,
+}
+
+#[derive(Debug)]
+pub struct Executor<'m> {
+    model: &'m Model,
+    pools: PoolSet,
+    buffers: Vec<Option<Buffer>>,
+    scratch: Buffer,
+    loss: Option<TensorId>,
+}
+
+impl<'m> Executor<'m> {
+    /// Allocates every tensor in its pool and fills it deterministically from `seed`.
+    pub fn new(model: &'m Model, mut pools: PoolSet, placement: &Placement, seed: u64) -> Result<Self, ExecError> {
+        if placement.0.len() != model.tensors().len() {
+            return Err(ExecError::PlacementLength { given: placement.0.len(), expected: model.tensors().len() });
+        }
+        if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32)) {
+            return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
+        }
+        let scratch_len = model
+            .nodes()
+            .iter()
+            .map(|n| {
+                let shapes =
+                    |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
+                dispatch::scratch_len(n.op, &n.attrs, &shapes(&n.inputs), &shapes(&n.outputs))
+            })
+            .max()
+            .unwrap_or(0);
+        let scratch_bytes = (scratch_len * 4) as u64;
+        let scratch = pools
+            .allocate(PoolId(0), scratch_bytes)
+            .map_err(|source| ExecError::Scratch { bytes: scratch_bytes, source })?;
+        let mut buffers = Vec::with_capacity(model.tensors().len());
+        for (t, &pool) in model.tensors().iter().zip(&placement.0) {
+            let buffer =
+                pools.allocate(pool, t.bytes).map_err(|source| ExecError::Pool { tensor: t.name.clone(), source })?;
+            buffers.push(Some(buffer));
+        }
+        let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
+        let mut exec = Executor { model, pools, buffers, scratch, loss };
+        exec.fill(seed)?;
+        Ok(exec)
+    }
+
+    fn fill(&mut self, seed: u64) -> Result<(), ExecError> {
+        let mut rng = SplitMix64::new(seed);
+        for (i, fill) in fill_plan(self.model).into_iter().enumerate() {
+            let tensor = &self.model.tensors()[i];
+            let buffer = self.buffer_mut(TensorId(i as u32))?;
+            let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), source };
+            match (fill, tensor.dtype) {
+                (Fill::Zero, _) => {}
+                (Fill::Index(bound), _) => {
+                    for x in buffer.as_i32_mut().map_err(view_err)? {
+                        *x = (rng.next_u64() % bound.max(1)) as i32;
+                    }
+                }
+                (Fill::Constant(c), _) => buffer.as_f32_mut().map_err(view_err)?.fill(c),
+                (Fill::Uniform(bound), _) => {
+                    for x in buffer.as_f32_mut().map_err(view_err)? {
+                        *x = rng.symmetric() * bound;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn buffer_mut(&mut self, t: TensorId) -> Result<&mut Buffer, ExecError> {
+        let name = &self.model.tensor(t).name;
+        self.buffers[t.index()].as_mut().ok_or_else(|| missing(name))
+    }
+
+    pub fn model(&self) -> &Model {
+        self.model
+    }
+
+    pub fn pools(&self) -> &PoolSet {
+        &self.pools
+    }
+
+    /// The current contents of an f32 tensor.
+    pub fn read_f32(&self, t: TensorId) -> Result<&[f32], ExecError> {
+        let tensor = self.model.tensor(t);
+        let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&tensor.name))?;
+        buffer.as_f32().map_err(|source| ExecError::Pool { tensor: tensor.name.clone(), source })
+    }
+
+    /// The model's loss after the last step, if it has one.
+    pub fn loss(&self) -> Result<Option<f32>, ExecError> {
+        match self.loss {
+            Some(t) => Ok(self.read_f32(t)?.first().copied()),
+            None => Ok(None),
+        }
+    }
+
+    /// Moves a tensor to another pool between kernels; returns how long the copy took.
+    pub fn move_tensor(&mut self, t: TensorId, to: PoolId) -> Result<Duration, ExecError> {
+        let name = self.model.tensor(t).name.clone();
+        let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&name))?;
+        let start = Instant::now();
+        match self.pools.move_to(buffer, to) {
+            Ok(moved) => {
+                self.buffers[t.index()] = Some(moved);
+                Ok(start.elapsed())
+            }
+            Err((original, source)) => {
+                self.buffers[t.index()] = Some(original);
+                Err(ExecError::Pool { tensor: name, source })
+            }
+        }
+    }
+
+    /// Runs one node's kernel and returns its time in ns.
+    fn run_node(&mut self, n: NodeId) -> Result<f64, ExecError> {
+        let model = self.model;
+        let node = model.node(n);
+        // Outputs and in-place updates are lent out mutably; validation guarantees they
+        // are distinct from the inputs, which stay borrowed immutably.
+        let mut written: Vec<(TensorId, Buffer)> = Vec::with_capacity(node.updates.len() + node.outputs.len());
+        for &t in node.updates.iter().chain(&node.outputs) {
+            let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&model.tensor(t).name))?;
+            written.push((t, buffer));
+        }
+        let result = self.invoke(n, &mut written);
+        for (t, buffer) in written {
+            self.buffers[t.index()] = Some(buffer);
+        }
+        result
+    }
+
+    fn invoke(&mut self, n: NodeId, written: &mut [(TensorId, Buffer)]) -> Result<f64, ExecError> {
+        let model = self.model;
+        let node = model.node(n);
+        let view_err = |t: TensorId| {
+            let name = model.tensor(t).name.clone();
+            move |source| ExecError::Pool { tensor: name, source }
+        };
+        let mut inputs = Vec::with_capacity(node.inputs.len());
+        for &t in &node.inputs {
+            let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&model.tensor(t).name))?;
+            let data = match model.tensor(t).dtype {
+                DType::I32 => In::I32(buffer.as_i32().map_err(view_err(t))?),
+                _ => In::F32(buffer.as_f32().map_err(view_err(t))?),
+            };
+            inputs.push(Arg { shape: model.tensor(t).shape.as_slice(), data });
+        }
+        let mut outs = Vec::with_capacity(written.len());
+        for (t, buffer) in written.iter_mut() {
+            let t = *t;
+            let data = match model.tensor(t).dtype {
+                DType::I32 => Out::I32(buffer.as_i32_mut().map_err(view_err(t))?),
+                _ => Out::F32(buffer.as_f32_mut().map_err(view_err(t))?),
+            };
+            outs.push(Arg { shape: model.tensor(t).shape.as_slice(), data });
+        }
+        let (updates, outputs) = outs.split_at_mut(node.updates.len());
+        let scratch = self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: 0, source })?;
+        let start = Instant::now();
+        let result = dispatch::run(node.op, &node.attrs, &inputs, updates, outputs, scratch);
+        let elapsed = start.elapsed().as_nanos() as f64;
+        result.map_err(|source| ExecError::Kernel { node: node.name.clone(), op: node.op, source })?;
+        Ok(elapsed)
+    }
+
+    /// Runs the whole schedule once.
+    pub fn step(&mut self) -> Result<StepTimes, ExecError> {
+        let start = Instant::now();
+        let mut kernel_ns = Vec::with_capacity(self.model.schedule().len());
+        for &n in self.model.schedule() {
+            kernel_ns.push(self.run_node(n)?);
+        }
+        Ok(StepTimes { kernel_ns, wall_ns: start.elapsed().as_nanos() as f64 })
+    }
+
+    /// Warm-up steps, then timed steps; the loss is read after every step.
+    pub fn run(&mut self, options: &RunOptions) -> Result<RunReport, ExecError> {
+        if options.iterations == 0 {
+            return Err(ExecError::NoIterations);
+        }
+        let clock = ClockInfo::measure();
+        let mut losses = Vec::new();
+        let mut steps = Vec::with_capacity(options.iterations);
+        for i in 0..options.warmup + options.iterations {
+            let times = self.step()?;
+            if let Some(loss) = self.loss()? {
+                losses.push(loss);
+            }
+            if i >= options.warmup {
+                steps.push(times);
+            }
+        }
+        Ok(RunReport {
+            clock,
+            warmup: options.warmup,
+            steps,
+            losses,
+            pool_peaks: self.pools.pools().iter().map(|p| (p.name.clone(), p.peak())).collect(),
+            scratch_bytes: self.scratch.len_bytes() as u64,
+        })
+    }
+}
+
+fn missing(name: &str) -> ExecError {
+    ExecError::BufferInUse { tensor: name.to_string() }
+}

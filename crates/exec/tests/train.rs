@@ -1,0 +1,99 @@
+//! Training steps run for real: the loss falls, moves between pools keep data intact,
+//! full pools are clear errors, and results are deterministic.
+
+use placer_exec::{ExecError, Executor, Placement, RunOptions};
+use placer_pools::{Pool, PoolId, PoolKind, PoolSet};
+
+fn dram() -> PoolSet {
+    PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 34)])
+}
+
+fn two_pools() -> PoolSet {
+    PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 34), Pool::new("slow", PoolKind::Dram, 1 << 34)])
+}
+
+fn losses(model: &placer_ir::Model, steps: usize, seed: u64) -> Vec<f32> {
+    let mut exec = Executor::new(model, dram(), &Placement::all_in(model, PoolId(0)), seed).expect("allocates");
+    let report = exec.run(&RunOptions { warmup: 0, iterations: steps, seed }).expect("runs");
+    report.losses
+}
+
+#[test]
+fn sgd_steps_reduce_the_loss_of_a_small_model() {
+    for (name, batch) in [("mlp", 32), ("lenet-mnist", 16)] {
+        let model = placer_zoo::build(name, batch).expect("zoo");
+        let l = losses(&model, 12, 1);
+        assert_eq!(l.len(), 12);
+        assert!(l.iter().all(|x| x.is_finite()), "{name}: {l:?}");
+        // Ten classes: chance is ln(10) = 2.30; a random initialisation starts above it.
+        assert!(l[0] > 2.0, "{name}: {l:?}");
+        assert!(l[11] < 0.7 * l[0], "{name}: loss did not fall: {l:?}");
+    }
+}
+
+#[test]
+fn every_small_zoo_model_runs_a_step() {
+    for (name, batch) in [("resnet18", 1), ("bert-tiny", 1)] {
+        let model = placer_zoo::build(name, batch).expect("zoo");
+        let l = losses(&model, 2, 3);
+        assert!(l.iter().all(|x| x.is_finite() && *x > 0.0), "{name}: {l:?}");
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_numbers() {
+    let model = placer_zoo::build("lenet-mnist", 4).expect("zoo");
+    assert_eq!(losses(&model, 3, 9), losses(&model, 3, 9));
+    assert_ne!(losses(&model, 1, 9), losses(&model, 1, 10));
+}
+
+#[test]
+fn moving_tensors_between_pools_keeps_their_contents() {
+    let model = placer_zoo::build("mlp", 8).expect("zoo");
+    let run = |move_between_steps: bool| {
+        let mut exec = Executor::new(&model, two_pools(), &Placement::all_in(&model, PoolId(0)), 5).expect("allocates");
+        for _ in 0..3 {
+            exec.step().expect("step");
+            if move_between_steps {
+                for t in 0..model.tensors().len() {
+                    let id = placer_ir::TensorId(t as u32);
+                    let to = if t % 2 == 0 { PoolId(1) } else { PoolId(0) };
+                    exec.move_tensor(id, to).expect("fits");
+                }
+            }
+        }
+        let in_slow = exec.pools().pool(PoolId(1)).in_use();
+        (exec.loss().expect("readable"), in_slow)
+    };
+    let (stay, none_moved) = run(false);
+    let (moved, some_moved) = run(true);
+    assert_eq!(stay, moved, "moves must not change results");
+    assert_eq!(none_moved, 0);
+    assert!(some_moved > 0);
+}
+
+#[test]
+fn a_full_pool_is_a_clear_error_naming_the_tensor() {
+    let model = placer_zoo::build("lenet-mnist", 256).expect("zoo");
+    let tiny =
+        PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 20)]);
+    let mut placement = Placement::all_in(&model, PoolId(0));
+    let big = model.tensor_id("conv1.conv").expect("tensor");
+    placement.0[big.index()] = PoolId(1);
+    let err = Executor::new(&model, tiny, &placement, 1).expect_err("4.6 MiB does not fit in 1 MiB");
+    assert!(matches!(err, ExecError::Pool { .. }));
+    assert!(err.to_string().starts_with("tensor 'conv1.conv': pool 'slow' is full"), "{err}");
+}
+
+#[test]
+fn a_failed_move_leaves_the_tensor_where_it_was() {
+    let model = placer_zoo::build("mlp", 8).expect("zoo");
+    let pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 64)]);
+    let mut exec = Executor::new(&model, pools, &Placement::all_in(&model, PoolId(0)), 1).expect("allocates");
+    exec.step().expect("step");
+    let w = model.tensor_id("fc1.weight").expect("tensor");
+    let before = exec.read_f32(w).expect("readable").to_vec();
+    assert!(exec.move_tensor(w, PoolId(1)).is_err());
+    assert_eq!(exec.read_f32(w).expect("still readable"), &before[..]);
+    exec.step().expect("still runs");
+}

@@ -1,0 +1,410 @@
+//! From an IR node (op, attributes, operand shapes) to the kernel that runs it.
+//!
+//! The executor hands over each operand as a shape plus a typed slice of a buffer it
+//! owns. Dispatch derives every kernel parameter from the shapes and attributes, and
+//! checks that each slice is as long as its shape says and of the element type the op
+//! needs, so the kernels' own length assertions can never fire on a validated model.
+
+use crate::conv::{self, Conv2d};
+use crate::error::KernelError;
+use crate::gemm::{self, MatMul};
+use crate::pool::{self, Pool2d};
+use crate::tensor_ops::{self, ChannelView, Rows};
+use crate::{activation, loss, norm, optim};
+use placer_ir::ops::AttrReader;
+use placer_ir::{Attrs, Op};
+
+/// A read-only operand's data.
+#[derive(Debug)]
+pub enum In<'a> {
+    F32(&'a [f32]),
+    I32(&'a [i32]),
+}
+
+/// A written operand's data (an output, or a tensor updated in place).
+#[derive(Debug)]
+pub enum Out<'a> {
+    F32(&'a mut [f32]),
+    I32(&'a mut [i32]),
+}
+
+/// One operand: its shape from the model and its data from a pool buffer.
+#[derive(Debug)]
+pub struct Arg<'a, D> {
+    pub shape: &'a [u64],
+    pub data: D,
+}
+
+type Result<T> = std::result::Result<T, KernelError>;
+
+fn dims(shape: &[u64]) -> Vec<usize> {
+    shape.iter().map(|&d| d as usize).collect()
+}
+
+fn numel(shape: &[u64]) -> usize {
+    shape.iter().product::<u64>() as usize
+}
+
+fn bad(op: Op, detail: String) -> KernelError {
+    KernelError::BadOperand { op: op.as_str(), detail }
+}
+
+fn f32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [f32]> {
+    match a.data {
+        In::F32(d) if d.len() == numel(a.shape) => Ok(d),
+        In::F32(d) => Err(bad(op, format!("f32 input of {} elements for shape {:?}", d.len(), a.shape))),
+        In::I32(_) => Err(bad(op, format!("expected an f32 input of shape {:?}, got i32", a.shape))),
+    }
+}
+
+fn i32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [i32]> {
+    match a.data {
+        In::I32(d) if d.len() == numel(a.shape) => Ok(d),
+        In::I32(d) => Err(bad(op, format!("i32 input of {} elements for shape {:?}", d.len(), a.shape))),
+        In::F32(_) => Err(bad(op, format!("expected an i32 input of shape {:?}, got f32", a.shape))),
+    }
+}
+
+fn out_len(op: Op, a: &Arg<'_, Out<'_>>, want_f32: bool) -> Result<()> {
+    let (len, is_f32) = match &a.data {
+        Out::F32(d) => (d.len(), true),
+        Out::I32(d) => (d.len(), false),
+    };
+    let want = if want_f32 { "f32" } else { "i32" };
+    if is_f32 != want_f32 {
+        return Err(bad(op, format!("expected an {want} output of shape {:?}", a.shape)));
+    }
+    if len != numel(a.shape) {
+        return Err(bad(op, format!("{want} output of {len} elements for shape {:?}", a.shape)));
+    }
+    Ok(())
+}
+
+fn f32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [f32]> {
+    out_len(op, a, true)?;
+    match &mut a.data {
+        Out::F32(d) => Ok(d),
+        Out::I32(_) => Err(bad(op, "expected an f32 output".into())),
+    }
+}
+
+fn i32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [i32]> {
+    out_len(op, a, false)?;
+    match &mut a.data {
+        Out::I32(d) => Ok(d),
+        Out::F32(_) => Err(bad(op, "expected an i32 output".into())),
+    }
+}
+
+/// Exactly `N` operands of one kind, or an error naming the op.
+fn exactly<'s, T, const N: usize>(op: Op, what: &str, items: &'s mut [T]) -> Result<&'s mut [T; N]> {
+    let len = items.len();
+    items.try_into().map_err(|_| bad(op, format!("expected {N} {what}, got {len}")))
+}
+
+fn pair(op: Op, a: AttrReader<'_>, name: &str, default: [usize; 2]) -> Result<[usize; 2]> {
+    match a.ints(name) {
+        None => Ok(default),
+        Some(&[x, y]) if x >= 0 && y >= 0 => Ok([x as usize, y as usize]),
+        Some(v) => Err(bad(op, format!("attribute '{name}' = {v:?} is not a pair of non-negative integers"))),
+    }
+}
+
+fn axis(op: Op, a: AttrReader<'_>, rank: usize) -> Result<usize> {
+    let axis = a.int("axis", 0);
+    let normalised = if axis < 0 { axis + rank as i64 } else { axis };
+    usize::try_from(normalised)
+        .ok()
+        .filter(|&x| x < rank)
+        .ok_or_else(|| bad(op, format!("axis {axis} for rank {rank}")))
+}
+
+/// Convolution geometry from the input (or input-gradient) shape `x` and filter shape `w`.
+fn conv_geometry(op: Op, attrs: &Attrs, x: &[u64], w: &[u64], y: &[u64]) -> Result<Conv2d> {
+    let a = AttrReader(attrs);
+    let (x, w) = (dims(x), dims(w));
+    if x.len() != 4 || w.len() != 4 {
+        return Err(bad(op, format!("convolution shapes {x:?} and {w:?} are not 4-D")));
+    }
+    let groups = usize::try_from(a.int("groups", 1)).unwrap_or(0);
+    let geometry = Conv2d::new(
+        [x[0], x[1], x[2], x[3]],
+        [w[0], w[2], w[3]],
+        pair(op, a, "stride", [1, 1])?,
+        pair(op, a, "padding", [0, 0])?,
+        pair(op, a, "dilation", [1, 1])?,
+        groups,
+    )
+    .filter(|g| [g.n, g.k, g.p, g.q] == dims(y)[..] && groups > 0 && g.c % groups == 0 && g.c / groups == w[1]);
+    geometry.ok_or_else(|| bad(op, format!("input {x:?}, filter {w:?} and output {y:?} do not form a convolution")))
+}
+
+fn pool_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pool2d> {
+    let a = AttrReader(attrs);
+    let x = dims(x);
+    let kernel = pair(op, a, "kernel", [1, 1])?;
+    let geometry = match x[..] {
+        [n, c, h, w] => Pool2d::new(
+            [n, c, h, w],
+            kernel,
+            pair(op, a, "stride", kernel)?,
+            pair(op, a, "padding", [0, 0])?,
+            a.bool("count_include_pad", true),
+        ),
+        _ => None,
+    };
+    geometry
+        .filter(|g| [g.n, g.c, g.p, g.q] == dims(y)[..])
+        .ok_or_else(|| bad(op, format!("input {x:?} and output {y:?} do not form this pooling window")))
+}
+
+fn matmul_geometry(op: Op, attrs: &Attrs, a_shape: &[u64], b_shape: &[u64], c_shape: &[u64]) -> Result<MatMul> {
+    let a = AttrReader(attrs);
+    let rank = a_shape.len();
+    if rank < 2 || b_shape.len() != rank || c_shape.len() != rank {
+        return Err(bad(op, format!("operand ranks differ: {a_shape:?} {b_shape:?} {c_shape:?}")));
+    }
+    let (transpose_a, transpose_b) = (a.bool("transpose_a", false), a.bool("transpose_b", false));
+    let k = if transpose_a { a_shape[rank - 2] } else { a_shape[rank - 1] } as usize;
+    Ok(MatMul {
+        batch: numel(&c_shape[..rank - 2]),
+        m: c_shape[rank - 2] as usize,
+        n: c_shape[rank - 1] as usize,
+        k,
+        transpose_a,
+        transpose_b,
+        alpha: a.float("alpha", 1.0) as f32,
+    })
+}
+
+/// Floats of scratch space `op` needs for these input and output shapes.
+pub fn scratch_len(op: Op, attrs: &Attrs, inputs: &[&[u64]], outputs: &[&[u64]]) -> usize {
+    let geometry = match (op, inputs, outputs) {
+        (Op::Conv2d, [x, w], [y]) => conv_geometry(op, attrs, x, w, y),
+        (Op::Conv2dBackwardData, [dy, w], [dx]) => conv_geometry(op, attrs, dx, w, dy),
+        (Op::Conv2dBackwardFilter, [x, dy], [dw]) => conv_geometry(op, attrs, x, dw, dy),
+        _ => return 0,
+    };
+    geometry.map_or(0, |g| conv::conv2d_scratch_len(&g))
+}
+
+/// Runs `op` on its operands. Inputs are read; updates are read and written in place;
+/// outputs are overwritten.
+pub fn run(
+    op: Op,
+    attrs: &Attrs,
+    inputs: &[Arg<'_, In<'_>>],
+    updates: &mut [Arg<'_, Out<'_>>],
+    outputs: &mut [Arg<'_, Out<'_>>],
+    scratch: &mut [f32],
+) -> Result<()> {
+    let a = AttrReader(attrs);
+    let x0 = || inputs.first().ok_or_else(|| bad(op, "no inputs".into()));
+    let x1 = || inputs.get(1).ok_or_else(|| bad(op, "fewer than 2 inputs".into()));
+    let input = |i: usize| inputs.get(i).ok_or_else(|| bad(op, format!("missing input {i}")));
+    let scratch_for = |g: &Conv2d, scratch: &mut [f32]| -> Result<()> {
+        let needed = conv::conv2d_scratch_len(g);
+        if scratch.len() < needed {
+            return Err(KernelError::ScratchTooSmall { needed, given: scratch.len() });
+        }
+        Ok(())
+    };
+    match op {
+        Op::MatMul => {
+            let [c] = exactly(op, "outputs", outputs)?;
+            let p = matmul_geometry(op, attrs, x0()?.shape, x1()?.shape, c.shape)?;
+            let (lhs, rhs) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
+            if lhs.len() != p.a_len() || rhs.len() != p.b_len() {
+                return Err(bad(op, format!("operands do not fit {p:?}")));
+            }
+            gemm::matmul(&p, lhs, rhs, f32_out(op, c)?);
+        }
+        Op::Conv2d => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let g = conv_geometry(op, attrs, x0()?.shape, x1()?.shape, y.shape)?;
+            scratch_for(&g, scratch)?;
+            conv::conv2d_forward(&g, f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, y)?, scratch);
+        }
+        Op::Conv2dBackwardData => {
+            let [dx] = exactly(op, "outputs", outputs)?;
+            let g = conv_geometry(op, attrs, dx.shape, x1()?.shape, x0()?.shape)?;
+            scratch_for(&g, scratch)?;
+            conv::conv2d_backward_data(&g, f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, dx)?, scratch);
+        }
+        Op::Conv2dBackwardFilter => {
+            let [dw] = exactly(op, "outputs", outputs)?;
+            let g = conv_geometry(op, attrs, x0()?.shape, dw.shape, x1()?.shape)?;
+            scratch_for(&g, scratch)?;
+            conv::conv2d_backward_filter(&g, f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, dw)?, scratch);
+        }
+        Op::MaxPool2d => {
+            let [y, indices] = exactly(op, "outputs", outputs)?;
+            let g = pool_geometry(op, attrs, x0()?.shape, y.shape)?;
+            pool::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, i32_out(op, indices)?);
+        }
+        Op::MaxPool2dBackward => {
+            let [dx] = exactly(op, "outputs", outputs)?;
+            let g = pool_geometry(op, attrs, dx.shape, x0()?.shape)?;
+            pool::max_pool2d_backward(&g, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dx)?)?;
+        }
+        Op::AvgPool2d => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let g = pool_geometry(op, attrs, x0()?.shape, y.shape)?;
+            pool::avg_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?);
+        }
+        Op::AvgPool2dBackward => {
+            let [dx] = exactly(op, "outputs", outputs)?;
+            let g = pool_geometry(op, attrs, dx.shape, x0()?.shape)?;
+            pool::avg_pool2d_backward(&g, f32_in(op, x0()?)?, f32_out(op, dx)?);
+        }
+        Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => {
+            let [out] = exactly(op, "outputs", outputs)?;
+            let full = if op == Op::GlobalAvgPool { x0()?.shape } else { out.shape };
+            let [n, c, h, w] = dims(full)[..] else { return Err(bad(op, format!("{full:?} is not 4-D"))) };
+            let (x, y) = (f32_in(op, x0()?)?, f32_out(op, out)?);
+            if op == Op::GlobalAvgPool {
+                pool::global_avg_pool_forward(n, c, h * w, x, y);
+            } else {
+                pool::global_avg_pool_backward(n, c, h * w, x, y);
+            }
+        }
+        Op::BiasAdd | Op::BiasGrad => {
+            let [out] = exactly(op, "outputs", outputs)?;
+            let shape = dims(x0()?.shape);
+            let view = ChannelView::of(&shape, axis(op, a, shape.len())?);
+            if op == Op::BiasAdd {
+                tensor_ops::bias_add(view, f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, out)?);
+            } else {
+                tensor_ops::bias_grad(view, f32_in(op, x0()?)?, f32_out(op, out)?);
+            }
+        }
+        Op::BatchNorm | Op::LayerNorm => {
+            let [y, mean, inv_std] = exactly(op, "outputs", outputs)?;
+            let eps = a.float("epsilon", 1e-5) as f32;
+            let shape = dims(x0()?.shape);
+            let (x, scale, shift) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_in(op, input(2)?)?);
+            let (y, mean, inv_std) = (f32_out(op, y)?, f32_out(op, mean)?, f32_out(op, inv_std)?);
+            if op == Op::BatchNorm {
+                norm::batch_norm(ChannelView::of(&shape, 1), eps, x, scale, shift, y, mean, inv_std);
+            } else {
+                norm::layer_norm(Rows::of_last_axis(&shape), eps, x, scale, shift, y, mean, inv_std);
+            }
+        }
+        Op::BatchNormBackward | Op::LayerNormBackward => {
+            let [dx, dscale, dshift] = exactly(op, "outputs", outputs)?;
+            let shape = dims(x1()?.shape);
+            let (dy, x, scale) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_in(op, input(2)?)?);
+            let (mean, inv_std) = (f32_in(op, input(3)?)?, f32_in(op, input(4)?)?);
+            let (dx, dscale, dshift) = (f32_out(op, dx)?, f32_out(op, dscale)?, f32_out(op, dshift)?);
+            if op == Op::BatchNormBackward {
+                let view = ChannelView::of(&shape, 1);
+                norm::batch_norm_backward(view, dy, x, scale, mean, inv_std, dx, dscale, dshift);
+            } else {
+                let rows = Rows::of_last_axis(&shape);
+                norm::layer_norm_backward(rows, dy, x, scale, mean, inv_std, dx, dscale, dshift);
+            }
+        }
+        Op::Relu | Op::Gelu | Op::Tanh => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let (x, y) = (f32_in(op, x0()?)?, f32_out(op, y)?);
+            match op {
+                Op::Relu => activation::relu(x, y),
+                Op::Gelu => activation::gelu(x, y),
+                _ => activation::tanh(x, y),
+            }
+        }
+        Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
+            let [out] = exactly(op, "outputs", outputs)?;
+            let (p, q) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
+            if p.len() != q.len() {
+                return Err(bad(op, "inputs differ in length".into()));
+            }
+            let rows = Rows::of_last_axis(&dims(x0()?.shape));
+            let out = f32_out(op, out)?;
+            match op {
+                Op::ReluBackward => activation::relu_backward(p, q, out),
+                Op::GeluBackward => activation::gelu_backward(p, q, out),
+                Op::TanhBackward => activation::tanh_backward(p, q, out),
+                Op::SoftmaxBackward => activation::softmax_backward(rows, p, q, out),
+                Op::Add => tensor_ops::add(p, q, out),
+                _ => tensor_ops::mul(p, q, out),
+            }
+        }
+        Op::Softmax => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let rows = Rows::of_last_axis(&dims(x0()?.shape));
+            activation::softmax(rows, f32_in(op, x0()?)?, f32_out(op, y)?);
+        }
+        Op::SoftmaxCrossEntropy => {
+            let [loss_out, probs] = exactly(op, "outputs", outputs)?;
+            let rows = Rows::of_last_axis(&dims(x0()?.shape));
+            let (logits, labels) = (f32_in(op, x0()?)?, i32_in(op, x1()?)?);
+            loss::softmax_cross_entropy(rows, logits, labels, f32_out(op, loss_out)?, f32_out(op, probs)?)?;
+        }
+        Op::SoftmaxCrossEntropyBackward => {
+            let [dlogits] = exactly(op, "outputs", outputs)?;
+            let rows = Rows::of_last_axis(&dims(x0()?.shape));
+            let (probs, labels) = (f32_in(op, x0()?)?, i32_in(op, x1()?)?);
+            loss::softmax_cross_entropy_backward(rows, probs, labels, f32_out(op, dlogits)?)?;
+        }
+        Op::Embedding => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let table = Rows::of_last_axis(&dims(x1()?.shape));
+            tensor_ops::embedding(table, i32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, y)?)?;
+        }
+        Op::EmbeddingBackward => {
+            let [dtable] = exactly(op, "outputs", outputs)?;
+            let table = Rows::of_last_axis(&dims(dtable.shape));
+            tensor_ops::embedding_backward(table, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dtable)?)?;
+        }
+        Op::Reshape => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            match (&x0()?.data, &mut y.data) {
+                (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
+                (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
+                _ => return Err(bad(op, "input and output differ in type or length".into())),
+            }
+        }
+        Op::Transpose => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let shape = dims(x0()?.shape);
+            let perm: Vec<usize> = a.ints("perm").unwrap_or(&[]).iter().map(|&p| p as usize).collect();
+            match (&x0()?.data, &mut y.data) {
+                (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
+                (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
+                _ => return Err(bad(op, "input and output differ in type or length".into())),
+            }
+        }
+        Op::Concat => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let outer = numel(&y.shape[..axis(op, a, y.shape.len())?]);
+            let parts = inputs.iter().map(|x| f32_in(op, x)).collect::<Result<Vec<_>>>()?;
+            tensor_ops::concat(outer, &parts, f32_out(op, y)?);
+        }
+        Op::Split => {
+            let shape = x0()?.shape;
+            let outer = numel(&shape[..axis(op, a, shape.len())?]);
+            let mut parts = Vec::with_capacity(outputs.len());
+            for out in outputs.iter_mut() {
+                parts.push(f32_out(op, out)?);
+            }
+            tensor_ops::split(outer, f32_in(op, x0()?)?, &mut parts);
+        }
+        Op::Sgd => {
+            let [w] = exactly(op, "updates", updates)?;
+            let params =
+                optim::Sgd { lr: a.float("lr", 0.0) as f32, weight_decay: a.float("weight_decay", 0.0) as f32 };
+            optim::sgd(params, f32_in(op, x0()?)?, f32_out(op, w)?);
+        }
+        Op::SgdMomentum => {
+            let [w, v] = exactly(op, "updates", updates)?;
+            let params = optim::SgdMomentum {
+                lr: a.float("lr", 0.0) as f32,
+                momentum: a.float("momentum", 0.0) as f32,
+                weight_decay: a.float("weight_decay", 0.0) as f32,
+            };
+            optim::sgd_momentum(params, f32_in(op, x0()?)?, f32_out(op, w)?, f32_out(op, v)?);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,126 @@
+//! `placer run MODEL [--iterations N] [--warmup W] [--json]`
+
+use crate::table::{Table, bytes};
+use placer_exec::{Executor, Placement, RunOptions, RunSummary};
+use placer_pools::{PoolId, PoolSet};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The model file (model.json).
+    model: PathBuf,
+    /// Timed training steps.
+    #[arg(long, short = 'n', default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    iterations: u64,
+    /// Untimed steps before the timed ones.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Seed of the deterministic input and weight data.
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u64,
+    /// How many of the slowest kernels to list.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    /// Print the summary as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let model = placer_ir::load_model(&args.model)?;
+    let pools = PoolSet::host_dram();
+    let placement = Placement::all_in(&model, PoolId(0));
+    let mut exec = Executor::new(&model, pools, &placement, args.seed)?;
+    let options = RunOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
+    let report = exec.run(&options)?;
+    let summary = RunSummary::new(&model, &report, args.top).ok_or_else(|| anyhow::anyhow!("no timed steps"))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print!("{}", render(&summary, exec.pools()));
+    }
+    Ok(())
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+fn render(s: &RunSummary, pools: &PoolSet) -> String {
+    let mut facts = Table::new(&["model", &format!("{} ({})", s.model, &s.content_hash[..16])]);
+    for (pool, (name, peak)) in pools.pools().iter().zip(&s.pool_peaks) {
+        facts.row(vec![
+            format!("pool {name}"),
+            format!(
+                "{}, real host memory (not emulated): {} allocated of {} available",
+                pool.kind,
+                bytes(*peak),
+                bytes(pool.capacity)
+            ),
+        ]);
+    }
+    facts.row(vec!["scratch".into(), bytes(s.scratch_bytes)]);
+    facts.row(vec![
+        "clock".into(),
+        format!(
+            "monotonic, resolution {:.0} ns, {:.0} ns per reading; shortest kernel median {:.1} µs",
+            s.clock.resolution_ns, s.clock.overhead_ns, s.shortest_kernel_us
+        ),
+    ]);
+    let st = &s.step_ms;
+    facts.row(vec![
+        "step".into(),
+        format!(
+            "median {} ms, MAD {} ms, CV {:.1}%, min {} ms, max {} ms ({} timed after {} warm-up)",
+            ms(st.median),
+            ms(st.mad),
+            100.0 * st.cv,
+            ms(st.min),
+            ms(st.max),
+            s.iterations,
+            s.warmup
+        ),
+    ]);
+    facts.row(vec![
+        "kernels".into(),
+        format!(
+            "median {} ms per step ({:.1}% of the step)",
+            ms(s.kernels_ms.median),
+            100.0 * s.kernels_ms.median / st.median
+        ),
+    ]);
+    if let (Some(first), Some(last)) = (s.first_loss, s.last_loss) {
+        facts.row(vec!["loss".into(), format!("{first:.4} after the first step, {last:.4} after the last")]);
+    }
+    let mut out = facts.render();
+
+    out.push_str(&format!("\nslowest {} kernels\n", s.slowest.len()));
+    let mut slow = Table::new(&["node", "op", "phase", "median µs", "MAD µs", "share", "GFLOP/s"]);
+    for k in &s.slowest {
+        slow.row(vec![
+            k.node.clone(),
+            k.op.to_string(),
+            k.phase.to_string(),
+            format!("{:.1}", k.median_us),
+            format!("{:.1}", k.mad_us),
+            format!("{:.1}%", 100.0 * k.share),
+            format!("{:.1}", k.gflops_per_s),
+        ]);
+    }
+    out.push_str(&slow.render());
+
+    out.push_str("\nby op\n");
+    let mut ops = Table::new(&["op", "nodes", "median ms", "share", "GFLOP", "GFLOP/s"]);
+    for o in &s.by_op {
+        ops.row(vec![
+            o.op.to_string(),
+            o.nodes.to_string(),
+            ms(o.median_ms),
+            format!("{:.1}%", 100.0 * o.share),
+            format!("{:.3}", o.gflop),
+            format!("{:.1}", o.gflops_per_s),
+        ]);
+    }
+    out.push_str(&ops.render());
+    out
+}
