@@ -183,10 +183,10 @@ pub fn max_pool2d_forward(p: &Pool2d, x: &[f32], y: &mut [f32], indices: &mut [i
                     for ih in rows.clone() {
                         let row = &plane[ih * p.w..][cols.clone()];
                         for (j, &v) in row.iter().enumerate() {
-                            // Branch-free select: random data makes `v > best` unpredictable.
-                            let take = v > best || (v.is_nan() & !best.is_nan());
-                            best = if take { v } else { best };
-                            best_at = if take { ih * p.w + cols.start + j } else { best_at };
+                            if v > best || (v.is_nan() && !best.is_nan()) {
+                                best = v;
+                                best_at = ih * p.w + cols.start + j;
+                            }
                         }
                     }
                     y[oh * p.q + ow] = best;
