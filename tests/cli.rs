@@ -165,3 +165,38 @@ fn inspect_rejects_missing_files_and_bad_options() {
     let out = placer(&["inspect", BUNDLED, "--pools", "0"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn run_times_a_training_step_of_the_bundled_model() {
+    let out = placer(&["run", BUNDLED, "--iterations", "2", "--warmup", "1", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(json["iterations"], 2);
+    assert!(json["step_ms"]["median"].as_f64().is_some_and(|ms| ms > 0.0));
+    assert!(json["clock"]["resolution_ns"].as_f64().is_some_and(|ns| ns > 0.0 && ns < 1e3));
+    // Every op of the model appears in the per-op table.
+    assert_eq!(json["by_op"].as_array().map(Vec::len), Some(14));
+    // The loss after three SGD steps is below the first one.
+    let (first, last) = (json["first_loss"].as_f64(), json["last_loss"].as_f64());
+    assert!(matches!((first, last), (Some(f), Some(l)) if l < f), "{first:?} {last:?}");
+
+    let table = placer(&["run", BUNDLED, "-n", "1", "--warmup", "0"]);
+    assert!(table.status.success());
+    let s = text(&table.stdout);
+    assert!(s.contains("real host memory (not emulated)") && s.contains("slowest") && s.contains("GFLOP/s"), "{s}");
+}
+
+#[test]
+fn run_rejects_bad_options_and_models() {
+    assert_eq!(placer(&["run", BUNDLED, "--iterations", "0"]).status.code(), Some(2));
+    let (_dir, path) = scratch("f16.json");
+    let f16 = r#"{"format": "placer-model", "version": 1, "name": "h",
+  "tensors": [{"name": "x", "shape": [4], "dtype": "f16", "role": "input"},
+              {"name": "y", "shape": [4], "dtype": "f16", "role": "activation"}],
+  "nodes": [{"name": "r", "op": "relu", "inputs": ["x"], "outputs": ["y"]}]}"#;
+    std::fs::write(&path, f16).expect("write fixture");
+    let out = placer(&["run", path.to_str().expect("utf-8 path")]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("tensor 'x' has element type f16, which the CPU kernels do not support"), "{err}");
+}

@@ -13,6 +13,7 @@ pub mod activation;
 pub mod conv;
 pub mod dispatch;
 pub mod error;
+mod fastmath;
 pub mod gemm;
 pub mod loss;
 pub mod norm;
