@@ -63,8 +63,13 @@ fn render(s: &RunSummary, pools: &PoolSet) -> String {
     facts.row(vec![
         "clock".into(),
         format!(
-            "monotonic, resolution {:.0} ns, {:.0} ns per reading; shortest kernel median {:.1} µs",
-            s.clock.resolution_ns, s.clock.overhead_ns, s.shortest_kernel_us
+            "monotonic, resolution {:.0} ns, {:.0} ns per reading; shortest kernel median {:.1} µs; \
+             {} kernel(s) under {:.1} µs carry over 1% timer error",
+            s.clock.resolution_ns,
+            s.clock.overhead_ns,
+            s.shortest_kernel_us,
+            s.kernels_near_clock,
+            s.near_clock_threshold_us
         ),
     ]);
     let st = &s.step_ms;

@@ -19,6 +19,10 @@ pub struct RunSummary {
     pub kernels_ms: Stats,
     /// The shortest median kernel time, in µs: compare with the clock's resolution.
     pub shortest_kernel_us: f64,
+    /// Kernels whose median is under 100 times the clock's cost or resolution (whichever
+    /// is larger): their times carry at least 1% timer error.
+    pub kernels_near_clock: usize,
+    pub near_clock_threshold_us: f64,
     pub slowest: Vec<KernelRow>,
     pub by_op: Vec<OpRow>,
     pub first_loss: Option<f32>,
@@ -76,6 +80,8 @@ impl RunSummary {
             })
             .collect();
         let shortest_kernel_us = rows.iter().map(|r| r.median_us).fold(f64::INFINITY, f64::min);
+        let near_clock_threshold_us = 100.0 * report.clock.resolution_ns.max(report.clock.overhead_ns) / 1e3;
+        let kernels_near_clock = rows.iter().filter(|r| r.median_us < near_clock_threshold_us).count();
         rows.sort_by(|a, b| b.median_us.total_cmp(&a.median_us));
         rows.truncate(top);
 
@@ -107,6 +113,8 @@ impl RunSummary {
             step_ms,
             kernels_ms,
             shortest_kernel_us,
+            kernels_near_clock,
+            near_clock_threshold_us,
             slowest: rows,
             by_op,
             first_loss: report.losses.first().copied(),
