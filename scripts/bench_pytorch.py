@@ -158,6 +158,15 @@ def bench(args, name, workdir):
     return batch, zoo_params, rounds
 
 
+def cpu_seconds():
+    """Busy CPU seconds so far, as (whole host, this script and its children)."""
+    # /proc/stat's "cpu" line, in clock ticks; skip idle, iowait and guest (counted in user).
+    fields = open("/proc/stat").readline().split()[1:]
+    ticks = sum(int(v) for i, v in enumerate(fields) if i not in (3, 4, 8, 9))
+    own = os.times()
+    return ticks / os.sysconf("SC_CLK_TCK"), own.user + own.system + own.children_user + own.children_system
+
+
 def summary(per_round):
     """Median of the per-round medians, and median of the per-round MADs.
 
@@ -183,10 +192,10 @@ def main():
 
     torch.set_num_threads(args.threads)
     started = datetime.datetime.now(datetime.timezone.utc)
-    load = [os.getloadavg()[0]]
+    t0, cpu0 = time.monotonic(), cpu_seconds()
     with tempfile.TemporaryDirectory() as workdir:
         results = {name: bench(args, name, workdir) for name in names}
-    load.append(os.getloadavg()[0])
+    (all0, own0), (all1, own1) = cpu0, cpu_seconds()
 
     onednn = re.search(r"MKL-DNN (v[\d.]+)", torch.__config__.show())
     print(f"placer vs PyTorch {torch.__version__} (CPU), one training step, {started:%Y-%m-%d %H:%M} UTC, "
@@ -194,8 +203,9 @@ def main():
     print(f"{args.rounds} rounds x {args.n} timed steps after {args.warmup} warm-up per side, placer and torch "
           f"alternating; {args.threads} threads each (torch.set_num_threads, RAYON_NUM_THREADS)")
     # Other processes on the CPUs hurt torch's OpenMP barriers more than rayon's work stealing.
-    busy = " (busy: other processes compete for the CPUs, which skews the ratio)" if max(load) > os.cpu_count() + 0.5 else ""
-    print(f"1-min load average {load[0]:.1f} at the start, {load[1]:.1f} at the end{busy}\n")
+    others = ((all1 - all0) - (own1 - own0)) / (time.monotonic() - t0) / os.cpu_count()
+    print(f"other work on the host (processes, hypervisor steal) used {100 * others:.0f}% of the CPUs meanwhile"
+          f"{'; the figures are skewed, rerun on a quiet machine' if others > 0.05 else ''}\n")
     print("| model | batch | parameters (both) | placer ms (MAD) | torch ms (MAD) | placer / torch |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, (batch, params, rounds) in results.items():
