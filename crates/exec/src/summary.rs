@@ -15,6 +15,8 @@ pub struct RunSummary {
     pub clock: ClockInfo,
     /// Wall time of a step, in ms.
     pub step_ms: Stats,
+    /// Wall time of every timed step, in ms, in order (for pooling across runs).
+    pub steps_ms: Vec<f64>,
     /// Sum of kernel times of a step, in ms (the rest of the wall time is the executor).
     pub kernels_ms: Stats,
     /// The shortest median kernel time, in µs: compare with the clock's resolution.
@@ -111,6 +113,7 @@ impl RunSummary {
             iterations: report.steps.len(),
             clock: report.clock,
             step_ms,
+            steps_ms: report.steps.iter().map(|s| s.wall_ns / 1e6).collect(),
             kernels_ms,
             shortest_kernel_us,
             kernels_near_clock,
