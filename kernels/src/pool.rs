@@ -22,6 +22,7 @@
 use crate::conv::conv_output_dim;
 use crate::error::KernelError;
 use crate::tensor_ops::PAR_CHUNK;
+use multiversion::multiversion;
 use rayon::prelude::*;
 use std::ops::Range;
 
@@ -171,43 +172,187 @@ pub fn max_pool2d_forward(p: &Pool2d, x: &[f32], y: &mut [f32], indices: &mut [i
     check_len(OP, "indices", indices.len(), p.y_len());
     let (hw, pq) = (p.h * p.w, p.p * p.q);
     assert!(i32::try_from(hw).is_ok(), "{OP}: a {}×{} plane does not fit i32 indices", p.h, p.w);
-    // y and indices are zipped plane by plane: pair them so one split covers both.
-    let run = |x: &[f32], y: &mut [f32], idx: &mut [i32]| {
-        for ((plane, y), idx) in x.chunks_exact(hw).zip(y.chunks_exact_mut(pq)).zip(idx.chunks_exact_mut(pq)) {
-            for oh in 0..p.p {
-                let rows = p.window(0, oh);
-                for ow in 0..p.q {
-                    let cols = p.window(1, ow);
-                    let mut best_at = rows.start * p.w + cols.start;
-                    let mut best = plane[best_at];
-                    for ih in rows.clone() {
-                        let row = &plane[ih * p.w..][cols.clone()];
-                        for (j, &v) in row.iter().enumerate() {
-                            if v > best || (v.is_nan() && !best.is_nan()) {
-                                best = v;
-                                best_at = ih * p.w + cols.start + j;
-                            }
-                        }
-                    }
-                    y[oh * p.q + ow] = best;
-                    idx[oh * p.q + ow] = best_at as i32; // < hw ≤ i32::MAX, checked above
-                }
-            }
-        }
-    };
     if y.is_empty() {
         return;
     }
     assert!(hw > 0, "{OP}: windows over an empty {}×{} input have no maximum", p.h, p.w);
+    // y and indices are zipped plane by plane: pair them so one split covers both.
     if x.len().max(y.len()) <= PAR_CHUNK {
-        run(x, y, indices);
+        max_pool_planes(p, x, y, indices);
     } else {
         let per = (PAR_CHUNK / hw.max(pq)).max(1);
         y.par_chunks_mut(per * pq)
             .zip(indices.par_chunks_mut(per * pq))
             .zip(x.par_chunks(per * hw))
-            .for_each(|((y, idx), x)| run(x, y, idx));
+            .for_each(|((y, idx), x)| max_pool_planes(p, x, y, idx));
     }
+}
+
+/// Output columns per step of the vectorised max pooling (the size of its stack buffer).
+const MAX_POOL_COLS: usize = 256;
+
+/// `v` replaces the running maximum `best` of an earlier-ordered candidate: if it is
+/// greater, or the first NaN (so the first maximum in window order wins, and NaN
+/// propagates). Bitwise `|` and `&`, not `||` and `&&`: no branches, so loops over it
+/// vectorise.
+#[inline(always)]
+fn beats(v: f32, best: f32) -> bool {
+    (v > best) | (v.is_nan() & !best.is_nan())
+}
+
+/// [`max_pool2d_forward`] over whole planes on the calling thread; compiled for AVX-512
+/// and AVX2 too. With column stride 1 or 2 (every max pooling in the zoo), the output
+/// columns whose window lies inside the input (all but one or two at each edge) are done a
+/// row of outputs at a time: the taps are visited in row-major window order, and each
+/// tap's inputs for the whole row (contiguous, or gathered from every second column) are
+/// merged into the row of running maxima where they [`beats`] them, so ties and NaN come
+/// out as window by window. Those loops vectorise; the window-by-window loop
+/// ([`window_max`], scalar and branchy, ~10 ns an output) is left for the edge columns
+/// and other strides.
+#[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
+fn max_pool_planes(p: &Pool2d, x: &[f32], y: &mut [f32], indices: &mut [i32]) {
+    if tiles_by_two(p) {
+        max_pool_tiled(p, x, y, indices);
+        return;
+    }
+    let (hw, pq) = (p.h * p.w, p.p * p.q);
+    let (kw, sw, pw) = (p.kernel[1], p.stride[1], p.padding[1]);
+    // Output columns whose windows are not clipped: ow·sw ≥ pw and ow·sw − pw + kw ≤ w.
+    let lo = pw.div_ceil(sw).min(p.q);
+    let hi = match sw {
+        1 | 2 if p.w + pw >= kw => ((p.w + pw - kw) / sw + 1).clamp(lo, p.q),
+        _ => lo,
+    };
+    let mut gathered = [0.0f32; MAX_POOL_COLS];
+    for ((plane, y), idx) in x.chunks_exact(hw).zip(y.chunks_exact_mut(pq)).zip(indices.chunks_exact_mut(pq)) {
+        for oh in 0..p.p {
+            let rows = p.window(0, oh);
+            let (y_row, idx_row) = (&mut y[oh * p.q..][..p.q], &mut idx[oh * p.q..][..p.q]);
+            for ow in (0..lo).chain(hi..p.q) {
+                let (best, at) = window_max(p, plane, rows.clone(), p.window(1, ow));
+                y_row[ow] = best;
+                idx_row[ow] = at as i32; // < hw ≤ i32::MAX, checked by the caller
+            }
+            for c0 in (lo..hi).step_by(MAX_POOL_COLS) {
+                let n = MAX_POOL_COLS.min(hi - c0);
+                let (best, at) = (&mut y_row[c0..c0 + n], &mut idx_row[c0..c0 + n]);
+                for (i, ih) in rows.clone().enumerate() {
+                    for s in 0..kw {
+                        // The input element of output column c0 + j for this tap: at0 + j·sw.
+                        let at0 = ih * p.w + c0 * sw + s - pw;
+                        let v: &[f32] = if sw == 1 {
+                            &plane[at0..][..n]
+                        } else {
+                            gather_every_second(&plane[at0..], &mut gathered[..n]);
+                            &gathered[..n]
+                        };
+                        let (at0, sw) = (at0 as i32, sw as i32); // < hw ≤ i32::MAX
+                        if i == 0 && s == 0 {
+                            best.copy_from_slice(v);
+                            at.iter_mut().enumerate().for_each(|(j, a)| *a = at0 + j as i32 * sw);
+                            continue;
+                        }
+                        for (j, ((b, a), &v)) in best.iter_mut().zip(at.iter_mut()).zip(v).enumerate() {
+                            let take = beats(v, *b);
+                            *b = if take { v } else { *b };
+                            *a = if take { at0 + j as i32 * sw } else { *a };
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Outputs per group of the tiled max pooling: its buffers hold this many outputs' inputs.
+const TILED_OUTPUTS: usize = MAX_POOL_COLS;
+
+/// Windows that tile the input exactly along the rows, two columns wide (LeNet's and VGG's
+/// 2×2 stride-2 pooling): window = stride, no padding, `w = 2q`, and an output row fits a
+/// group of [`max_pool_tiled`].
+fn tiles_by_two(p: &Pool2d) -> bool {
+    p.kernel == p.stride && p.kernel[1] == 2 && p.padding == [0, 0] && p.w == 2 * p.q && p.q <= TILED_OUTPUTS
+}
+
+/// Whole planes of a pooling that [`tiles_by_two`], a group of output rows at a time
+/// (across planes: the output rows of consecutive planes follow one another), so short
+/// rows (14 and 5 outputs in LeNet, shorter than a vector) do not leave every loop to its
+/// scalar remainder. For window row `r`, the input row `oh·kh + r` of each output row of
+/// the group is copied, one after another, into a buffer where output `j`'s tap `(r, s)`
+/// is element `2j + s`; taps are merged in row-major order as in [`max_pool_planes`], with
+/// the tap number as the running index, turned into a plane position at the end.
+#[inline(always)]
+fn max_pool_tiled(p: &Pool2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
+    let (q, w, kh, hw) = (p.q, p.w, p.kernel[0], p.h * p.w);
+    let rows = y.len() / q; // output rows of every plane here
+    let rows_per = TILED_OUTPUTS / q; // ≥ 1, see tiles_by_two
+    // The first input element of output row `row` (plane `row / p`, row `row % p` in it).
+    let input_row = |row: usize| (row / p.p) * hw + (row % p.p) * kh * w;
+    let (mut rows_buf, mut gathered) = ([0.0f32; 2 * TILED_OUTPUTS], [0.0f32; TILED_OUTPUTS]);
+    for row0 in (0..rows).step_by(rows_per) {
+        let m = rows_per.min(rows - row0);
+        let len = m * q;
+        let (best, at) = (&mut y[row0 * q..][..len], &mut idx[row0 * q..][..len]);
+        for r in 0..kh {
+            for (k, dst) in rows_buf[..m * w].chunks_exact_mut(w).enumerate() {
+                dst.copy_from_slice(&x[input_row(row0 + k) + r * w..][..w]);
+            }
+            for s in 0..2 {
+                let tap = (2 * r + s) as i32;
+                gather_every_second(&rows_buf[s..2 * len], &mut gathered[..len]);
+                let v = &gathered[..len];
+                if tap == 0 {
+                    best.copy_from_slice(v);
+                    at.fill(0);
+                    continue;
+                }
+                for ((b, a), &v) in best.iter_mut().zip(at.iter_mut()).zip(v) {
+                    let take = beats(v, *b);
+                    *b = if take { v } else { *b };
+                    *a = if take { tap } else { *a };
+                }
+            }
+        }
+        // Tap (r, s) of window (oh, ow) is at (oh·kh + r)·w + 2·ow + s in its plane.
+        for (k, at_row) in at.chunks_exact_mut(q).enumerate() {
+            let first = (((row0 + k) % p.p) * kh * w) as i32; // < h·w ≤ i32::MAX
+            for (ow, a) in at_row.iter_mut().enumerate() {
+                *a = first + 2 * ow as i32 + (*a >> 1) * w as i32 + (*a & 1);
+            }
+        }
+    }
+}
+
+/// `out[j] = src[2·j]` (pairs of `chunks_exact`, which LLVM turns into vector shuffles);
+/// `src` holds at least `2·out.len() − 1` elements.
+#[inline(always)]
+fn gather_every_second(src: &[f32], out: &mut [f32]) {
+    let n = out.len();
+    debug_assert!(n == 0 || src.len() > 2 * (n - 1), "gather_every_second: src is too short");
+    let pairs = (src.len() / 2).min(n);
+    for (o, c) in out.iter_mut().zip(src.chunks_exact(2)) {
+        *o = c[0];
+    }
+    if pairs < n {
+        out[n - 1] = src[2 * (n - 1)]; // the last element has no partner in src
+    }
+}
+
+/// The maximum of one window of `plane` and its position, scanning in row-major order.
+#[inline(always)]
+fn window_max(p: &Pool2d, plane: &[f32], rows: Range<usize>, cols: Range<usize>) -> (f32, usize) {
+    let mut best_at = rows.start * p.w + cols.start;
+    let mut best = plane[best_at];
+    for ih in rows {
+        let row = &plane[ih * p.w..][cols.clone()];
+        for (j, &v) in row.iter().enumerate() {
+            if beats(v, best) {
+                best = v;
+                best_at = ih * p.w + cols.start + j;
+            }
+        }
+    }
+    (best, best_at)
 }
 
 /// `dx` (overwritten) = `dy` scattered onto the positions in `indices`, as written by

@@ -91,9 +91,10 @@ pub(crate) fn reduce_rows_per_task(rows: usize, cols: usize) -> usize {
 }
 
 /// `y[i] = f(x[i])` on the calling thread, compiled for AVX-512 and AVX2 as well as the
-/// baseline and picked at run time: `f` (a small closure, or one built from
-/// `#[inline(always)]` helpers) is inlined into each clone, so the loop vectorises at the
-/// widest width the CPU has. Without it, GELU ran scalar at ~10 ns an element.
+/// baseline and picked at run time: `f`, a small closure, is inlined into each clone, so
+/// the loop vectorises at the widest width the CPU has. (A large `f` may not be inlined,
+/// and then every element pays a call: GELU's backward ran 7× slower that way, so GELU
+/// has loops of its own; see [`map_unary_chunks`].)
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
 fn unary_loop<F: Fn(f32) -> f32>(x: &[f32], y: &mut [f32], f: &F) {
     for (y, &x) in y.iter_mut().zip(x) {

@@ -602,6 +602,47 @@ fn convs_with_fused_im2col() {
     }
 }
 
+/// Whether `p` runs on image lanes: only then is its scratch more than one column matrix.
+fn on_image_lanes(p: &Conv2d) -> bool {
+    conv2d_scratch_len(p) > p.c * p.r * p.s * p.p * p.q
+}
+
+#[test]
+fn small_convs_over_many_images_take_the_lanes() {
+    // Per-image products below PARALLEL_MIN_MACS, whole batches above it: the images are
+    // spread over lanes. LeNet's two layers (10 images: lanes of 3, 3, 3 and 1); a grouped,
+    // strided, dilated one with asymmetric padding (6 images on 3 lanes).
+    let shapes = [
+        Conv2d::new([20, 1, 28, 28], [6, 5, 5], [1, 1], [2, 2], [1, 1], 1),
+        Conv2d::new([10, 6, 14, 14], [16, 5, 5], [1, 1], [0, 0], [1, 1], 1),
+        Conv2d::new([10, 3, 20, 20], [8, 5, 5], [1, 1], [2, 2], [1, 1], 1),
+        Conv2d::new([6, 8, 41, 37], [16, 3, 3], [2, 1], [1, 2], [2, 1], 2),
+    ];
+    for (i, p) in shapes.into_iter().enumerate() {
+        let p = p.expect("window fits");
+        assert!(on_image_lanes(&p), "{p:?} does not run on lanes");
+        check_conv_all(&p, 200 + i as u64);
+    }
+}
+
+#[test]
+fn image_lanes_give_the_same_bits_on_any_thread_count() {
+    let p = Conv2d::new([10, 3, 20, 20], [8, 5, 5], [1, 1], [2, 2], [1, 1], 1).expect("fits");
+    assert!(on_image_lanes(&p));
+    let mut rng = Rng(21);
+    let (x, w, dy) = (rng.vec(p.x_len()), rng.vec(p.w_len()), rng.vec(p.y_len()));
+    let all =
+        || (run_conv_forward(&p, &x, &w), run_conv_backward_data(&p, &dy, &w), run_conv_backward_filter(&p, &x, &dy));
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool");
+        pool.install(all)
+    };
+    let once = on(1);
+    for threads in [2, 3, 1] {
+        assert!(on(threads) == once, "results on {threads} threads differ from those on 1");
+    }
+}
+
 /// One group's (x, w, y) operands, or (dx, dw, dy).
 type GroupOperands = (Vec<f32>, Vec<f32>, Vec<f32>);
 
@@ -664,6 +705,36 @@ fn large_pools_take_the_parallel_paths() {
     global_avg_pool_forward(n, c, hw, &x, &mut y);
     let want: Vec<f64> = x.chunks(hw).map(|pl| pl.iter().map(|&v| f64::from(v)).sum::<f64>() / hw as f64).collect();
     assert_close("global y", &y, &want, 1e-6, 1e-6);
+}
+
+#[test]
+fn vectorised_max_pools_match_the_reference_with_ties_and_nan() {
+    // Shapes for every path of the forward pass: 2×2 stride-2 windows that tile the input
+    // (groups of output rows that cross planes, an odd height with a row left over, a VGG
+    // width); rows longer than one step of the row-wise path, stride 1 and 2; and a stride
+    // the row-wise path does not take. Ternary data (ties everywhere) with NaNs sprinkled.
+    let shapes = [
+        Pool2d::new([3, 5, 41, 34], [2, 2], [2, 2], [0, 0], false),
+        Pool2d::new([1, 3, 30, 224], [2, 2], [2, 2], [0, 0], false),
+        Pool2d::new([1, 2, 5, 600], [3, 3], [1, 1], [1, 1], false),
+        Pool2d::new([1, 2, 7, 600], [3, 3], [2, 2], [1, 1], false),
+        Pool2d::new([2, 3, 9, 33], [3, 3], [2, 2], [0, 0], false),
+        Pool2d::new([1, 2, 9, 20], [2, 3], [2, 1], [1, 1], false),
+        Pool2d::new([2, 2, 12, 40], [3, 4], [3, 3], [1, 2], false),
+    ];
+    for (i, p) in shapes.into_iter().enumerate() {
+        let p = p.expect("fits");
+        let mut rng = Rng(300 + i as u64);
+        let mut x = rng.ternary(p.x_len());
+        for k in (0..x.len()).step_by(37) {
+            x[k] = f32::NAN;
+        }
+        let (y, idx) = run_max_pool(&p, &x);
+        let (want_y, want_idx) = ref_max_pool(&p, &x);
+        let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&y), bits(&want_y), "values of {p:?}");
+        assert_eq!(idx, want_idx, "indices of {p:?}");
+    }
 }
 
 #[test]

@@ -14,37 +14,44 @@
 //! A 1×1 convolution with stride 1 and no padding ([`Conv2d::is_pointwise`]) needs no
 //! unfolding: `x[n]` already is `col`, and `dx[n]` is written by the GEMM directly.
 //!
+//! There are three ways to run a convolution, chosen from its sizes alone:
+//!
+//! - **Image lanes** (`lanes.rs`), for a per-image product below
+//!   [`PARALLEL_MIN_MACS`] in a batch with at least that much work in all: the images are
+//!   spread over up to 4 lanes, each with its own column matrix, so both cores work and
+//!   nothing is forked per image. LeNet's 5×5 layers (a 6 × 784 × 25 product per image)
+//!   ran image by image at 7–30 GFLOP/s, on one core with rayon forks around each im2col.
+//! - **Fused im2col** (`fused.rs`), when a group's product is large and there are enough
+//!   output positions (see `fused_block_cols`): the forward pass and the filter gradient
+//!   never build the whole column matrix; the output positions are cut into blocks of a
+//!   few hundred KiB of columns, and each block is unfolded right before the GEMM that
+//!   reads it, while it is in cache ([`sgemm_fill_b`] for the forward pass; for the
+//!   filter gradient, `FILTER_LANES` lanes, each with its own block buffer and, past lane
+//!   0, partial sum in the same scratch). On a ResNet-50 3×3 layer this took the forward
+//!   pass from ~100 to ~150 GFLOP/s and the filter gradient from ~85 to ~140, against
+//!   ~165–200 for the bare GEMM.
+//! - **Image by image** otherwise: im2col and col2im (`unfold.rs`) are split over
+//!   channels, and with one group the GEMM splits itself (see [`crate::gemm`]); with
+//!   several, small groups (depthwise) run one group per task.
+//!
 //! **Scratch.** All three kernels take the same scratch, of [`conv2d_scratch_len`] f32:
-//! `C·R·S·P·Q` (the column matrix of one image, every group), or 0 for a pointwise
-//! convolution. It does not depend on the batch size or the thread count.
+//! 0 for a pointwise convolution; on image lanes, `lanes · C·R·S·P·Q` (a column matrix
+//! per lane) plus `(lanes − 1) · numel(w)` (the filter gradient's partial sums);
+//! otherwise `C·R·S·P·Q`, the column matrix of one image. It depends on the geometry
+//! alone, never on the thread count; the lanes' part is capped at 4 MiB.
 //!
-//! **Fused im2col.** When a group's product is large and there are enough output positions
-//! (see `fused_block_cols`), the forward pass and the filter gradient never build the whole
-//! column matrix: the output positions are cut into blocks of a few hundred KiB of columns,
-//! and each block is unfolded right before the GEMM that reads it, while it is in cache
-//! ([`sgemm_fill_b`] for the forward pass; for the filter gradient, `FILTER_LANES` lanes,
-//! each with its own block buffer and, past lane 0, partial sum in the same scratch). On a
-//! ResNet-50 3×3 layer this took the forward pass from ~100 to ~150 GFLOP/s and the filter
-//! gradient from ~85 to ~140, against ~165–200 for the bare GEMM.
-//!
-//! **Parallelism.** Fused blocks are spread over rayon tasks; otherwise im2col and col2im
-//! are split over channels, and with one group the GEMM splits itself (see
-//! [`crate::gemm`]); with several, small groups (depthwise) run one group per task. Results
-//! are the same from run to run; the filter gradient's lanes are fixed, but a different
-//! thread count may change how a GEMM is blocked, and so the last bits of a sum.
+//! **Determinism.** Results are the same from run to run. The lanes of the filter
+//! gradients (both kinds) are fixed by the sizes, but a different thread count may change
+//! how a large GEMM is blocked, and so the last bits of a sum.
+
+mod fused;
+mod lanes;
+mod unfold;
 
 use crate::gemm::{PARALLEL_MIN_MACS, Sgemm, sgemm, sgemm_fill_b, sgemm_serial};
-use crate::tensor_ops::PAR_CHUNK;
+use fused::{backward_filter_fused, fused_block_cols, fused_filter_block_cols};
 use rayon::prelude::*;
-use std::ops::Range;
-
-/// Target size, in f32, of one column block of the fused forward pass: built by im2col and
-/// multiplied while it sits in the core's L2 cache (384 KiB of the 1 MiB here).
-const FUSED_BLOCK_F32: usize = 96 * 1024;
-
-/// Independent partial sums of the fused filter gradient: its parallelism, fixed so that
-/// the summation order (and so the result) does not depend on the thread count.
-const FILTER_LANES: usize = 4;
+use unfold::{col2im, im2col, im2col_block};
 
 /// A convolution's geometry: input `x = [n, c, h, w]`, filter `w = [k, c/groups, r, s]`,
 /// output `y = [n, k, p, q]`. Pairs are `[height, width]`.
@@ -181,9 +188,20 @@ impl Conv2d {
 }
 
 /// Scratch for [`conv2d_forward`], [`conv2d_backward_data`] and
-/// [`conv2d_backward_filter`] (the same for all three), in f32: `c·r·s·p·q`, the column
-/// matrix of one image, or 0 when [`Conv2d::is_pointwise`].
+/// [`conv2d_backward_filter`] (the same for all three), in f32: 0 when
+/// [`Conv2d::is_pointwise`]; `lanes · c·r·s·p·q + (lanes − 1) · numel(w)` when the images
+/// run on lanes (2 to 4, from the sizes; see the module documentation); otherwise
+/// `c·r·s·p·q`, the column matrix of one image. Never depends on the thread count.
 pub fn conv2d_scratch_len(p: &Conv2d) -> usize {
+    match lanes::image_lanes(p) {
+        Some(lanes) => lanes::lanes_scratch_len(p, lanes),
+        None => col_len(p),
+    }
+}
+
+/// Elements of one image's column matrix (every group), or 0 for a pointwise convolution,
+/// which reads `x` in place.
+fn col_len(p: &Conv2d) -> usize {
     if p.is_pointwise() { 0 } else { p.c * p.r * p.s * p.p * p.q }
 }
 
@@ -197,9 +215,13 @@ pub fn conv2d_forward(p: &Conv2d, x: &[f32], w: &[f32], y: &mut [f32], scratch: 
     check_len("x", x.len(), p.x_len());
     check_len("w", w.len(), p.w_len());
     check_len("y", y.len(), p.y_len());
-    let col_len = check_scratch(p, scratch.len());
-    let (chw, kpq, pq) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q);
+    check_scratch(p, scratch.len());
+    let (chw, kpq, pq, col_len) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q, col_len(p));
     if kpq == 0 {
+        return;
+    }
+    if let Some(lanes) = lanes::image_lanes(p) {
+        lanes::forward(p, x, w, y, scratch, lanes);
         return;
     }
     let (kg, crs) = (p.k_per_group(), p.crs_per_group());
@@ -245,9 +267,13 @@ pub fn conv2d_backward_data(p: &Conv2d, dy: &[f32], w: &[f32], dx: &mut [f32], s
     check_len("dy", dy.len(), p.y_len());
     check_len("w", w.len(), p.w_len());
     check_len("dx", dx.len(), p.x_len());
-    let col_len = check_scratch(p, scratch.len());
-    let (chw, kpq, pq) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q);
+    check_scratch(p, scratch.len());
+    let (chw, kpq, pq, col_len) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q, col_len(p));
     if chw == 0 {
+        return;
+    }
+    if let Some(lanes) = lanes::image_lanes(p) {
+        lanes::backward_data(p, dy, w, dx, scratch, lanes);
         return;
     }
     let (kg, crs) = (p.k_per_group(), p.crs_per_group());
@@ -279,14 +305,18 @@ pub fn conv2d_backward_filter(p: &Conv2d, x: &[f32], dy: &[f32], dw: &mut [f32],
     check_len("x", x.len(), p.x_len());
     check_len("dy", dy.len(), p.y_len());
     check_len("dw", dw.len(), p.w_len());
-    let col_len = check_scratch(p, scratch.len());
-    let (chw, kpq, pq) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q);
+    check_scratch(p, scratch.len());
+    let (chw, kpq, pq, col_len) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q, col_len(p));
     let (kg, crs) = (p.k_per_group(), p.crs_per_group());
     if p.n == 0 || pq == 0 {
         dw.fill(0.0);
         return;
     }
     if dw.is_empty() {
+        return;
+    }
+    if let Some(lanes) = lanes::image_lanes(p) {
+        lanes::backward_filter(p, x, dy, dw, scratch, lanes);
         return;
     }
     if let Some(block_cols) = fused_filter_block_cols(p) {
@@ -312,78 +342,14 @@ pub fn conv2d_backward_filter(p: &Conv2d, x: &[f32], dy: &[f32], dw: &mut [f32],
     }
 }
 
-/// Column blocks of the fused filter gradient, or `None` for the unfused path: as for the
-/// forward pass, and the lanes' blocks and partial sums must fit the scratch.
-fn fused_filter_block_cols(p: &Conv2d) -> Option<usize> {
-    let (kg, crs, pq) = (p.k_per_group(), p.crs_per_group(), p.p * p.q);
-    if p.is_pointwise() || (p.groups > 1 && kg * pq * crs < PARALLEL_MIN_MACS) {
-        return None;
-    }
-    let width = fused_block_cols(crs, pq)?;
-    (FILTER_LANES * width + (FILTER_LANES - 1) * kg <= pq).then_some(width)
-}
-
-/// The filter gradient with im2col fused into the GEMM, one group at a time. The output
-/// positions of each image are cut into blocks of `block_cols`; block `b` goes to lane
-/// `b mod FILTER_LANES`, which builds it (im2col) in its own buffer and adds
-/// `dy[n, g][:, block] · blockᵀ` to its own sum (lane 0's sum is `dw[g]` itself, the others
-/// live in scratch after the lanes' buffers). The lanes run in parallel and their sums are
-/// added in lane order at the end, so the result does not depend on the thread count.
-fn backward_filter_fused(p: &Conv2d, x: &[f32], dy: &[f32], dw: &mut [f32], scratch: &mut [f32], block_cols: usize) {
-    let (cg, kg, crs) = (p.c_per_group(), p.k_per_group(), p.crs_per_group());
-    let (chw, kpq, pq) = (p.c * p.h * p.w, p.k * p.p * p.q, p.p * p.q);
-    let blocks = pq.div_ceil(block_cols);
-    let (bufs, partials) = scratch.split_at_mut(FILTER_LANES * crs * block_cols);
-    for (gi, dw_g) in dw.chunks_mut(kg * crs).enumerate() {
-        let mut sums: Vec<&mut [f32]> =
-            std::iter::once(&mut *dw_g).chain(partials.chunks_mut(kg * crs).take(FILTER_LANES - 1)).collect();
-        sums.par_iter_mut().zip(bufs.par_chunks_mut(crs * block_cols)).enumerate().for_each(|(lane, (sum, buf))| {
-            let mut first = true;
-            for ni in 0..p.n {
-                let x_n = &x[ni * chw..][..chw];
-                let dy_g = &dy[ni * kpq + gi * kg * pq..][..kg * pq];
-                for b in (lane..blocks).step_by(FILTER_LANES) {
-                    let cols = b * block_cols..pq.min((b + 1) * block_cols);
-                    let width = cols.len();
-                    let block = &mut buf[..crs * width];
-                    im2col_block(p, x_n, gi * cg..(gi + 1) * cg, cols.clone(), block);
-                    // sum (kg × crs) (+)= dy_g[:, cols] (kg × width, row stride pq) · blockᵀ
-                    let g = Sgemm {
-                        m: kg,
-                        n: crs,
-                        k: width,
-                        alpha: 1.0,
-                        beta: if first { 0.0 } else { 1.0 },
-                        transpose_a: false,
-                        lda: pq,
-                        transpose_b: true,
-                        ldb: width,
-                        ldc: crs,
-                    };
-                    sgemm_serial(&g, &dy_g[cols.start..], block, sum);
-                    first = false;
-                }
-            }
-            if first {
-                sum.fill(0.0);
-            }
-        });
-        let (total, rest) = sums.split_first_mut().expect("lane 0 is dw itself");
-        for part in rest {
-            total.iter_mut().zip(part.iter()).for_each(|(t, &v)| *t += v);
-        }
-    }
-}
-
 fn check_len(what: &str, got: usize, want: usize) {
     assert_eq!(got, want, "conv2d: {what} has {got} elements, the geometry needs {want}");
 }
 
-/// Panics if the scratch is too short; returns the length the kernels use.
-fn check_scratch(p: &Conv2d, got: usize) -> usize {
+/// Panics if the scratch is shorter than [`conv2d_scratch_len`].
+fn check_scratch(p: &Conv2d, got: usize) {
     let want = conv2d_scratch_len(p);
     assert!(got >= want, "conv2d: scratch has {got} f32, conv2d_scratch_len gives {want} for {p:?}");
-    want
 }
 
 fn run(g: &Sgemm, a: &[f32], b: &[f32], c: &mut [f32], serial: bool) {
@@ -412,167 +378,9 @@ fn per_group(p: &Conv2d, g: &Sgemm, out: &mut [f32], chunk: usize, f: impl Fn(us
     }
 }
 
-/// The output positions `o` in `0..out_len` whose input coordinate `o·stride + offset`
-/// lies in `0..in_len`.
-fn valid(out_len: usize, in_len: usize, stride: usize, offset: isize) -> Range<usize> {
-    let (stride_i, in_i) = (stride as isize, in_len as isize);
-    // First o with o·stride + offset ≥ 0; first o with o·stride + offset ≥ in_len.
-    let lo = if offset >= 0 { 0 } else { (-offset + stride_i - 1) / stride_i };
-    let hi = if offset >= in_i { 0 } else { (in_i - offset + stride_i - 1) / stride_i };
-    let (lo, hi) = (lo as usize, hi as usize);
-    lo.min(out_len)..hi.clamp(lo.min(out_len), out_len)
-}
-
-/// Offsets of tap `(ri, si)`: input coordinate = output coordinate · stride + offset.
-fn tap_offsets(p: &Conv2d, ri: usize, si: usize) -> (isize, isize) {
-    ((ri * p.dilation[0]) as isize - p.padding[0] as isize, (si * p.dilation[1]) as isize - p.padding[1] as isize)
-}
-
-/// Rows of `col` (each `len` long) per rayon task: at least [`PAR_CHUNK`] elements.
-fn rows_per_task(len: usize) -> usize {
-    (PAR_CHUNK / len.max(1)).max(1)
-}
-
-/// Writes columns `cols` of row `(ci, tap)` of one image's column matrix into `out`
-/// (`cols.len()` long): for each output position, the input element the tap reads, or 0.
-fn im2col_row(p: &Conv2d, x_n: &[f32], ci: usize, tap: usize, cols: Range<usize>, out: &mut [f32]) {
-    let hw = p.h * p.w;
-    let plane = &x_n[ci * hw..][..hw];
-    let (off_h, off_w) = tap_offsets(p, tap / p.s, tap % p.s);
-    let oh_ok = valid(p.p, p.h, p.stride[0], off_h);
-    let ow_ok = valid(p.q, p.w, p.stride[1], off_w);
-    let mut pos = cols.start;
-    while pos < cols.end {
-        // The part of output row `oh` inside `cols`: columns ow0..ow1.
-        let (oh, ow0) = (pos / p.q, pos % p.q);
-        let ow1 = p.q.min(ow0 + (cols.end - pos));
-        let seg = &mut out[pos - cols.start..][..ow1 - ow0];
-        pos += ow1 - ow0;
-        if !oh_ok.contains(&oh) {
-            seg.fill(0.0);
-            continue;
-        }
-        let lo = ow_ok.start.clamp(ow0, ow1);
-        let hi = ow_ok.end.clamp(lo, ow1);
-        seg[..lo - ow0].fill(0.0);
-        seg[hi - ow0..].fill(0.0);
-        if lo == hi {
-            continue;
-        }
-        let ih = ((oh * p.stride[0]) as isize + off_h) as usize;
-        let iw0 = ((lo * p.stride[1]) as isize + off_w) as usize;
-        let src = &plane[ih * p.w..][..p.w];
-        let dst = &mut seg[lo - ow0..hi - ow0];
-        if p.stride[1] == 1 {
-            dst.copy_from_slice(&src[iw0..][..hi - lo]);
-        } else {
-            for (o, &v) in dst.iter_mut().zip(src[iw0..].iter().step_by(p.stride[1])) {
-                *o = v;
-            }
-        }
-    }
-}
-
-/// Unfolds one image `x_n = [c, h, w]` into `col = [c·r·s, p·q]`, rows split over rayon.
-fn im2col(p: &Conv2d, x_n: &[f32], col: &mut [f32]) {
-    let (pq, rs) = (p.p * p.q, p.r * p.s);
-    if pq == 0 || col.is_empty() {
-        return;
-    }
-    let fill_rows = |row0: usize, rows: &mut [f32]| {
-        for (i, row) in rows.chunks_exact_mut(pq).enumerate() {
-            im2col_row(p, x_n, (row0 + i) / rs, (row0 + i) % rs, 0..pq, row);
-        }
-    };
-    if col.len() <= PAR_CHUNK {
-        fill_rows(0, col);
-    } else {
-        let per = rows_per_task(pq);
-        col.par_chunks_mut(per * pq).enumerate().for_each(|(t, rows)| fill_rows(t * per, rows));
-    }
-}
-
-/// Columns `cols` of the column-matrix rows of `channels` (every tap of each), row-major
-/// into `out` (`channels.len()·r·s` rows of `cols.len()`), on the calling thread.
-fn im2col_block(p: &Conv2d, x_n: &[f32], channels: Range<usize>, cols: Range<usize>, out: &mut [f32]) {
-    let (rs, width) = (p.r * p.s, cols.len());
-    if width == 0 {
-        return;
-    }
-    for (i, row) in out.chunks_exact_mut(width).enumerate().take(channels.len() * rs) {
-        im2col_row(p, x_n, channels.start + i / rs, i % rs, cols.clone(), row);
-    }
-}
-
-/// Column-block width for the fused forward pass ([`sgemm_fill_b`]), or `None` when the
-/// unfused path is better: a block holds about [`FUSED_BLOCK_F32`] of the column matrix
-/// (`crs` rows), at least 64 columns, and there must be a block per thread at least.
-fn fused_block_cols(crs: usize, pq: usize) -> Option<usize> {
-    let width = (FUSED_BLOCK_F32 / crs.max(1)).max(64).next_multiple_of(16);
-    (pq >= width * rayon::current_num_threads().max(2)).then_some(width)
-}
-
-/// Folds `col = [c·r·s, p·q]` back onto one image: `dx_n = [c, h, w]` is overwritten with
-/// the sum, for every input element, of the column entries that read it.
-fn col2im(p: &Conv2d, col: &[f32], dx_n: &mut [f32]) {
-    let (hw, pq, rs) = (p.h * p.w, p.p * p.q, p.r * p.s);
-    if hw == 0 {
-        return;
-    }
-    let fold = |c0: usize, planes: &mut [f32]| {
-        for (i, plane) in planes.chunks_exact_mut(hw).enumerate() {
-            plane.fill(0.0);
-            if pq == 0 {
-                continue;
-            }
-            let rows = &col[(c0 + i) * rs * pq..][..rs * pq];
-            for (tap, row) in rows.chunks_exact(pq).enumerate() {
-                let (off_h, off_w) = tap_offsets(p, tap / p.s, tap % p.s);
-                let oh_ok = valid(p.p, p.h, p.stride[0], off_h);
-                let ow_ok = valid(p.q, p.w, p.stride[1], off_w);
-                if ow_ok.is_empty() {
-                    continue;
-                }
-                let iw0 = ((ow_ok.start * p.stride[1]) as isize + off_w) as usize;
-                for oh in oh_ok {
-                    let ih = ((oh * p.stride[0]) as isize + off_h) as usize;
-                    let dst = &mut plane[ih * p.w..][..p.w];
-                    let src = &row[oh * p.q..][ow_ok.clone()];
-                    if p.stride[1] == 1 {
-                        for (d, &v) in dst[iw0..].iter_mut().zip(src) {
-                            *d += v;
-                        }
-                    } else {
-                        for (d, &v) in dst[iw0..].iter_mut().step_by(p.stride[1]).zip(src) {
-                            *d += v;
-                        }
-                    }
-                }
-            }
-        }
-    };
-    if dx_n.len() <= PAR_CHUNK {
-        fold(0, dx_n);
-    } else {
-        let per = rows_per_task(hw.max(rs * pq));
-        dx_n.par_chunks_mut(per * hw).enumerate().for_each(|(t, planes)| fold(t * per, planes));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn valid_ranges() {
-        // 5 outputs, stride 2, input 8, offset −1: inputs −1, 1, 3, 5, 7 → outputs 1..5.
-        assert_eq!(valid(5, 8, 2, -1), 1..5);
-        // offset 2, stride 3, input 7: inputs 2, 5, 8 → 0..2.
-        assert_eq!(valid(3, 7, 3, 2), 0..2);
-        // Entirely outside either way.
-        assert_eq!(valid(3, 2, 1, 5), 0..0);
-        assert_eq!(valid(2, 4, 1, -9), 2..2);
-    }
 
     #[test]
     fn output_dim_matches_the_ir_rule() {
