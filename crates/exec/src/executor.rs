@@ -110,15 +110,15 @@ impl<'m> Executor<'m> {
             let tensor = &self.model.tensors()[i];
             let buffer = self.buffer_mut(TensorId(i as u32))?;
             let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), source };
-            match (fill, tensor.dtype) {
-                (Fill::Zero, _) => {}
-                (Fill::Index(bound), _) => {
+            match fill {
+                Fill::Zero => {}
+                Fill::Index(bound) => {
                     for x in buffer.as_i32_mut().map_err(view_err)? {
                         *x = (rng.next_u64() % bound.max(1)) as i32;
                     }
                 }
-                (Fill::Constant(c), _) => buffer.as_f32_mut().map_err(view_err)?.fill(c),
-                (Fill::Uniform(bound), _) => {
+                Fill::Constant(c) => buffer.as_f32_mut().map_err(view_err)?.fill(c),
+                Fill::Uniform(bound) => {
                     for x in buffer.as_f32_mut().map_err(view_err)? {
                         *x = rng.symmetric() * bound;
                     }
@@ -217,7 +217,9 @@ impl<'m> Executor<'m> {
             outs.push(Arg { shape: model.tensor(t).shape.as_slice(), data });
         }
         let (updates, outputs) = outs.split_at_mut(node.updates.len());
-        let scratch = self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: 0, source })?;
+        let scratch_bytes = self.scratch.len_bytes() as u64;
+        let scratch =
+            self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: scratch_bytes, source })?;
         let start = Instant::now();
         let result = dispatch::run(node.op, &node.attrs, &inputs, updates, outputs, scratch);
         let elapsed = start.elapsed().as_nanos() as f64;

@@ -67,18 +67,20 @@ impl RunSummary {
             Stats::of(&report.steps.iter().map(|s| s.kernel_ns.iter().sum::<f64>() / 1e6).collect::<Vec<_>>())?;
         let total_ns: f64 = per_node.iter().map(|s| s.median).sum::<f64>().max(1.0);
         let gflops = |flops: u64, ns: f64| if ns > 0.0 { flops as f64 / ns } else { 0.0 };
+        let flops: Vec<u64> = schedule.iter().map(|&n| model.cost(n).flops).collect();
 
         let mut rows: Vec<KernelRow> = schedule
             .iter()
             .zip(&per_node)
-            .map(|(&n, s)| KernelRow {
+            .zip(&flops)
+            .map(|((&n, s), &f)| KernelRow {
                 node: model.node(n).name.clone(),
                 op: model.node(n).op.as_str(),
                 phase: model.phase(n).as_str(),
                 median_us: s.median / 1e3,
                 mad_us: s.mad / 1e3,
                 share: s.median / total_ns,
-                gflops_per_s: gflops(model.cost(n).flops, s.median),
+                gflops_per_s: gflops(f, s.median),
             })
             .collect();
         let shortest_kernel_us = rows.iter().map(|r| r.median_us).fold(f64::INFINITY, f64::min);
@@ -88,11 +90,11 @@ impl RunSummary {
         rows.truncate(top);
 
         let mut ops: BTreeMap<&'static str, (usize, f64, u64)> = BTreeMap::new();
-        for (&n, s) in schedule.iter().zip(&per_node) {
+        for ((&n, s), &f) in schedule.iter().zip(&per_node).zip(&flops) {
             let e = ops.entry(model.node(n).op.as_str()).or_default();
             e.0 += 1;
             e.1 += s.median;
-            e.2 += model.cost(n).flops;
+            e.2 += f;
         }
         let mut by_op: Vec<OpRow> = ops
             .into_iter()

@@ -8,7 +8,7 @@ use crate::types::{AttrValue, NodeId, TensorId, shape_str};
 use petgraph::algo::tarjan_scc;
 use petgraph::graph::DiGraph;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 
 /// Tensors with more dimensions than this are refused as absurd.
 pub const MAX_RANK: usize = 8;
@@ -26,7 +26,7 @@ pub(crate) fn validate_with(
     damaged: &Damaged,
     diags: Diagnostics,
 ) -> Result<Model, Diagnostics> {
-    let mut v = Validator { spans, damaged, diags };
+    let mut v = Validator { spans, damaged, diags, bad_attrs: HashSet::new() };
     let model = v.run(decl);
     v.diags.sort();
     match model {
@@ -58,6 +58,8 @@ struct Validator<'s, 'a> {
     spans: Option<&'s SourceMap<'a>>,
     damaged: &'s Damaged,
     diags: Diagnostics,
+    /// Nodes whose attributes already failed: their shape check would only repeat it.
+    bad_attrs: HashSet<usize>,
 }
 
 impl Validator<'_, '_> {
@@ -256,6 +258,8 @@ impl Validator<'_, '_> {
                 );
             }
         }
+        // Everything reported from here on is about attributes.
+        let before_attrs = self.diags.len();
         for (name, value) in &n.attrs {
             let attr_loc = self.at(|s| s.nodes.get(i).and_then(|sp| sp.attrs.get(name).copied()));
             let Some(spec) = sig.attrs.iter().find(|a| a.name == name) else {
@@ -295,6 +299,9 @@ impl Validator<'_, '_> {
         }
         for spec in sig.attrs.iter().filter(|a| a.required && !n.attrs.contains_key(a.name)) {
             self.diags.push(K::Attribute, loc, subject.clone(), format!("op {} needs attribute '{}'", n.op, spec.name));
+        }
+        if self.diags.len() > before_attrs {
+            self.bad_attrs.insert(i);
         }
     }
 
@@ -418,10 +425,7 @@ impl Validator<'_, '_> {
                 .chain(&node.updates)
                 .chain(&node.outputs)
                 .all(|t| !self.damaged.tensors.contains(&t.index()) && tensors[t.index()].bytes > 0);
-            if !arity_ok
-                || !operands_ok
-                || self.diags.iter().any(|d| d.kind == K::Attribute && d.subject == Subject::Node(node.name.clone()))
-            {
+            if !arity_ok || !operands_ok || self.bad_attrs.contains(&i) {
                 continue;
             }
             let ops =
