@@ -1,0 +1,183 @@
+//! NUMA-bound regions: anonymous pages bound to a node set through hwloc, touched
+//! once, then asked where they really are (`move_pages` in query mode).
+
+use crate::PoolError;
+use crate::pool::node_list;
+use hwlocality::Topology;
+use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
+use hwlocality::memory::nodeset::NodeSet;
+use hwlocality::object::types::ObjectType;
+use memmap2::MmapMut;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Binds memory on the live host. Holds the host's topology, which hwloc needs for
+/// every binding call.
+pub struct NumaBinder {
+    topology: Topology,
+    nodes: Vec<u32>,
+}
+
+impl fmt::Debug for NumaBinder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NumaBinder").field("nodes", &self.nodes).finish_non_exhaustive()
+    }
+}
+
+impl NumaBinder {
+    /// A binder for the machine this process runs on. A topology loaded from XML
+    /// describes some other machine and cannot bind anything here.
+    pub fn new(topology: Topology) -> Result<NumaBinder, PoolError> {
+        let unavailable = |reason: &str| PoolError::BackendUnavailable {
+            backend: "NUMA binding".to_string(),
+            reason: reason.to_string(),
+        };
+        if !topology.is_this_system() {
+            return Err(unavailable("the topology was loaded from a file and describes another machine"));
+        }
+        let supported = topology.feature_support().memory_binding().is_some_and(|m| m.set_area());
+        if !supported {
+            return Err(unavailable("hwloc reports that this system cannot bind memory areas"));
+        }
+        let nodes = topology
+            .objects_with_type(ObjectType::NUMANode)
+            .filter_map(|n| n.os_index().and_then(|i| u32::try_from(i).ok()))
+            .collect();
+        Ok(NumaBinder { topology, nodes })
+    }
+
+    /// The OS indices of this host's NUMA nodes.
+    pub fn nodes(&self) -> &[u32] {
+        &self.nodes
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
+    /// Maps `len` bytes, binds them to `nodes`, touches every page so the kernel places
+    /// it now, and reports where the pages landed.
+    pub(crate) fn allocate(
+        &self,
+        pool: &str,
+        nodes: &[u32],
+        len: usize,
+    ) -> Result<(MappedRegion, PagePlacement), PoolError> {
+        let bind_err = |reason: String| PoolError::Bind {
+            pool: pool.to_string(),
+            nodes: node_list(nodes),
+            bytes: len as u64,
+            reason,
+        };
+        if let Some(missing) = nodes.iter().find(|n| !self.nodes.contains(n)) {
+            return Err(bind_err(format!(
+                "NUMA node {missing} does not exist on this host (nodes: {})",
+                node_list(&self.nodes)
+            )));
+        }
+        // A zero-length map is an error; keep one page so every buffer has an address.
+        let mut map = MmapMut::map_anon(len.max(1))
+            .map_err(|_| PoolError::OutOfMemory { pool: pool.to_string(), requested: len as u64 })?;
+        let mut set = NodeSet::new();
+        for &n in nodes {
+            set.set(n as usize);
+        }
+        self.topology
+            .bind_memory_area::<[u8], _>(&map[..], &set, MemoryBindingPolicy::Bind, MemoryBindingFlags::STRICT)
+            .map_err(|e| bind_err(e.to_string()))?;
+        let page = page_size();
+        for offset in (0..map.len()).step_by(page) {
+            map[offset] = 0;
+        }
+        let placement = PagePlacement::query(&map[..], nodes);
+        Ok((MappedRegion { map, len }, placement))
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct MappedRegion {
+    map: MmapMut,
+    len: usize,
+}
+
+impl MappedRegion {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.map[..self.len]
+    }
+
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.map[..self.len]
+    }
+}
+
+/// Where the pages of one buffer were found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PagePlacement {
+    /// Pages asked about. Large buffers are sampled evenly, up to [`MAX_PAGES_QUERIED`].
+    pub queried: u64,
+    /// Pages found per NUMA node.
+    pub per_node: BTreeMap<u32, u64>,
+    /// Pages the kernel could not place (not present, or the query was refused).
+    pub unknown: u64,
+    /// Pages found on a node outside the requested set.
+    pub elsewhere: u64,
+}
+
+pub const MAX_PAGES_QUERIED: usize = 1 << 16;
+
+impl PagePlacement {
+    fn query(bytes: &[u8], wanted: &[u32]) -> PagePlacement {
+        let page = page_size();
+        let pages = bytes.len().div_ceil(page);
+        let stride = pages.div_ceil(MAX_PAGES_QUERIED).max(1);
+        let addresses: Vec<*const u8> = (0..pages).step_by(stride).map(|p| bytes[p * page..].as_ptr()).collect();
+        let mut placement = PagePlacement { queried: addresses.len() as u64, ..PagePlacement::default() };
+        match query_page_nodes(&addresses) {
+            Ok(status) => {
+                for s in status {
+                    match u32::try_from(s) {
+                        Ok(node) => {
+                            *placement.per_node.entry(node).or_default() += 1;
+                            if !wanted.contains(&node) {
+                                placement.elsewhere += 1;
+                            }
+                        }
+                        Err(_) => placement.unknown += 1,
+                    }
+                }
+            }
+            Err(_) => placement.unknown = placement.queried,
+        }
+        placement
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it only reads a configuration value.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).ok().filter(|&s| s > 0).unwrap_or(4096)
+}
+
+/// The NUMA node of each page, or a negative errno for a page that has none, from
+/// `move_pages(2)` with no target nodes (query mode).
+fn query_page_nodes(addresses: &[*const u8]) -> std::io::Result<Vec<i32>> {
+    let mut status = vec![i32::MIN; addresses.len()];
+    // SAFETY: pid 0 is this process; `addresses` holds `count` page addresses inside a
+    // live mapping that outlives the call; a null `nodes` pointer selects query mode, in
+    // which the kernel only writes `count` ints into `status`, which has that length.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0 as libc::c_long,
+            addresses.len() as libc::c_ulong,
+            addresses.as_ptr(),
+            std::ptr::null::<i32>(),
+            status.as_mut_ptr(),
+            0 as libc::c_int,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(status)
+}

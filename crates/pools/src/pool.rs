@@ -1,0 +1,171 @@
+//! One pool: identity, limits, backend, emulation and accounting.
+
+use crate::alloc::numa::NumaBinder;
+use crate::emulation::Emulation;
+use std::fmt;
+use std::sync::Arc;
+
+/// What kind of memory a pool is, as far as placement is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PoolKind {
+    /// DRAM local to the CPUs that run the model.
+    Dram,
+    /// DRAM on another socket.
+    RemoteDram,
+    /// High-bandwidth memory (HBM, MCDRAM).
+    Hbm,
+    /// Persistent memory used as volatile memory (Optane DCPMM).
+    Pmem,
+    /// Memory behind a CXL link (Type-3 expander).
+    Cxl,
+    /// Scratchpad memory.
+    Spm,
+    /// A CPU-less node whose technology neither hwloc nor the kernel named.
+    Unknown,
+}
+
+impl PoolKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolKind::Dram => "dram",
+            PoolKind::RemoteDram => "remote-dram",
+            PoolKind::Hbm => "hbm",
+            PoolKind::Pmem => "pmem",
+            PoolKind::Cxl => "cxl",
+            PoolKind::Spm => "spm",
+            PoolKind::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<PoolKind> {
+        [
+            PoolKind::Dram,
+            PoolKind::RemoteDram,
+            PoolKind::Hbm,
+            PoolKind::Pmem,
+            PoolKind::Cxl,
+            PoolKind::Spm,
+            PoolKind::Unknown,
+        ]
+        .into_iter()
+        .find(|k| k.name() == name)
+    }
+}
+
+impl fmt::Display for PoolKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a pool's bytes come from.
+#[derive(Debug, Clone)]
+pub enum Backend {
+    /// The process heap, with no NUMA policy: the kernel's first-touch default.
+    Heap,
+    /// Anonymous pages bound to these NUMA nodes (hwloc `set_area_membind`, policy
+    /// bind), with their placement checked after the first touch.
+    Numa { nodes: Vec<u32>, binder: Arc<NumaBinder> },
+    /// A libmemkind kind.
+    #[cfg(feature = "memkind")]
+    Memkind(Arc<crate::alloc::memkind::MemkindKind>),
+}
+
+impl Backend {
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Heap => "heap (first-touch)".to_string(),
+            Backend::Numa { nodes, .. } => format!("numa bind to node {}", node_list(nodes)),
+            #[cfg(feature = "memkind")]
+            Backend::Memkind(kind) => kind.label(),
+        }
+    }
+}
+
+pub(crate) fn node_list(nodes: &[u32]) -> String {
+    nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// A pool's identity and limits, plus running accounting.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    pub name: String,
+    pub kind: PoolKind,
+    /// Bytes this pool may hand out at once.
+    pub capacity: u64,
+    pub backend: Backend,
+    /// `Some` when this pool is a slow tier emulated in DRAM.
+    pub emulation: Option<Emulation>,
+    pub(crate) in_use: u64,
+    pub(crate) peak: u64,
+    pub(crate) pages: PageTally,
+}
+
+/// Running count of where a NUMA pool's pages were found after allocation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PageTally {
+    pub checked: u64,
+    /// Pages found on a node outside the pool's node set.
+    pub elsewhere: u64,
+    /// Pages the kernel could not report (not present).
+    pub unknown: u64,
+}
+
+impl Pool {
+    /// A heap-backed pool with no emulation.
+    pub fn new(name: &str, kind: PoolKind, capacity: u64) -> Pool {
+        Pool {
+            name: name.to_string(),
+            kind,
+            capacity,
+            backend: Backend::Heap,
+            emulation: None,
+            in_use: 0,
+            peak: 0,
+            pages: PageTally::default(),
+        }
+    }
+
+    pub fn with_backend(mut self, backend: Backend) -> Pool {
+        self.backend = backend;
+        self
+    }
+
+    pub fn with_emulation(mut self, emulation: Emulation) -> Pool {
+        self.emulation = Some(emulation);
+        self
+    }
+
+    pub fn in_use(&self) -> u64 {
+        self.in_use
+    }
+
+    /// The most bytes this pool has had in use at once.
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// Where this pool's pages were found, summed over every allocation so far.
+    pub fn page_tally(&self) -> PageTally {
+        self.pages
+    }
+
+    pub fn is_emulated(&self) -> bool {
+        self.emulation.is_some()
+    }
+
+    /// One line saying what this pool really is, never leaving emulation implicit.
+    pub fn describe(&self) -> String {
+        match &self.emulation {
+            Some(e) => format!(
+                "{} EMULATED as {} (data in DRAM via {}; +{:.3} ns/B read, +{:.3} ns/B written)",
+                self.kind,
+                e.device,
+                self.backend.describe(),
+                e.read_extra_ns_per_byte,
+                e.write_extra_ns_per_byte
+            ),
+            None => format!("{}, real memory via {}", self.kind, self.backend.describe()),
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The pools of one host, with per-pool capacity enforcement and accounting.
+
+use crate::alloc::Region;
+use crate::alloc::heap::HeapRegion;
+use crate::pool::{Backend, Pool, PoolKind};
+use crate::{ALIGN, Buffer, PoolError, PoolId};
+
+#[derive(Debug, Clone)]
+pub struct PoolSet {
+    pools: Vec<Pool>,
+}
+
+impl PoolSet {
+    pub fn new(pools: Vec<Pool>) -> PoolSet {
+        PoolSet { pools }
+    }
+
+    /// One heap DRAM pool whose capacity is what the kernel reports as available now,
+    /// so an oversized model is refused with a clear error instead of meeting the OOM
+    /// killer.
+    pub fn host_dram() -> PoolSet {
+        let capacity = available_memory().unwrap_or(u64::MAX);
+        PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, capacity)])
+    }
+
+    pub fn pools(&self) -> &[Pool] {
+        &self.pools
+    }
+
+    pub fn pool(&self, id: PoolId) -> &Pool {
+        &self.pools[id.index()]
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = PoolId> + use<> {
+        (0..self.pools.len()).map(|i| PoolId(i as u16))
+    }
+
+    /// True when any pool is emulated: every result from this set must say so.
+    pub fn any_emulated(&self) -> bool {
+        self.pools.iter().any(Pool::is_emulated)
+    }
+
+    pub fn find(&self, name: &str) -> Result<PoolId, PoolError> {
+        self.pools.iter().position(|p| p.name == name).map(|i| PoolId(i as u16)).ok_or_else(|| PoolError::UnknownPool {
+            name: name.to_string(),
+            available: self.pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Allocates `bytes` zeroed bytes in `pool`, refusing when the pool's capacity or
+    /// the system's memory would be exceeded. Nothing is accounted on failure.
+    pub fn allocate(&mut self, pool: PoolId, bytes: u64) -> Result<Buffer, PoolError> {
+        let p = &mut self.pools[pool.index()];
+        let rounded = granule(bytes);
+        if p.in_use.saturating_add(rounded) > p.capacity {
+            return Err(PoolError::Full {
+                pool: p.name.clone(),
+                requested: bytes,
+                in_use: p.in_use,
+                capacity: p.capacity,
+            });
+        }
+        let oom = || PoolError::OutOfMemory { pool: p.name.clone(), requested: bytes };
+        let len = usize::try_from(bytes).map_err(|_| oom())?;
+        let region = match &p.backend {
+            Backend::Heap => Region::Heap(HeapRegion::allocate_zeroed(len).ok_or_else(oom)?),
+            Backend::Numa { nodes, binder } => {
+                let (region, placement) = binder.allocate(&p.name, nodes, len)?;
+                p.pages.checked += placement.queried;
+                p.pages.elsewhere += placement.elsewhere;
+                p.pages.unknown += placement.unknown;
+                Region::Mapped(region)
+            }
+            #[cfg(feature = "memkind")]
+            Backend::Memkind(kind) => {
+                Region::Memkind(crate::alloc::memkind::MemkindRegion::allocate_zeroed(kind, len).ok_or_else(oom)?)
+            }
+        };
+        p.in_use += rounded;
+        p.peak = p.peak.max(p.in_use);
+        Ok(Buffer { region, pool })
+    }
+
+    /// Returns a buffer's bytes to its pool.
+    pub fn free(&mut self, buffer: Buffer) {
+        let p = &mut self.pools[buffer.pool.index()];
+        p.in_use -= granule(buffer.len_bytes() as u64);
+    }
+
+    /// Moves a buffer's contents to another pool: allocate there, copy, free here. On
+    /// failure the original buffer comes back untouched with the error.
+    pub fn move_to(&mut self, buffer: Buffer, to: PoolId) -> Result<Buffer, (Buffer, PoolError)> {
+        if buffer.pool == to {
+            return Ok(buffer);
+        }
+        match self.allocate(to, buffer.len_bytes() as u64) {
+            Ok(mut moved) => {
+                moved.bytes_mut().copy_from_slice(buffer.bytes());
+                self.free(buffer);
+                Ok(moved)
+            }
+            Err(e) => Err((buffer, e)),
+        }
+    }
+}
+
+/// Capacity is accounted in whole cache lines, the allocation granule of every backend.
+fn granule(bytes: u64) -> u64 {
+    bytes.div_ceil(ALIGN as u64) * ALIGN as u64
+}
+
+/// `MemAvailable` from /proc/meminfo, in bytes.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}

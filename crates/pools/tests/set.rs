@@ -1,0 +1,109 @@
+use placer_pools::*;
+
+
+fn two_pools() -> PoolSet {
+    PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 20), Pool::new("slow", PoolKind::Dram, 4096)])
+}
+
+#[test]
+fn buffers_are_aligned_zeroed_and_typed() {
+    let mut pools = two_pools();
+    let mut b = pools.allocate(PoolId(0), 100).expect("fits");
+    assert_eq!(b.bytes().as_ptr() as usize % ALIGN, 0);
+    assert!(b.bytes().iter().all(|&x| x == 0));
+    assert_eq!(b.as_f32().expect("100 bytes are 25 floats").len(), 25);
+    b.as_f32_mut().expect("view")[3] = 1.5;
+    assert_eq!(b.as_f32().expect("view")[3], 1.5);
+    let odd = pools.allocate(PoolId(0), 6).expect("fits");
+    assert!(matches!(odd.as_i32(), Err(PoolError::BadView { len: 6, .. })));
+}
+
+#[test]
+fn capacity_is_enforced_and_accounted_at_allocation_granularity() {
+    let mut pools = two_pools();
+    let slow = pools.find("slow").expect("exists");
+    let a = pools.allocate(slow, 4000).expect("fits");
+    assert_eq!(pools.pool(slow).in_use(), 4032);
+    let err = pools.allocate(slow, 100).expect_err("full");
+    assert!(err.to_string().contains("pool 'slow' is full"), "{err}");
+    pools.free(a);
+    assert_eq!(pools.pool(slow).in_use(), 0);
+    assert_eq!(pools.pool(slow).peak(), 4032);
+    assert!(pools.allocate(slow, 4096).is_ok());
+}
+
+#[test]
+fn moves_copy_contents_and_fail_without_losing_data() {
+    let mut pools = two_pools();
+    let mut b = pools.allocate(PoolId(0), 64).expect("fits");
+    b.bytes_mut()[7] = 42;
+    let moved = pools.move_to(b, PoolId(1)).expect("fits");
+    assert_eq!((moved.pool(), moved.bytes()[7]), (PoolId(1), 42));
+    assert_eq!(pools.pool(PoolId(0)).in_use(), 0);
+    let big = pools.allocate(PoolId(0), 8192).expect("fits");
+    let (back, err) = pools.move_to(big, PoolId(1)).expect_err("too big for slow");
+    assert_eq!(back.pool(), PoolId(0));
+    assert!(matches!(err, PoolError::Full { .. }));
+}
+
+#[test]
+fn unknown_pools_are_named_in_the_error() {
+    let err = two_pools().find("pmem").expect_err("unknown");
+    assert_eq!(err.to_string(), "unknown pool 'pmem'; pools: dram, slow");
+}
+
+#[test]
+fn the_system_refusing_memory_is_an_error_not_an_abort() {
+    let mut pools = PoolSet::new(vec![Pool::new("huge", PoolKind::Dram, u64::MAX)]);
+    let err = pools.allocate(PoolId(0), u64::MAX / 2).expect_err("cannot be satisfied");
+    assert!(matches!(err, PoolError::OutOfMemory { .. }), "{err}");
+}
+
+#[test]
+fn numa_pools_bind_to_node_0_and_every_page_is_verified_there() {
+    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
+    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
+    assert!(binder.nodes().contains(&0), "{:?}", binder.nodes());
+    let backend = Backend::Numa { nodes: vec![0], binder };
+    let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(backend)]);
+    let mut b = pools.allocate(PoolId(0), 8 << 20).expect("8 MiB fits");
+    assert_eq!(b.bytes().as_ptr() as usize % ALIGN, 0);
+    assert!(b.bytes().iter().all(|&x| x == 0));
+    b.as_f32_mut().expect("view")[12345] = 2.5;
+    let tally = pools.pool(PoolId(0)).page_tally();
+    assert_eq!(tally.checked, (8 << 20) / 4096, "{tally:?}");
+    assert_eq!((tally.elsewhere, tally.unknown), (0, 0), "{tally:?}");
+    let moved = pools.move_to(b, PoolId(0)).expect("same pool is a no-op");
+    assert_eq!(moved.as_f32().expect("view")[12345], 2.5);
+}
+
+#[test]
+fn binding_to_a_node_that_does_not_exist_is_a_clear_error() {
+    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
+    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
+    let backend = Backend::Numa { nodes: vec![7], binder };
+    let mut pools = PoolSet::new(vec![Pool::new("pmem", PoolKind::Pmem, 1 << 30).with_backend(backend)]);
+    let err = pools.allocate(PoolId(0), 4096).expect_err("node 7 does not exist");
+    assert!(err.to_string().contains("NUMA node 7 does not exist on this host"), "{err}");
+    assert_eq!(pools.pool(PoolId(0)).in_use(), 0);
+}
+
+#[test]
+fn a_topology_from_xml_cannot_bind_on_this_machine() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let xml = dir.path().join("t.xml");
+    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
+    topology.export_xml_file(Some(&xml), Default::default()).expect("export");
+    let other = hwlocality::Topology::builder().from_xml_file(&xml).and_then(|b| Ok(b.build())).expect("xml");
+    let other = other.expect("builds");
+    let err = NumaBinder::new(other).expect_err("describes another machine");
+    assert!(err.to_string().contains("describes another machine"), "{err}");
+}
+
+#[test]
+fn emulated_pools_say_so_when_described() {
+    let pool = Pool::new("pmem", PoolKind::Pmem, 1 << 30)
+        .with_emulation(Emulation::from_bandwidths("optane-dcpmm", 40e9, 30e9, 14e9, 5e9));
+    assert!(pool.describe().contains("EMULATED as optane-dcpmm"), "{}", pool.describe());
+    assert!(PoolSet::new(vec![pool]).any_emulated());
+}
