@@ -23,6 +23,8 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Run training steps for real and time every kernel.
     Run(cmd::run::Args),
+    /// List this host's memory pools (or another host's, from hwloc XML); --probe measures them.
+    Topo(cmd::topo::Args),
     /// Generate the training graph of a well-known network.
     Zoo(cmd::zoo::Args),
 }
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Topo(args) => cmd::topo::run(args),
         Command::Zoo(args) => cmd::zoo::run(args),
     };
     match result {

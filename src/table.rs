@@ -2,14 +2,7 @@
 
 /// Formats a byte count with a binary unit: `1.5 GiB`.
 pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = b as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{b} B") } else { format!("{v:.1} {}", UNITS[unit]) }
+    placer_host::fmt_bytes(b)
 }
 
 /// Formats a count with thousands separators: `25,557,032`.

@@ -9,7 +9,8 @@ use crate::clock::ClockInfo;
 use crate::data::{Fill, SplitMix64, fill_plan};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
 use placer_kernels::dispatch::{self, Arg, In, Out};
-use placer_pools::{Buffer, PoolId, PoolSet};
+use placer_kernels::traffic::{Traffic, node_traffic};
+use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,8 @@ pub struct StepTimes {
     pub kernel_ns: Vec<f64>,
     /// Wall time of the whole step in ns, including the executor's own overhead.
     pub wall_ns: f64,
+    /// Of the kernel time, ns spent waiting for emulated pools (0 when none is used).
+    pub emulated_wait_ns: f64,
 }
 
 /// Everything measured by [`Executor::run`].
@@ -58,6 +61,16 @@ pub struct RunReport {
     /// (pool name, peak bytes in use) for every pool.
     pub pool_peaks: Vec<(String, u64)>,
     pub scratch_bytes: u64,
+    /// (pool, device model, tensors placed there) for every emulated pool that held a
+    /// tensor: when not empty, these times are emulated, not measured on that device.
+    pub emulated: Vec<EmulatedPoolUse>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EmulatedPoolUse {
+    pub pool: String,
+    pub device: String,
+    pub tensors: usize,
 }
 
 #[derive(Debug)]
@@ -67,6 +80,9 @@ pub struct Executor<'m> {
     buffers: Vec<Option<Buffer>>,
     scratch: Buffer,
     loss: Option<TensorId>,
+    /// Compulsory bytes per operand of every node, indexed by node id: what the
+    /// emulated tier charges for.
+    traffic: Vec<Vec<(TensorId, Traffic)>>,
 }
 
 impl<'m> Executor<'m> {
@@ -99,7 +115,8 @@ impl<'m> Executor<'m> {
             buffers.push(Some(buffer));
         }
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
-        let mut exec = Executor { model, pools, buffers, scratch, loss };
+        let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
+        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic };
         exec.fill(seed)?;
         Ok(exec)
     }
@@ -173,8 +190,22 @@ impl<'m> Executor<'m> {
         }
     }
 
-    /// Runs one node's kernel and returns its time in ns.
-    fn run_node(&mut self, n: NodeId) -> Result<f64, ExecError> {
+    /// The wait the emulated pools charge for one run of node `n`, in ns, per DESIGN §4:
+    /// each operand's bytes read and written, at its pool's extra cost per byte.
+    pub fn emulated_ns(&self, n: NodeId) -> f64 {
+        self.traffic[n.index()]
+            .iter()
+            .filter_map(|(t, traffic)| {
+                let pool = self.buffers[t.index()].as_ref()?.pool();
+                let emulation = self.pools.pool(pool).emulation.as_ref()?;
+                Some(emulation.extra_ns(traffic.read, traffic.written))
+            })
+            .sum()
+    }
+
+    /// Runs one node's kernel, then waits what emulated pools charge for it; returns
+    /// (kernel time including the wait, the wait), in ns.
+    fn run_node(&mut self, n: NodeId) -> Result<(f64, f64), ExecError> {
         let model = self.model;
         let node = model.node(n);
         // Outputs and in-place updates are lent out mutably; validation guarantees they
@@ -184,11 +215,17 @@ impl<'m> Executor<'m> {
             let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&model.tensor(t).name))?;
             written.push((t, buffer));
         }
+        let start = Instant::now();
         let result = self.invoke(n, &mut written);
         for (t, buffer) in written {
             self.buffers[t.index()] = Some(buffer);
         }
-        result
+        let kernel_ns = result?;
+        let wait = busy_wait_ns(self.emulated_ns(n)).as_nanos() as f64;
+        // With a wait, time the whole span so the kernel's figure is what it would
+        // take on the slow device; without one, keep the kernel's own tight timing.
+        let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
+        Ok((total, wait))
     }
 
     fn invoke(&mut self, n: NodeId, written: &mut [(TensorId, Buffer)]) -> Result<f64, ExecError> {
@@ -231,10 +268,13 @@ impl<'m> Executor<'m> {
     pub fn step(&mut self) -> Result<StepTimes, ExecError> {
         let start = Instant::now();
         let mut kernel_ns = Vec::with_capacity(self.model.schedule().len());
+        let mut emulated_wait_ns = 0.0;
         for &n in self.model.schedule() {
-            kernel_ns.push(self.run_node(n)?);
+            let (ns, wait) = self.run_node(n)?;
+            kernel_ns.push(ns);
+            emulated_wait_ns += wait;
         }
-        Ok(StepTimes { kernel_ns, wall_ns: start.elapsed().as_nanos() as f64 })
+        Ok(StepTimes { kernel_ns, wall_ns: start.elapsed().as_nanos() as f64, emulated_wait_ns })
     }
 
     /// Warm-up steps, then timed steps; the loss is read after every step.
@@ -261,7 +301,25 @@ impl<'m> Executor<'m> {
             losses,
             pool_peaks: self.pools.pools().iter().map(|p| (p.name.clone(), p.peak())).collect(),
             scratch_bytes: self.scratch.len_bytes() as u64,
+            emulated: self.emulated_pools_in_use(),
         })
+    }
+
+    /// Emulated pools holding at least one tensor now.
+    pub fn emulated_pools_in_use(&self) -> Vec<EmulatedPoolUse> {
+        self.pools
+            .ids()
+            .filter_map(|id| {
+                let pool = self.pools.pool(id);
+                let emulation = pool.emulation.as_ref()?;
+                let tensors = self.buffers.iter().flatten().filter(|b| b.pool() == id).count();
+                (tensors > 0).then(|| EmulatedPoolUse {
+                    pool: pool.name.clone(),
+                    device: emulation.device.clone(),
+                    tensors,
+                })
+            })
+            .collect()
     }
 }
 

@@ -9,7 +9,7 @@ mod stats;
 mod summary;
 
 pub use clock::ClockInfo;
-pub use executor::{Executor, Placement, RunOptions, RunReport, StepTimes};
+pub use executor::{EmulatedPoolUse, Executor, Placement, RunOptions, RunReport, StepTimes};
 pub use stats::Stats;
 pub use summary::{KernelRow, OpRow, RunSummary};
 

@@ -1,7 +1,7 @@
 //! What `placer run` reports, computed from a [`RunReport`]: step time, the slowest
 //! kernels, and achieved GFLOP/s per op kind.
 
-use crate::{ClockInfo, RunReport, Stats};
+use crate::{ClockInfo, EmulatedPoolUse, RunReport, Stats};
 use placer_ir::Model;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -31,6 +31,12 @@ pub struct RunSummary {
     pub last_loss: Option<f32>,
     pub pool_peaks: Vec<(String, u64)>,
     pub scratch_bytes: u64,
+    /// True when any tensor was in an emulated pool: the times are then emulated, not
+    /// measured on the device the pool stands for.
+    pub emulated: bool,
+    pub emulated_pools: Vec<EmulatedPoolUse>,
+    /// Per step, ms spent waiting for emulated pools.
+    pub emulated_wait_ms: Stats,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -126,6 +132,9 @@ impl RunSummary {
             last_loss: report.losses.last().copied(),
             pool_peaks: report.pool_peaks.clone(),
             scratch_bytes: report.scratch_bytes,
+            emulated: !report.emulated.is_empty(),
+            emulated_pools: report.emulated.clone(),
+            emulated_wait_ms: Stats::of(&report.steps.iter().map(|s| s.emulated_wait_ns / 1e6).collect::<Vec<_>>())?,
         })
     }
 }

@@ -6,7 +6,8 @@ use std::fmt;
 use std::sync::Arc;
 
 /// What kind of memory a pool is, as far as placement is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum PoolKind {
     /// DRAM local to the CPUs that run the model.
     Dram,

@@ -94,7 +94,7 @@ fn a_topology_from_xml_cannot_bind_on_this_machine() {
     let xml = dir.path().join("t.xml");
     let topology = hwlocality::Topology::new().expect("hwloc reads this host");
     topology.export_xml_file(Some(&xml), Default::default()).expect("export");
-    let other = hwlocality::Topology::builder().from_xml_file(&xml).and_then(|b| Ok(b.build())).expect("xml");
+    let other = hwlocality::Topology::builder().from_xml_file(&xml).map(|b| b.build()).expect("xml");
     let other = other.expect("builds");
     let err = NumaBinder::new(other).expect_err("describes another machine");
     assert!(err.to_string().contains("describes another machine"), "{err}");

@@ -1,0 +1,107 @@
+//! Probe results cached per host, in a small JSON file named by the host's fingerprint,
+//! so that emulation and later commands reuse measured DRAM figures.
+
+use crate::HostError;
+use crate::discover::HostTopology;
+use crate::probe::PoolsProbe;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// The host's measured local-DRAM bandwidth, all cores: the baseline every emulated
+/// pool's slowdown is scaled from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DramBaseline {
+    pub read_gbps: f64,
+    pub write_gbps: f64,
+    pub latency_ns: f64,
+    pub threads: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostCache {
+    pub format: String,
+    pub version: u32,
+    pub fingerprint: String,
+    /// Seconds since the Unix epoch when the baseline was measured.
+    pub measured_at: u64,
+    pub baseline: DramBaseline,
+    /// The last full `placer topo --probe`, with the pool layout it measured.
+    pub probe: Option<PoolsProbe>,
+}
+
+const CACHE_FORMAT: &str = "placer-host-cache";
+
+/// `$PLACER_CACHE_DIR`, else `$XDG_CACHE_HOME/placer`, else `~/.cache/placer`.
+pub fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PLACER_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(dir).join("placer");
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".cache").join("placer")
+}
+
+/// A digest of what makes memory figures comparable: host name, CPU model and count,
+/// and every NUMA node's index, size and technology. Another machine, or this one
+/// after a memory change, gets a different key.
+pub fn fingerprint(topology: &HostTopology) -> String {
+    let mut h = Sha256::new();
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    h.update(hostname.trim().as_bytes());
+    h.update(topology.cpu_model.as_deref().unwrap_or("").as_bytes());
+    h.update(topology.cpus.to_le_bytes());
+    for n in &topology.nodes {
+        h.update(n.os_index.to_le_bytes());
+        h.update(n.capacity.to_le_bytes());
+        h.update(n.subtype.as_deref().unwrap_or("").as_bytes());
+    }
+    let digest = h.finalize();
+    digest.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn path_for(dir: &Path, fingerprint: &str) -> PathBuf {
+    dir.join(format!("host-{fingerprint}.json"))
+}
+
+/// The cached entry, if there is one for this fingerprint. A corrupt or foreign file is
+/// an error, not silently ignored: the user should know their cache is broken.
+pub fn load(dir: &Path, fingerprint: &str) -> Result<Option<HostCache>, HostError> {
+    let path = path_for(dir, fingerprint);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(HostError::Cache { path, reason: e.to_string() }),
+    };
+    let cache: HostCache =
+        serde_json::from_str(&text).map_err(|e| HostError::Cache { path: path.clone(), reason: e.to_string() })?;
+    if cache.format != CACHE_FORMAT || cache.version != 1 || cache.fingerprint != fingerprint {
+        return Err(HostError::Cache { path, reason: "not a placer host cache for this host (delete it)".into() });
+    }
+    Ok(Some(cache))
+}
+
+/// Writes atomically: a temporary file in the same directory, then a rename, so an
+/// interrupted write never leaves a half-written cache.
+pub fn store(dir: &Path, fingerprint: &str, baseline: DramBaseline, probe: Option<PoolsProbe>) -> Result<PathBuf, HostError> {
+    let path = path_for(dir, fingerprint);
+    let err = |reason: String| HostError::Cache { path: path.clone(), reason };
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let measured_at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let cache = HostCache {
+        format: CACHE_FORMAT.to_string(),
+        version: 1,
+        fingerprint: fingerprint.to_string(),
+        measured_at,
+        baseline,
+        probe,
+    };
+    let text = serde_json::to_string_pretty(&cache).map_err(|e| err(e.to_string()))?;
+    let tmp = dir.join(format!(".host-{fingerprint}.json.tmp{}", std::process::id()));
+    std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
+    std::fs::rename(&tmp, &path).map_err(|e| err(e.to_string()))?;
+    Ok(path)
+}

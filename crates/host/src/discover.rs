@@ -1,0 +1,275 @@
+//! What hwloc says about a host's memory: NUMA nodes, their locality, technology,
+//! HMAT attributes and memory-side caches. Pure data once built, so the rest of the
+//! crate (and the tests) never touch hwloc objects.
+
+use crate::HostError;
+use hwlocality::Topology;
+use hwlocality::topology::builder::{TopologyBuilder, TypeFilter};
+use hwlocality::memory::attribute::MemoryAttribute;
+use hwlocality::object::TopologyObject;
+use hwlocality::object::attributes::ObjectAttributes;
+use hwlocality::object::types::ObjectType;
+use placer_pools::PoolKind;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// Where a topology came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Source {
+    /// The machine this process runs on.
+    ThisHost,
+    /// An hwloc XML export of some other machine: pools can be listed but not used.
+    Xml { path: PathBuf },
+}
+
+/// Memory attributes of one node as seen from the home package's CPUs (HMAT, or
+/// hwloc's own defaults). Bandwidths in MiB/s and latencies in ns, as hwloc gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemAttrs {
+    pub bandwidth_mibps: Option<u64>,
+    pub read_bandwidth_mibps: Option<u64>,
+    pub write_bandwidth_mibps: Option<u64>,
+    pub latency_ns: Option<u64>,
+    pub read_latency_ns: Option<u64>,
+    pub write_latency_ns: Option<u64>,
+}
+
+impl MemAttrs {
+    /// Read bandwidth, else the average, in MiB/s.
+    pub fn read_bw(&self) -> Option<u64> {
+        self.read_bandwidth_mibps.or(self.bandwidth_mibps)
+    }
+
+    pub fn write_bw(&self) -> Option<u64> {
+        self.write_bandwidth_mibps.or(self.bandwidth_mibps)
+    }
+
+    pub fn latency(&self) -> Option<u64> {
+        self.read_latency_ns.or(self.latency_ns)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NumaNode {
+    pub os_index: u32,
+    pub capacity: u64,
+    /// How many CPUs (PUs) are local to this node; 0 for PMEM, CXL and HBM nodes.
+    pub cpus: usize,
+    /// The package this node is attached to, when it is attached below one.
+    pub package: Option<u32>,
+    /// hwloc's subtype (DRAM, HBM, NVM, CXL-DRAM, SPM, MCDRAM, GPUMemory), if known.
+    pub subtype: Option<String>,
+    /// A memory-side cache in front of this node (2LM / cache mode): `Some(bytes)`, or
+    /// `Some(0)` when its size is not known.
+    pub memory_side_cache: Option<u64>,
+    pub attrs: MemAttrs,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HostTopology {
+    pub source: Source,
+    pub packages: u32,
+    pub cpus: usize,
+    /// The package whose CPUs run the model: the one holding the first CPU. Nodes of
+    /// other packages are "remote".
+    pub home_package: Option<u32>,
+    pub nodes: Vec<NumaNode>,
+    /// CPU model name, when hwloc reports it.
+    pub cpu_model: Option<String>,
+}
+
+impl HostTopology {
+    /// The topology of the machine this process runs on.
+    pub fn this_host() -> Result<(HostTopology, Topology), HostError> {
+        let hwloc_err = |reason: String| HostError::Hwloc { what: "this host".into(), reason };
+        let topology = keep_memory_caches(Topology::builder())
+            .map_err(hwloc_err)?
+            .build()
+            .map_err(|e| hwloc_err(e.to_string()))?;
+        Ok((HostTopology::from_hwloc(&topology, Source::ThisHost, ""), topology))
+    }
+
+    /// A topology exported with `lstopo --of xml` (hwloc 2.x format).
+    pub fn from_xml_file(path: &Path) -> Result<HostTopology, HostError> {
+        let bad = |reason: String| HostError::Topology { path: path.to_path_buf(), reason };
+        if !path.is_file() {
+            return Err(bad("no such file".into()));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        if text.contains("<topology version=\"3.") {
+            return Err(bad("hwloc 3.x XML; this build reads hwloc 2.x exports (lstopo --of xml from hwloc 2)".into()));
+        }
+        if !text.contains("<topology") {
+            return Err(bad("not an hwloc XML export: no <topology> element".into()));
+        }
+        let builder = Topology::builder().from_xml_file(path).map_err(|e| bad(e.to_string()))?;
+        let topology = keep_memory_caches(builder)
+            .map_err(bad)?
+            .build()
+            .map_err(|e| bad(format!("hwloc could not load it: {e}")))?;
+        let host = HostTopology::from_hwloc(&topology, Source::Xml { path: path.to_path_buf() }, &text);
+        if host.nodes.is_empty() {
+            return Err(bad("it has no NUMA nodes".into()));
+        }
+        Ok(host)
+    }
+
+    fn from_hwloc(topology: &Topology, source: Source, xml_text: &str) -> HostTopology {
+        let packages: Vec<&TopologyObject> = topology.objects_with_type(ObjectType::Package).collect();
+        let first_pu = topology.objects_with_type(ObjectType::PU).next();
+        let home = first_pu.and_then(|pu| package_of(pu)).or_else(|| packages.first().copied());
+        let initiator = home.and_then(|p| p.cpuset()).map(|c| c.clone_target());
+        let attr = |a: MemoryAttribute<'_>, node: &TopologyObject| -> Option<u64> {
+            let initiator = initiator.clone()?;
+            a.value(Some(initiator.into()), node).ok().flatten()
+        };
+        let nodes = topology
+            .objects_with_type(ObjectType::NUMANode)
+            .map(|n| {
+                let capacity = match n.attributes() {
+                    Some(ObjectAttributes::NUMANode(a)) => a.local_memory().map_or(0, |m| m.get()),
+                    _ => 0,
+                };
+                let behind_cache = n.ancestors().take_while(|a| a.object_type() == ObjectType::MemCache).count() > 0;
+                let os_index = n.os_index().and_then(|i| u32::try_from(i).ok()).unwrap_or(u32::MAX);
+                let memory_side_cache = behind_cache.then(|| memory_cache_size(&source, os_index, xml_text));
+                NumaNode {
+                    os_index,
+                    capacity,
+                    cpus: local_cpus(&source, n),
+                    package: package_of(n).and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
+                    subtype: n.subtype().map(|s| s.to_string_lossy().into_owned()),
+                    memory_side_cache,
+                    attrs: MemAttrs {
+                        bandwidth_mibps: attr(MemoryAttribute::bandwidth(topology), n),
+                        read_bandwidth_mibps: attr(MemoryAttribute::read_bandwidth(topology), n),
+                        write_bandwidth_mibps: attr(MemoryAttribute::write_bandwidth(topology), n),
+                        latency_ns: attr(MemoryAttribute::latency(topology), n),
+                        read_latency_ns: attr(MemoryAttribute::read_latency(topology), n),
+                        write_latency_ns: attr(MemoryAttribute::write_latency(topology), n),
+                    },
+                }
+            })
+            .collect();
+        let cpu_model = packages.iter().find_map(|p| p.info("CPUModel")).map(|s| s.to_string_lossy().into_owned());
+        HostTopology {
+            source,
+            packages: packages.len() as u32,
+            cpus: topology.cpuset().weight().unwrap_or(0),
+            home_package: home.and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
+            nodes,
+            cpu_model,
+        }
+    }
+
+    /// True when some node sits behind a memory-side cache: DRAM is a cache for the
+    /// slow tier (Optane Memory Mode, "2LM"), so there is no separately placeable tier.
+    pub fn two_level_memory(&self) -> bool {
+        self.nodes.iter().any(|n| n.memory_side_cache.is_some())
+    }
+
+    /// What technology a node is, from hwloc's subtype, else from its shape: a node
+    /// with CPUs is DRAM; a CPU-less one is unknown.
+    pub fn kind_of(&self, node: &NumaNode) -> PoolKind {
+        match node.subtype.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            Some("NVM") => PoolKind::Pmem,
+            Some("HBM" | "MCDRAM") => PoolKind::Hbm,
+            Some("CXL-DRAM") => PoolKind::Cxl,
+            Some("SPM") => PoolKind::Spm,
+            Some("DRAM") | None if node.cpus > 0 || node.subtype.is_some() => {
+                if self.is_local(node) {
+                    PoolKind::Dram
+                } else {
+                    PoolKind::RemoteDram
+                }
+            }
+            _ => PoolKind::Unknown,
+        }
+    }
+
+    /// True when the node belongs to the home package (or the host has only one).
+    pub fn is_local(&self, node: &NumaNode) -> bool {
+        node.package.is_none() || node.package == self.home_package || self.packages <= 1
+    }
+}
+
+/// The size of the memory-side cache in front of node `os_index`. hwlocality does not
+/// expose MemCache attributes, so this asks the kernel (live host) or the XML itself.
+fn memory_cache_size(source: &Source, os_index: u32, xml_text: &str) -> u64 {
+    match source {
+        Source::ThisHost => {
+            let path = format!("/sys/devices/system/node/node{os_index}/memory_side_cache/index1/size");
+            std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
+        }
+        Source::Xml { .. } => xml_text
+            .split("<object type=\"MemCache\"")
+            .skip(1)
+            .find_map(|object| {
+                let head = object.split('>').next()?;
+                let nodeset = u128::from_str_radix(xml_attr(head, "nodeset")?.trim_start_matches("0x"), 16).ok()?;
+                let covers = os_index < 128 && nodeset & (1u128 << os_index) != 0;
+                covers.then(|| xml_attr(head, "cache_size")?.parse().ok()).flatten()
+            })
+            .unwrap_or(0),
+    }
+}
+
+fn xml_attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let start = tag.find(&format!(" {name}=\""))? + name.len() + 3;
+    let len = tag[start..].find('"')?;
+    Some(&tag[start..start + len])
+}
+
+/// hwloc drops memory-side caches by default; 2LM detection needs them.
+fn keep_memory_caches(builder: TopologyBuilder) -> Result<TopologyBuilder, String> {
+    builder.with_type_filter(ObjectType::MemCache, TypeFilter::KeepAll).map_err(|e| e.to_string())
+}
+
+/// CPUs local to a node. hwloc gives a CPU-less node the cpuset of the object it hangs
+/// from, so on this host the kernel's own list is asked; for an XML topology a node
+/// whose subtype names a device technology (NVM, HBM, CXL-DRAM, ...) is taken to be
+/// CPU-less, as it is on every platform that has one.
+fn local_cpus(source: &Source, node: &TopologyObject) -> usize {
+    let hwloc_weight = node.cpuset().and_then(|c| c.weight()).unwrap_or(0);
+    match source {
+        Source::ThisHost => node
+            .os_index()
+            .and_then(|i| std::fs::read_to_string(format!("/sys/devices/system/node/node{i}/cpulist")).ok())
+            .map_or(hwloc_weight, |list| count_cpu_list(list.trim())),
+        Source::Xml { .. } => match node.subtype().map(|s| s.to_string_lossy().to_ascii_uppercase()) {
+            Some(s) if s != "DRAM" => 0,
+            _ => hwloc_weight,
+        },
+    }
+}
+
+/// Counts the CPUs in a kernel cpu list such as `0-3,8,10-11`.
+fn count_cpu_list(list: &str) -> usize {
+    list.split(',')
+        .filter(|part| !part.is_empty())
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => usize::from(part.parse::<usize>().is_ok()),
+        })
+        .sum()
+}
+
+fn package_of(object: &TopologyObject) -> Option<&TopologyObject> {
+    object.ancestors().find(|a| a.object_type() == ObjectType::Package)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_cpu_list;
+
+    #[test]
+    fn kernel_cpu_lists_are_counted() {
+        assert_eq!(count_cpu_list("0-3,8,10-11"), 7);
+        assert_eq!(count_cpu_list(""), 0);
+        assert_eq!(count_cpu_list("5"), 1);
+    }
+}

@@ -1,0 +1,45 @@
+//! The options every command that touches memory pools shares: which host, which
+//! layout, what to emulate, where the probe cache lives.
+
+use anyhow::Context;
+use placer_host::{DeviceModel, EmulateChoice, Host, HostOptions};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Plan for the host described by this hwloc XML export (`lstopo --of xml`) instead
+    /// of this machine. Its pools can be listed, not allocated.
+    #[arg(long, value_name = "FILE.xml")]
+    pub topology: Option<PathBuf>,
+    /// Use the pool layout in this host file (see configs/hosts/) instead of one pool per
+    /// discovered tier.
+    #[arg(long, value_name = "FILE.json")]
+    pub host: Option<PathBuf>,
+    /// Slow tiers to emulate in DRAM: device model names or files, comma-separated, or
+    /// `none`. Default: `optane-dcpmm` when this machine has nothing but DRAM.
+    #[arg(long, value_name = "DEVICE,...", conflicts_with = "host")]
+    pub emulate: Option<String>,
+    /// Where measured host figures are cached [default: $PLACER_CACHE_DIR, else
+    /// $XDG_CACHE_HOME/placer, else ~/.cache/placer].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl HostArgs {
+    pub fn open(&self) -> anyhow::Result<Host> {
+        let emulate = match self.emulate.as_deref() {
+            None => EmulateChoice::Default,
+            Some("none") => EmulateChoice::None,
+            Some(list) => EmulateChoice::Devices(
+                list.split(',').map(|d| DeviceModel::resolve(d.trim())).collect::<Result<Vec<_>, _>>()?,
+            ),
+        };
+        let options = HostOptions {
+            topology_xml: self.topology.clone(),
+            host_file: self.host.clone(),
+            emulate,
+            cache_dir: self.cache_dir.clone().unwrap_or_else(placer_host::cache::default_dir),
+        };
+        Host::open(&options).context("cannot determine the memory pools")
+    }
+}
