@@ -6,6 +6,8 @@
 //! for bad arguments.
 
 use placer_exec::ExecError;
+use placer_host::HostError;
+use placer_pools::PoolError;
 use placer_ir::IrError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
@@ -41,6 +43,31 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             return match e {
                 ExecError::UnsupportedType { .. } | ExecError::NoIterations => BAD_INPUT,
                 _ => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<HostError>() {
+            match e {
+                HostError::Topology { .. }
+                | HostError::HostFile { .. }
+                | HostError::Device { .. }
+                | HostError::UnknownDevice { .. }
+                | HostError::NotThisHost { .. }
+                | HostError::Usage { .. } => return BAD_INPUT,
+                // A pool error is classified below, as its own cause.
+                HostError::Pool(_) => {}
+                HostError::Hwloc { .. } | HostError::NoDram | HostError::Probe { .. } | HostError::Cache { .. } => {
+                    return FAILURE;
+                }
+            }
+        }
+        if let Some(e) = cause.downcast_ref::<PoolError>() {
+            return match e {
+                PoolError::UnknownPool { .. } => BAD_INPUT,
+                PoolError::Bind { .. }
+                | PoolError::Full { .. }
+                | PoolError::OutOfMemory { .. }
+                | PoolError::BadView { .. }
+                | PoolError::BackendUnavailable { .. } => FAILURE,
             };
         }
         if let Some(e) = cause.downcast_ref::<ZooError>() {

@@ -1,7 +1,10 @@
-//! `placer run MODEL [--iterations N] [--warmup W] [--json]`
+//! `placer run MODEL [--iterations N] [--warmup W] [--place ROLE=POOL ...] [--json]`
 
+use super::host_args::HostArgs;
 use crate::table::{Table, bytes};
+use anyhow::Context;
 use placer_exec::{Executor, Placement, RunOptions, RunSummary};
+use placer_ir::{Model, Role};
 use placer_pools::{PoolId, PoolSet};
 use std::path::PathBuf;
 
@@ -21,15 +24,50 @@ pub struct Args {
     /// How many of the slowest kernels to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// Put every tensor of a role in a pool, e.g. `--place activation=pmem`; `all=POOL`
+    /// for every tensor. Later options override earlier ones. Default: all in the first
+    /// pool (local DRAM).
+    #[arg(long, value_name = "ROLE=POOL")]
+    place: Vec<String>,
     /// Print the summary as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+/// The placement `--place` options describe, checked against the model's roles and the
+/// host's pools.
+fn placement(model: &Model, pools: &PoolSet, options: &[String]) -> anyhow::Result<Placement> {
+    let mut placement = Placement::all_in(model, PoolId(0));
+    for option in options {
+        let (role, pool) = option
+            .split_once('=')
+            .ok_or_else(|| placer_host::HostError::Usage { reason: format!("--place '{option}': expected ROLE=POOL") })?;
+        let pool = pools.find(pool).with_context(|| format!("--place {option}"))?;
+        let role = match role {
+            "all" => None,
+            name => Some(Role::parse(name).ok_or_else(|| placer_host::HostError::Usage {
+                reason: format!(
+                    "--place {option}: unknown role '{name}' (roles: all, {})",
+                    Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            })?),
+        };
+        for (slot, tensor) in placement.0.iter_mut().zip(model.tensors()) {
+            if role.is_none_or(|r| tensor.role == r) {
+                *slot = pool;
+            }
+        }
+    }
+    Ok(placement)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = placer_ir::load_model(&args.model)?;
-    let pools = PoolSet::host_dram();
-    let placement = Placement::all_in(&model, PoolId(0));
+    let mut host = args.host.open()?;
+    let pools = host.pool_set()?;
+    let placement = placement(&model, &pools, &args.place)?;
     let mut exec = Executor::new(&model, pools, &placement, args.seed)?;
     let options = RunOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
     let report = exec.run(&options)?;
@@ -51,14 +89,24 @@ fn render(s: &RunSummary, pools: &PoolSet) -> String {
     for (pool, (name, peak)) in pools.pools().iter().zip(&s.pool_peaks) {
         facts.row(vec![
             format!("pool {name}"),
-            format!(
-                "{}, real host memory (not emulated): {} allocated of {} available",
-                pool.kind,
-                bytes(*peak),
-                bytes(pool.capacity)
-            ),
+            format!("{}: {} allocated of {}", pool.describe(), bytes(*peak), bytes(pool.capacity)),
         ]);
     }
+    facts.row(vec![
+        "timing".into(),
+        if s.emulated {
+            let pools: Vec<String> =
+                s.emulated_pools.iter().map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors)).collect();
+            format!(
+                "EMULATED: tensors in {} are in DRAM and each kernel waits what the device model charges \
+                 (median {} ms of waiting per step); these are not measurements of that device",
+                pools.join(", "),
+                ms(s.emulated_wait_ms.median)
+            )
+        } else {
+            "measured on real memory: no tensor is in an emulated pool".into()
+        },
+    ]);
     facts.row(vec!["scratch".into(), bytes(s.scratch_bytes)]);
     facts.row(vec![
         "clock".into(),

@@ -10,7 +10,7 @@ use crate::data::{Fill, SplitMix64, fill_plan};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
 use placer_kernels::dispatch::{self, Arg, In, Out};
 use placer_kernels::traffic::{Traffic, node_traffic};
-use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns};
+use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns, busy_wait_until};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -221,7 +221,7 @@ impl<'m> Executor<'m> {
             self.buffers[t.index()] = Some(buffer);
         }
         let kernel_ns = result?;
-        let wait = busy_wait_ns(self.emulated_ns(n)).as_nanos() as f64;
+        let wait = wait_on_every_thread(self.emulated_ns(n));
         // With a wait, time the whole span so the kernel's figure is what it would
         // take on the slow device; without one, keep the kernel's own tight timing.
         let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
@@ -269,11 +269,17 @@ impl<'m> Executor<'m> {
         let start = Instant::now();
         let mut kernel_ns = Vec::with_capacity(self.model.schedule().len());
         let mut emulated_wait_ns = 0.0;
-        for &n in self.model.schedule() {
-            let (ns, wait) = self.run_node(n)?;
-            kernel_ns.push(ns);
-            emulated_wait_ns += wait;
-        }
+        // The schedule runs on a worker of the kernels' thread pool, so a parallel
+        // kernel starts on this thread at once instead of handing off to the pool and
+        // sleeping until it is done.
+        rayon::scope(|_| {
+            for &n in self.model.schedule() {
+                let (ns, wait) = self.run_node(n)?;
+                kernel_ns.push(ns);
+                emulated_wait_ns += wait;
+            }
+            Ok::<(), ExecError>(())
+        })?;
         Ok(StepTimes { kernel_ns, wall_ns: start.elapsed().as_nanos() as f64, emulated_wait_ns })
     }
 
@@ -321,6 +327,19 @@ impl<'m> Executor<'m> {
             })
             .collect()
     }
+}
+
+/// Busy-waits `ns` here and on every other thread of the kernels' pool; returns the ns
+/// waited. A slow device stalls every thread of a parallel kernel, and keeping the pool
+/// busy also keeps it awake, as back-to-back kernels would: parked threads would charge
+/// the next kernel for waking them, which real slow memory does not.
+fn wait_on_every_thread(ns: f64) -> f64 {
+    if ns <= 0.0 {
+        return 0.0;
+    }
+    let deadline = Instant::now() + Duration::from_nanos(ns as u64);
+    rayon::spawn_broadcast(move |_| busy_wait_until(deadline));
+    busy_wait_ns(ns).as_nanos() as f64
 }
 
 fn missing(name: &str) -> ExecError {

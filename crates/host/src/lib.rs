@@ -50,6 +50,8 @@ pub enum HostError {
     Probe { reason: String },
     #[error("host cache {path}: {reason}", path = path.display())]
     Cache { path: PathBuf, reason: String },
+    #[error("{reason}")]
+    Usage { reason: String },
     #[error(transparent)]
     Pool(#[from] placer_pools::PoolError),
 }

@@ -36,6 +36,13 @@ impl Emulation {
     }
 }
 
+/// Spins until `deadline`.
+pub fn busy_wait_until(deadline: Instant) {
+    while Instant::now() < deadline {
+        std::hint::spin_loop();
+    }
+}
+
 /// Spins (does not sleep: a sleep's wake-up latency is tens of µs) until `ns` have
 /// passed; returns the time actually waited.
 pub fn busy_wait_ns(ns: f64) -> Duration {

@@ -19,7 +19,7 @@ pub use alloc::numa::{NumaBinder, PagePlacement};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use buffer::Buffer;
-pub use emulation::{Emulation, busy_wait_ns};
+pub use emulation::{Emulation, busy_wait_ns, busy_wait_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};
 pub use set::{PoolSet, available_memory};
 
