@@ -4,10 +4,15 @@
 set -euo pipefail
 
 # What the build links against or runs. Keep this list exact: each later backend
-# (HiGHS, hwloc, memkind) adds its -dev package here when it lands.
+# (HiGHS next) adds its packages here when it lands.
 packages=(
-  gcc        # the linker driver rustc uses
-  libc6-dev  # C runtime objects for linking
+  gcc             # the linker driver rustc uses
+  libc6-dev       # C runtime objects for linking
+  pkg-config      # hwlocality-sys finds libhwloc through it
+  libhwloc-dev    # topology discovery and NUMA binding (hwloc 2.9)
+  libudev-dev     # libhwloc links -ludev
+  libmemkind-dev  # the memkind backend (placer's default 'memkind' feature)
+  hwloc-nox       # lstopo/hwloc-annotate for scripts/make-topologies.sh (not the 'hwloc' package: it conflicts)
 )
 
 missing=()

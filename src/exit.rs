@@ -7,8 +7,8 @@
 
 use placer_exec::ExecError;
 use placer_host::HostError;
-use placer_pools::PoolError;
 use placer_ir::IrError;
+use placer_pools::PoolError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
 

@@ -2,13 +2,21 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 const BUNDLED: &str = "configs/models/lenet-mnist-b256.json";
+
+/// One host cache per test process, so tests never touch the user's ~/.cache.
+fn cache_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
+}
 
 fn placer(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_placer"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PLACER_CACHE_DIR", cache_dir())
         .output()
         .expect("placer runs")
 }
@@ -183,7 +191,147 @@ fn run_times_a_training_step_of_the_bundled_model() {
     let table = placer(&["run", BUNDLED, "-n", "1", "--warmup", "0"]);
     assert!(table.status.success());
     let s = text(&table.stdout);
-    assert!(s.contains("real host memory (not emulated)") && s.contains("slowest") && s.contains("GFLOP/s"), "{s}");
+    assert!(s.contains("measured on real memory: no tensor is in an emulated pool"), "{s}");
+    assert!(s.contains("slowest") && s.contains("GFLOP/s"), "{s}");
+}
+
+#[test]
+fn run_with_activations_in_the_emulated_pool_says_so_everywhere() {
+    let out = placer(&["run", BUNDLED, "-n", "2", "--warmup", "1", "--place", "activation=pmem", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(json["emulated"], true);
+    assert_eq!(json["emulated_pools"][0]["device"], "optane-dcpmm");
+    assert!(json["emulated_wait_ms"]["median"].as_f64().is_some_and(|ms| ms > 0.0));
+
+    let out = placer(&["run", BUNDLED, "-n", "1", "--warmup", "0", "--place", "activation=pmem"]);
+    let s = text(&out.stdout);
+    assert!(s.contains("pmem EMULATED as optane-dcpmm") && s.contains("timing     EMULATED: tensors in 'pmem'"), "{s}");
+}
+
+#[test]
+fn run_places_tensors_across_three_tiers_from_a_host_file() {
+    let out = placer(&[
+        "run",
+        BUNDLED,
+        "-n",
+        "1",
+        "--warmup",
+        "0",
+        "--host",
+        "configs/hosts/emulated-three-tier.json",
+        "--place",
+        "weight=cxl",
+        "--place",
+        "activation=pmem",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    let used: Vec<&str> =
+        json["emulated_pools"].as_array().expect("list").iter().filter_map(|p| p["pool"].as_str()).collect();
+    assert_eq!(used, ["cxl", "pmem"]);
+    let peaks = json["pool_peaks"].as_array().expect("list");
+    assert!(peaks.iter().all(|p| p[1].as_u64().is_some_and(|b| b > 0)), "every tier holds tensors: {peaks:?}");
+}
+
+#[test]
+fn run_rejects_unknown_pools_roles_and_foreign_hosts() {
+    let cases: [&[&str]; 4] = [
+        &["--place", "activation=hbm"],
+        &["--place", "activations=pmem"],
+        &["--place", "pmem"],
+        &["--topology", "configs/topologies/cxl-expander.xml"],
+    ];
+    let expected = [
+        "unknown pool 'hbm'; pools: dram, pmem",
+        "unknown role 'activations'",
+        "expected ROLE=POOL",
+        "describes another machine",
+    ];
+    for (extra, expected) in cases.iter().zip(expected) {
+        let mut args = vec!["run", BUNDLED, "-n", "1"];
+        args.extend_from_slice(extra);
+        let out = placer(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        assert!(err.contains(expected) && err.lines().count() == 1, "{extra:?}: {err}");
+    }
+}
+
+#[test]
+fn topo_lists_this_machine_with_an_emulated_tier_and_probes_it() {
+    // Its own cache, so no other test's baseline can replace the probe in between.
+    let cache = tempfile::tempdir().expect("temp dir");
+    let cache = cache.path().to_str().expect("utf-8 path");
+    let out = placer(&["topo", "--probe", "--probe-bytes", "32MiB", "--json", "--cache-dir", cache]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(json["emulated"], true);
+    let pools = json["probe"]["pools"].as_array().expect("probed pools");
+    assert_eq!(pools.len(), 2);
+    assert_eq!((pools[0]["pool"].as_str(), pools[0]["emulated_as"].as_str()), (Some("dram"), None));
+    assert_eq!(pools[1]["emulated_as"], "optane-dcpmm");
+    for p in pools {
+        for what in ["read_gbps", "write_gbps", "copy_gbps"] {
+            assert!(p[what]["median"].as_f64().is_some_and(|g| g > 0.0), "{what}: {p}");
+        }
+        assert_eq!(p["pages_elsewhere"], 0, "pages land on the bound node: {p}");
+    }
+    // The emulated pool is slower than the DRAM it lives in, as its model says.
+    assert!(pools[1]["write_gbps"]["median"].as_f64() < pools[0]["write_gbps"]["median"].as_f64());
+    assert_eq!(json["probe"]["copies"].as_array().map(Vec::len), Some(2));
+
+    // The figures are cached and shown again without measuring.
+    let out = placer(&["topo", "--cache-dir", cache]);
+    let s = text(&out.stdout);
+    assert!(s.contains("from the cache") && s.contains("EMULATED: pool 'pmem' is not real pmem memory"), "{s}");
+}
+
+#[test]
+fn topo_shows_the_tiers_of_exported_hosts() {
+    let expected = [
+        ("two-socket-optane.xml", "dram > remote-dram > pmem"),
+        ("xeon-max-flat.xml", "dram > hbm > remote-dram"),
+        ("cxl-expander.xml", "dram > cxl"),
+        ("three-tier.xml", "dram > cxl > pmem"),
+        ("two-level-memory.xml", "2LM (memory mode)"),
+    ];
+    for (file, shown) in expected {
+        let path = format!("configs/topologies/{file}");
+        let out = placer(&["topo", "--topology", &path]);
+        assert!(out.status.success(), "{file}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains(shown), "{file}: {}", text(&out.stdout));
+        assert!(!text(&out.stdout).contains("EMULATED"), "{file}");
+    }
+    let out = placer(&["topo", "--topology", "configs/topologies/three-tier.xml", "--probe"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("describes another machine"));
+}
+
+#[test]
+fn topo_rejects_bad_topologies_host_files_and_devices() {
+    let (_dir, path) = scratch("broken.xml");
+    std::fs::write(&path, "<topology version=\"2.0\"><object").expect("write fixture");
+    let p = path.to_str().expect("utf-8 path");
+    let cases: [(&[&str], &str); 4] = [
+        (&["--topology", p], "topology "),
+        (&["--topology", "no/such.xml"], "no such file"),
+        (&["--host", "no/such.json"], "host file no/such.json"),
+        (&["--emulate", "optane-v9"], "unknown device model 'optane-v9'"),
+    ];
+    for (args, expected) in cases {
+        let mut all = vec!["topo"];
+        all.extend_from_slice(args);
+        let out = placer(&all);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: ") && err.contains(expected), "{args:?}: {err}");
+    }
+    assert_eq!(
+        placer(&["topo", "--host", "configs/hosts/memkind-fsdax.json", "--emulate", "cxl-type3"]).status.code(),
+        Some(2)
+    );
 }
 
 #[test]

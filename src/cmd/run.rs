@@ -41,9 +41,9 @@ pub struct Args {
 fn placement(model: &Model, pools: &PoolSet, options: &[String]) -> anyhow::Result<Placement> {
     let mut placement = Placement::all_in(model, PoolId(0));
     for option in options {
-        let (role, pool) = option
-            .split_once('=')
-            .ok_or_else(|| placer_host::HostError::Usage { reason: format!("--place '{option}': expected ROLE=POOL") })?;
+        let (role, pool) = option.split_once('=').ok_or_else(|| placer_host::HostError::Usage {
+            reason: format!("--place '{option}': expected ROLE=POOL"),
+        })?;
         let pool = pools.find(pool).with_context(|| format!("--place {option}"))?;
         let role = match role {
             "all" => None,
@@ -95,8 +95,11 @@ fn render(s: &RunSummary, pools: &PoolSet) -> String {
     facts.row(vec![
         "timing".into(),
         if s.emulated {
-            let pools: Vec<String> =
-                s.emulated_pools.iter().map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors)).collect();
+            let pools: Vec<String> = s
+                .emulated_pools
+                .iter()
+                .map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors))
+                .collect();
             format!(
                 "EMULATED: tensors in {} are in DRAM and each kernel waits what the device model charges \
                  (median {} ms of waiting per step); these are not measurements of that device",

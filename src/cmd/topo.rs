@@ -46,9 +46,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Some(probe), false)
     } else {
         let cached = host.cache.as_ref().and_then(|c| c.probe.clone());
-        let matches = cached.as_ref().is_some_and(|p| {
-            p.pools.iter().map(|x| &x.pool).eq(host.layout.pools.iter().map(|x| &x.name))
-        });
+        let matches = cached
+            .as_ref()
+            .is_some_and(|p| p.pools.iter().map(|x| &x.pool).eq(host.layout.pools.iter().map(|x| &x.name)));
         (cached.filter(|_| matches), true)
     };
     let baseline = host.cache.as_ref().map(|c| c.baseline);
@@ -104,10 +104,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
             LayoutOrigin::HostFile { path, name } => format!("host file {} ('{name}')", path.display()),
         },
     ]);
-    facts.row(vec![
-        "tiers".into(),
-        layout.tiers().iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" > "),
-    ]);
+    facts.row(vec!["tiers".into(), layout.tiers().iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" > ")]);
     if let Some(b) = baseline {
         facts.row(vec![
             "DRAM baseline".into(),
@@ -123,9 +120,20 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
     }
     let mut out = facts.render();
 
-    out.push_str("\nNUMA nodes (bandwidth and latency as published by the firmware (HMAT), seen from the home package)\n");
-    let mut nodes =
-        Table::new(&["node", "package", "CPUs", "capacity", "subtype", "read MiB/s", "write MiB/s", "latency ns", "memory-side cache"]);
+    out.push_str(
+        "\nNUMA nodes (bandwidth and latency as published by the firmware (HMAT), seen from the home package)\n",
+    );
+    let mut nodes = Table::new(&[
+        "node",
+        "package",
+        "CPUs",
+        "capacity",
+        "subtype",
+        "read MiB/s",
+        "write MiB/s",
+        "latency ns",
+        "memory-side cache",
+    ]);
     for n in &topo.nodes {
         nodes.row(vec![
             n.os_index.to_string(),
@@ -158,7 +166,8 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
             probe.threads,
             if cached { "; from the cache, rerun with --probe to refresh" } else { "" }
         ));
-        let mut t = Table::new(&["pool", "what", "read GB/s", "write GB/s", "copy GB/s", "latency ns", "pages on its nodes"]);
+        let mut t =
+            Table::new(&["pool", "what", "read GB/s", "write GB/s", "copy GB/s", "latency ns", "pages on its nodes"]);
         for p in &probe.pools {
             t.row(vec![
                 p.pool.clone(),

@@ -23,6 +23,7 @@ fn pools() -> PoolSet {
 }
 
 #[test]
+#[allow(clippy::print_stdout)]
 fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
     let in_dram = Placement::all_in(&model, PoolId(0));
@@ -72,6 +73,7 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     let excess = Stats::of(&excess).expect("samples");
     let tolerance = 1.5 * 1.4826 * excess.mad;
     let off = excess.median - predicted_ms;
+    // Shown with --nocapture; docs/BENCHMARKS.md quotes it.
     println!(
         "dram {:.3} ms (MAD {:.3}), emulated {:.3} ms (MAD {:.3}); step ratio measured {:.4}, predicted {:.4}; \
          excess {:.3} ms vs predicted {predicted_ms:.3} ms: off {off:+.3} ms, tolerance ±{tolerance:.3} ms",
@@ -83,5 +85,9 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
         (fast.median + predicted_ms) / fast.median,
         excess.median,
     );
-    assert!(off.abs() <= tolerance, "excess {:.3} ms vs predicted {predicted_ms:.3} ms (tolerance {tolerance:.3})", excess.median);
+    assert!(
+        off.abs() <= tolerance,
+        "excess {:.3} ms vs predicted {predicted_ms:.3} ms (tolerance {tolerance:.3})",
+        excess.median
+    );
 }

@@ -85,12 +85,16 @@ pub fn load(dir: &Path, fingerprint: &str) -> Result<Option<HostCache>, HostErro
 
 /// Writes atomically: a temporary file in the same directory, then a rename, so an
 /// interrupted write never leaves a half-written cache.
-pub fn store(dir: &Path, fingerprint: &str, baseline: DramBaseline, probe: Option<PoolsProbe>) -> Result<PathBuf, HostError> {
+pub fn store(
+    dir: &Path,
+    fingerprint: &str,
+    baseline: DramBaseline,
+    probe: Option<PoolsProbe>,
+) -> Result<PathBuf, HostError> {
     let path = path_for(dir, fingerprint);
     let err = |reason: String| HostError::Cache { path: path.clone(), reason };
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    let measured_at =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let measured_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
     let cache = HostCache {
         format: CACHE_FORMAT.to_string(),
         version: 1,

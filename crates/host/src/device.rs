@@ -98,10 +98,7 @@ impl DeviceModel {
 
     /// Device bandwidth as a fraction of the reference DRAM's, for reads and writes.
     pub fn bandwidth_ratios(&self) -> (f64, f64) {
-        (
-            self.device.read_gbps / self.reference_dram.read_gbps,
-            self.device.write_gbps / self.reference_dram.write_gbps,
-        )
+        (self.device.read_gbps / self.reference_dram.read_gbps, self.device.write_gbps / self.reference_dram.write_gbps)
     }
 
     pub fn latency_ratio(&self) -> f64 {
@@ -146,7 +143,8 @@ mod tests {
     fn bad_models_are_refused_with_the_reason() {
         let err = DeviceModel::named("optane-pmem").expect_err("unknown");
         assert!(err.to_string().contains("optane-dcpmm, cxl-type3, remote-socket"), "{err}");
-        let text = include_str!("../../../configs/devices/cxl-type3.json").replace("\"read_gbps\": 32.0", "\"read_gbps\": -1");
+        let text =
+            include_str!("../../../configs/devices/cxl-type3.json").replace("\"read_gbps\": 32.0", "\"read_gbps\": -1");
         let err = DeviceModel::parse(&text, Path::new("x.json")).expect_err("negative");
         assert!(err.to_string().contains("device.read_gbps must be a positive number"), "{err}");
         let err = DeviceModel::parse("{\"format\": 1", Path::new("x.json")).expect_err("malformed");

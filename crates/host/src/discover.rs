@@ -4,11 +4,11 @@
 
 use crate::HostError;
 use hwlocality::Topology;
-use hwlocality::topology::builder::{TopologyBuilder, TypeFilter};
 use hwlocality::memory::attribute::MemoryAttribute;
 use hwlocality::object::TopologyObject;
 use hwlocality::object::attributes::ObjectAttributes;
 use hwlocality::object::types::ObjectType;
+use hwlocality::topology::builder::{TopologyBuilder, TypeFilter};
 use placer_pools::PoolKind;
 use serde::Serialize;
 use std::path::{Path, PathBuf};

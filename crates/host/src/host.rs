@@ -1,11 +1,11 @@
 //! [`Host`]: a layout plus what is needed to use it on this machine.
 
+use crate::HostError;
 use crate::cache::{self, DramBaseline, HostCache};
 use crate::discover::{HostTopology, Source};
 use crate::hostfile;
 use crate::layout::{BackendSpec, EmulateChoice, HostLayout, PoolSpec};
 use crate::probe::{self, PoolsProbe, ProbeOptions};
-use crate::HostError;
 use placer_pools::{Backend, NumaBinder, Pool, PoolError, PoolId, PoolKind, PoolSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,7 +22,12 @@ pub struct HostOptions {
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { topology_xml: None, host_file: None, emulate: EmulateChoice::Default, cache_dir: cache::default_dir() }
+        HostOptions {
+            topology_xml: None,
+            host_file: None,
+            emulate: EmulateChoice::Default,
+            cache_dir: cache::default_dir(),
+        }
     }
 }
 
@@ -75,7 +80,8 @@ impl Host {
         if let Some(cache) = &self.cache {
             return Ok((cache.baseline, false));
         }
-        let baseline = self.measure_baseline(&ProbeOptions { bytes: 256 << 20, repeats: 3, ..ProbeOptions::default() })?;
+        let baseline =
+            self.measure_baseline(&ProbeOptions { bytes: 256 << 20, repeats: 3, ..ProbeOptions::default() })?;
         self.store(baseline, None)?;
         Ok((baseline, true))
     }
@@ -143,11 +149,9 @@ impl Host {
         let numa = |nodes: &Vec<u32>| -> Result<Backend, HostError> {
             match &self.binder {
                 Some(Ok(binder)) => Ok(Backend::Numa { nodes: nodes.clone(), binder: binder.clone() }),
-                Some(Err(reason)) => Err(PoolError::BackendUnavailable {
-                    backend: "NUMA binding".into(),
-                    reason: reason.clone(),
+                Some(Err(reason)) => {
+                    Err(PoolError::BackendUnavailable { backend: "NUMA binding".into(), reason: reason.clone() }.into())
                 }
-                .into()),
                 None => Err(HostError::NoDram),
             }
         };

@@ -61,7 +61,10 @@ pub fn load(path: &Path, topology: HostTopology) -> Result<HostLayout, HostError
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let file: HostFile = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
     if file.format != "placer-host" || file.version != 1 {
-        return Err(bad(format!("format '{}' version {}; expected 'placer-host' version 1", file.format, file.version)));
+        return Err(bad(format!(
+            "format '{}' version {}; expected 'placer-host' version 1",
+            file.format, file.version
+        )));
     }
     if file.pools.is_empty() {
         return Err(bad("it lists no pools".into()));

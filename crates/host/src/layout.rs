@@ -52,7 +52,10 @@ impl PoolSpec {
 pub enum LayoutOrigin {
     /// One pool per tier, from the topology.
     Discovered,
-    HostFile { path: PathBuf, name: String },
+    HostFile {
+        path: PathBuf,
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -123,7 +126,7 @@ impl HostLayout {
             EmulateChoice::Devices(d) => d.clone(),
         };
         for device in devices {
-            let home = pools.iter().find(|p| p.kind == PoolKind::Dram).ok_or_else(|| HostError::NoDram)?;
+            let home = pools.iter().find(|p| p.kind == PoolKind::Dram).ok_or(HostError::NoDram)?;
             let nodes = match &home.backend {
                 BackendSpec::Numa { nodes } => nodes.clone(),
                 _ => return Err(HostError::NoDram),

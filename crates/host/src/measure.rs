@@ -24,7 +24,11 @@ impl Spread {
         } else {
             0.5 * (samples[n / 2 - 1] + samples[n / 2])
         };
-        Spread { median, min: samples.first().copied().unwrap_or(f64::NAN), max: samples.last().copied().unwrap_or(f64::NAN) }
+        Spread {
+            median,
+            min: samples.first().copied().unwrap_or(f64::NAN),
+            max: samples.last().copied().unwrap_or(f64::NAN),
+        }
     }
 }
 

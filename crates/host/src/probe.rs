@@ -133,7 +133,12 @@ pub fn probe_pool(pools: &mut PoolSet, pool: PoolId, options: &ProbeOptions) -> 
 }
 
 /// Copy bandwidth between two different pools, in that direction.
-pub fn probe_copy(pools: &mut PoolSet, from: PoolId, to: PoolId, options: &ProbeOptions) -> Result<CopyProbe, HostError> {
+pub fn probe_copy(
+    pools: &mut PoolSet,
+    from: PoolId,
+    to: PoolId,
+    options: &ProbeOptions,
+) -> Result<CopyProbe, HostError> {
     let bytes = buffer_bytes(pools, from, options.bytes).min(buffer_bytes(pools, to, options.bytes));
     let mut src = pools.allocate(from, bytes)?;
     let mut dst = pools.allocate(to, bytes)?;
@@ -145,11 +150,8 @@ pub fn probe_copy(pools: &mut PoolSet, from: PoolId, to: PoolId, options: &Probe
         let waited = busy_wait_ns(extra).as_secs_f64();
         samples.push(gbps(bytes, secs + waited));
     }
-    let probe = CopyProbe {
-        from: pools.pool(from).name.clone(),
-        to: pools.pool(to).name.clone(),
-        gbps: Spread::of(samples),
-    };
+    let probe =
+        CopyProbe { from: pools.pool(from).name.clone(), to: pools.pool(to).name.clone(), gbps: Spread::of(samples) };
     pools.free(src);
     pools.free(dst);
     Ok(probe)

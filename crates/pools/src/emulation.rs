@@ -21,7 +21,13 @@ impl Emulation {
     /// Per-byte extra cost from bandwidths in bytes/s. A device faster than DRAM (HBM)
     /// cannot be emulated by waiting; the cost is clamped at zero and the caller is
     /// expected to say so.
-    pub fn from_bandwidths(device: &str, dram_read: f64, dram_write: f64, slow_read: f64, slow_write: f64) -> Emulation {
+    pub fn from_bandwidths(
+        device: &str,
+        dram_read: f64,
+        dram_write: f64,
+        slow_read: f64,
+        slow_write: f64,
+    ) -> Emulation {
         let extra = |slow: f64, dram: f64| (1e9 / slow - 1e9 / dram).max(0.0);
         Emulation {
             device: device.to_string(),

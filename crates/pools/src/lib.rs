@@ -15,9 +15,9 @@ mod emulation;
 mod pool;
 mod set;
 
-pub use alloc::numa::{NumaBinder, PagePlacement};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
+pub use alloc::numa::{NumaBinder, PagePlacement};
 pub use buffer::Buffer;
 pub use emulation::{Emulation, busy_wait_ns, busy_wait_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};

@@ -1,6 +1,5 @@
 use placer_pools::*;
 
-
 fn two_pools() -> PoolSet {
     PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 20), Pool::new("slow", PoolKind::Dram, 4096)])
 }
@@ -102,8 +101,13 @@ fn a_topology_from_xml_cannot_bind_on_this_machine() {
 
 #[test]
 fn emulated_pools_say_so_when_described() {
-    let pool = Pool::new("pmem", PoolKind::Pmem, 1 << 30)
-        .with_emulation(Emulation::from_bandwidths("optane-dcpmm", 40e9, 30e9, 14e9, 5e9));
+    let pool = Pool::new("pmem", PoolKind::Pmem, 1 << 30).with_emulation(Emulation::from_bandwidths(
+        "optane-dcpmm",
+        40e9,
+        30e9,
+        14e9,
+        5e9,
+    ));
     assert!(pool.describe().contains("EMULATED as optane-dcpmm"), "{}", pool.describe());
     assert!(PoolSet::new(vec![pool]).any_emulated());
 }

@@ -1,0 +1,149 @@
+//! Every test topology in configs/topologies/ gives the pools and tiers of the host it
+//! models, and this machine gives DRAM plus an emulated tier.
+
+use placer_host::{BackendSpec, EmulateChoice, Host, HostOptions, HostTopology};
+use placer_pools::PoolKind;
+use std::path::{Path, PathBuf};
+
+fn topology(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/topologies").join(name)
+}
+
+fn open_xml(name: &str) -> Host {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let options = HostOptions {
+        topology_xml: Some(topology(name)),
+        cache_dir: cache.path().to_path_buf(),
+        ..HostOptions::default()
+    };
+    Host::open(&options).expect("topology loads")
+}
+
+/// (name, kind, GiB, NUMA nodes) of every pool.
+fn pools(host: &Host) -> Vec<(String, PoolKind, u64, Vec<u32>)> {
+    host.layout
+        .pools
+        .iter()
+        .map(|p| {
+            let nodes = match &p.backend {
+                BackendSpec::Numa { nodes } | BackendSpec::Emulated { nodes, .. } => nodes.clone(),
+                _ => Vec::new(),
+            };
+            (p.name.clone(), p.kind, p.capacity >> 30, nodes)
+        })
+        .collect()
+}
+
+fn pool(name: &str, kind: PoolKind, gib: u64, nodes: &[u32]) -> (String, PoolKind, u64, Vec<u32>) {
+    (name.to_string(), kind, gib, nodes.to_vec())
+}
+
+#[test]
+fn two_socket_optane_has_local_and_remote_dram_and_pmem_with_hmat_figures() {
+    let host = open_xml("two-socket-optane.xml");
+    assert_eq!(
+        pools(&host),
+        vec![
+            pool("dram", PoolKind::Dram, 192, &[0]),
+            pool("remote-dram", PoolKind::RemoteDram, 192, &[1]),
+            pool("pmem", PoolKind::Pmem, 768, &[2]),
+            pool("remote-pmem", PoolKind::Pmem, 768, &[3]),
+        ]
+    );
+    assert!(!host.layout.two_level_memory);
+    assert!(!host.layout.any_emulated(), "an XML host is planned with its real tiers only");
+    let node = |i: u32| host.layout.topology.nodes.iter().find(|n| n.os_index == i).expect("node");
+    assert_eq!((node(0).cpus, node(2).cpus), (4, 0), "Optane nodes are CPU-less");
+    // 37.6 GB/s and 12.5 GB/s (Yang et al.) in MiB/s, as annotated.
+    assert_eq!(
+        (node(2).attrs.read_bw(), node(2).attrs.write_bw(), node(2).attrs.latency()),
+        (Some(35858), Some(11921), Some(305))
+    );
+    assert_eq!(node(1).attrs.latency(), Some(140), "remote DRAM seen from package 0");
+}
+
+#[test]
+fn xeon_max_in_flat_mode_has_an_hbm_tier() {
+    let host = open_xml("xeon-max-flat.xml");
+    let kinds: Vec<PoolKind> = host.layout.pools.iter().map(|p| p.kind).collect();
+    assert_eq!(kinds, vec![PoolKind::Dram, PoolKind::Hbm, PoolKind::Hbm, PoolKind::RemoteDram]);
+    assert_eq!(pools(&host)[1], pool("hbm", PoolKind::Hbm, 64, &[2]));
+    assert_eq!(host.layout.tiers(), vec![PoolKind::Dram, PoolKind::Hbm, PoolKind::RemoteDram]);
+}
+
+#[test]
+fn a_cxl_expander_is_its_own_tier() {
+    let host = open_xml("cxl-expander.xml");
+    assert_eq!(pools(&host), vec![pool("dram", PoolKind::Dram, 128, &[0]), pool("cxl", PoolKind::Cxl, 256, &[1])]);
+    assert_eq!(host.layout.topology.nodes[1].attrs.latency(), Some(170));
+}
+
+#[test]
+fn two_level_memory_is_reported_and_has_no_placeable_slow_tier() {
+    let host = open_xml("two-level-memory.xml");
+    assert!(host.layout.two_level_memory);
+    assert!(host.layout.pools.iter().all(|p| matches!(p.kind, PoolKind::Dram | PoolKind::RemoteDram)));
+    assert_eq!(host.layout.topology.nodes[0].memory_side_cache, Some(192 << 30));
+    assert!(host.layout.pools[0].notes[0].contains("2LM"), "{:?}", host.layout.pools[0].notes);
+}
+
+#[test]
+fn three_tiers_come_out_in_speed_order() {
+    let host = open_xml("three-tier.xml");
+    assert_eq!(host.layout.tiers(), vec![PoolKind::Dram, PoolKind::Cxl, PoolKind::Pmem]);
+    assert_eq!(host.layout.pools.len(), 3);
+}
+
+#[test]
+fn an_exported_one_node_machine_is_one_dram_pool() {
+    let host = open_xml("this-machine.xml");
+    assert_eq!(pools(&host).len(), 1);
+    assert_eq!(host.layout.pools[0].kind, PoolKind::Dram);
+}
+
+#[test]
+fn an_xml_host_can_be_listed_but_not_allocated() {
+    let mut host = open_xml("cxl-expander.xml");
+    let err = host.pool_set().expect_err("another machine");
+    assert!(err.to_string().contains("describes another machine"), "{err}");
+}
+
+#[test]
+fn bad_topology_files_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        ("missing.xml", None, "no such file"),
+        ("garbage.xml", Some("this is not xml"), "not an hwloc XML export"),
+        ("v3.xml", Some("<?xml version=\"1.0\"?>\n<topology version=\"3.0\">\n</topology>\n"), "hwloc 3.x XML"),
+        (
+            "broken.xml",
+            Some("<?xml version=\"1.0\"?>\n<topology version=\"2.0\">\n<object type=\"Machine\"\n"),
+            "topology",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        let path = dir.path().join(name);
+        if let Some(text) = text {
+            std::fs::write(&path, text).expect("write");
+        }
+        let err = HostTopology::from_xml_file(&path).expect_err(name);
+        let msg = err.to_string();
+        assert!(msg.starts_with("topology ") && msg.contains(name) && msg.contains(expected), "{name}: {msg}");
+    }
+}
+
+#[test]
+fn this_machine_gets_dram_plus_an_emulated_pmem_pool_by_default() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let options = HostOptions { cache_dir: cache.path().to_path_buf(), ..HostOptions::default() };
+    let host = Host::open(&options).expect("this host");
+    let layout = &host.layout;
+    let real_tiers = layout.pools.iter().filter(|p| !p.is_emulated()).map(|p| p.kind).collect::<Vec<_>>();
+    if real_tiers.iter().all(|k| *k == PoolKind::Dram) {
+        let emulated = layout.pools.iter().find(|p| p.is_emulated()).expect("an emulated tier is added");
+        assert_eq!((emulated.name.as_str(), emulated.kind), ("pmem", PoolKind::Pmem));
+        assert_eq!(emulated.device.as_ref().map(|d| d.name.as_str()), Some("optane-dcpmm"));
+    }
+    let none = HostOptions { emulate: EmulateChoice::None, ..options };
+    assert!(!Host::open(&none).expect("this host").layout.any_emulated());
+}
