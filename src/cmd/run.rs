@@ -80,6 +80,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the kernel put a NUMA pool's pages, as `move_pages` reported them.
+fn pages(pool: &placer_pools::Pool) -> String {
+    let t = pool.page_tally();
+    if t.checked == 0 {
+        return String::new();
+    }
+    format!("; {} of {} pages checked are on its node(s)", t.checked - t.elsewhere - t.unknown, t.checked)
+}
+
 fn ms(v: f64) -> String {
     format!("{v:.3}")
 }
@@ -89,7 +98,7 @@ fn render(s: &RunSummary, pools: &PoolSet) -> String {
     for (pool, (name, peak)) in pools.pools().iter().zip(&s.pool_peaks) {
         facts.row(vec![
             format!("pool {name}"),
-            format!("{}: {} allocated of {}", pool.describe(), bytes(*peak), bytes(pool.capacity)),
+            format!("{}: {} allocated of {}{}", pool.describe(), bytes(*peak), bytes(pool.capacity), pages(pool)),
         ]);
     }
     facts.row(vec![

@@ -104,10 +104,12 @@ impl HostTopology {
             return Err(bad("not an hwloc XML export: no <topology> element".into()));
         }
         let builder = Topology::builder().from_xml_file(path).map_err(|e| bad(e.to_string()))?;
-        let topology = keep_memory_caches(builder)
-            .map_err(bad)?
-            .build()
-            .map_err(|e| bad(format!("hwloc could not load it: {e}")))?;
+        let topology = keep_memory_caches(builder).map_err(bad)?.build().map_err(|_| {
+            bad(format!(
+                "hwloc rejected it as malformed (HWLOC_XML_VERBOSE=1 lstopo-no-graphics --input {} shows where)",
+                path.display()
+            ))
+        })?;
         let host = HostTopology::from_hwloc(&topology, Source::Xml { path: path.to_path_buf() }, &text);
         if host.nodes.is_empty() {
             return Err(bad("it has no NUMA nodes".into()));
