@@ -60,6 +60,10 @@ pub struct NumaNode {
     pub package: Option<u32>,
     /// hwloc's subtype (DRAM, HBM, NVM, CXL-DRAM, SPM, MCDRAM, GPUMemory), if known.
     pub subtype: Option<String>,
+    /// The kernel's memory tier (`/sys/devices/virtual/memory_tiering`, Linux 6.1+):
+    /// lower is faster; DRAM is usually tier 4, PMEM and CXL nodes sit in higher ones.
+    /// Live hosts only.
+    pub kernel_tier: Option<u32>,
     /// A memory-side cache in front of this node (2LM / cache mode): `Some(bytes)`, or
     /// `Some(0)` when its size is not known.
     pub memory_side_cache: Option<u64>,
@@ -126,6 +130,10 @@ impl HostTopology {
             let initiator = initiator.clone()?;
             a.value(Some(initiator.into()), node).ok().flatten()
         };
+        let kernel_tiers = match source {
+            Source::ThisHost => kernel_memory_tiers(),
+            Source::Xml { .. } => Vec::new(),
+        };
         let nodes = topology
             .objects_with_type(ObjectType::NUMANode)
             .map(|n| {
@@ -142,6 +150,7 @@ impl HostTopology {
                     cpus: local_cpus(&source, n),
                     package: package_of(n).and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
                     subtype: n.subtype().map(|s| s.to_string_lossy().into_owned()),
+                    kernel_tier: kernel_tiers.iter().find(|(n, _)| *n == os_index).map(|(_, t)| *t),
                     memory_side_cache,
                     attrs: MemAttrs {
                         bandwidth_mibps: attr(MemoryAttribute::bandwidth(topology), n),
@@ -248,16 +257,39 @@ fn local_cpus(source: &Source, node: &TopologyObject) -> usize {
 
 /// Counts the CPUs in a kernel cpu list such as `0-3,8,10-11`.
 fn count_cpu_list(list: &str) -> usize {
+    parse_list(list).len()
+}
+
+/// The members of a kernel list such as `0-3,8,10-11` (CPUs or NUMA nodes).
+fn parse_list(list: &str) -> Vec<u32> {
     list.split(',')
         .filter(|part| !part.is_empty())
-        .map(|part| match part.split_once('-') {
-            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
-                (Ok(a), Ok(b)) if b >= a => b - a + 1,
-                _ => 0,
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => match (a.parse::<u32>(), b.parse::<u32>()) {
+                (Ok(a), Ok(b)) if b >= a => (a..=b).collect(),
+                _ => Vec::new(),
             },
-            None => usize::from(part.parse::<usize>().is_ok()),
+            None => part.parse::<u32>().into_iter().collect(),
         })
-        .sum()
+        .collect()
+}
+
+/// (node, tier) for every node in the kernel's memory tiers; empty before Linux 6.1.
+fn kernel_memory_tiers() -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/sys/devices/virtual/memory_tiering") else {
+        return Vec::new();
+    };
+    let mut tiers = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(tier) = name.strip_prefix("memory_tier").and_then(|t| t.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(list) = std::fs::read_to_string(entry.path().join("nodelist")) {
+            tiers.extend(parse_list(list.trim()).into_iter().map(|node| (node, tier)));
+        }
+    }
+    tiers
 }
 
 fn package_of(object: &TopologyObject) -> Option<&TopologyObject> {
@@ -273,5 +305,6 @@ mod tests {
         assert_eq!(count_cpu_list("0-3,8,10-11"), 7);
         assert_eq!(count_cpu_list(""), 0);
         assert_eq!(count_cpu_list("5"), 1);
+        assert_eq!(super::parse_list("0,2-3"), vec![0, 2, 3]);
     }
 }
