@@ -1,0 +1,203 @@
+//! End-to-end tests of `placer compare` on synthetic checkpoints.
+
+use placer_profile::checkpoint;
+use placer_profile::record::{FORMAT_NAME, FORMAT_VERSION};
+use placer_profile::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// One host cache per test process, so tests never touch the user's ~/.cache.
+fn cache_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
+}
+
+fn placer(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_placer"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PLACER_CACHE_DIR", cache_dir())
+        .output()
+        .expect("placer runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// A profile of `model` in which kernel i has median `us[i]` (MAD 1 µs, 30 samples),
+/// in configuration `[i % 2, 0]` over pools dram and an emulated pmem.
+fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) -> Profile {
+    let measurements = us
+        .iter()
+        .enumerate()
+        .map(|(i, &u)| Measurement {
+            signature: 1000 + i as u64,
+            config: vec![(i % 2) as u16, 0],
+            node: format!("conv{i}"),
+            op: "conv2d".into(),
+            pass: 0,
+            count: 30,
+            median_ns: u * 1e3,
+            mad_ns: 1e3,
+            min_ns: u * 1e3,
+            max_ns: u * 1e3,
+            cv: 1.4826e3 / (u * 1e3),
+        })
+        .collect();
+    Profile {
+        header: ProfileHeader {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            model_name: model.into(),
+            model_hash: format!("{:0>64}", model.len()),
+            host_fingerprint: "test-host".into(),
+            pools: vec![
+                PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
+                PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm-gen1".into()) },
+            ],
+            emulated: true,
+            protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1 },
+            mode: Mode { max_simultaneous, two_hop: false, sample: None },
+            pins: vec![],
+            plan_hash: format!("plan-{max_simultaneous}"),
+        },
+        passes_total: 4,
+        passes_done: 4,
+        wall_seconds,
+        clock_resolution_ns: 1.0,
+        clock_overhead_ns: 20.0,
+        measurements,
+    }
+}
+
+const A_US: [f64; 6] = [120.0, 250.0, 800.0, 1500.0, 4000.0, 10.0];
+
+/// Saves profiles A (single) and B (simultaneous, B's medians `b_us`) into a temp dir.
+fn checkpoints(b_us: &[f64]) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (a, b) = (dir.path().join("single.ckpt"), dir.path().join("simultaneous.ckpt"));
+    checkpoint::save(&a, &profile("toy-b2", 1, 40.0, &A_US)).expect("save A");
+    checkpoint::save(&b, &profile("toy-b2", 4, 10.0, b_us)).expect("save B");
+    (dir, a, b)
+}
+
+#[test]
+fn agreeing_profiles_print_tables_and_exit_0() {
+    let (_dir, a, b) = checkpoints(&[121.0, 252.0, 790.0, 1500.0, 4050.0, 14.0]);
+    let out = placer(&["compare", path_str(&a), path_str(&b)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", text(&out.stderr));
+    for needle in [
+        "model toy-b2",
+        "EMULATED",
+        "single",
+        "simultaneous (up to 4 per pass)",
+        "0.25x A",
+        "≥ 50 µs",
+        "< 50 µs (tiny)",
+        "worst 5 kernel(s)",
+        "conv4",
+        "pmem,dram",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");
+    }
+    let last = stdout.lines().last().expect("verdict");
+    assert!(last.starts_with("profiles agree: 100.0% of 5"), "{last}");
+    assert!(last.contains("EMULATED"), "{last}");
+}
+
+#[test]
+fn disagreeing_profiles_exit_3_with_a_one_line_error() {
+    let (_dir, a, b) = checkpoints(&[150.0, 250.0, 800.0, 3000.0, 4000.0, 10.0]);
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--top", "2"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line error: {err}");
+    assert!(err.starts_with("error: profiles disagree: 60.0% of 5"), "{err}");
+    assert!(err.contains("worst 2.00x (conv2d conv3 pmem,dram)"), "{err}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("worst 2 kernel(s)"), "{stdout}");
+
+    // A looser bar passes the same pair.
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--share", "0.6"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn json_has_the_summary_and_every_row() {
+    let (_dir, a, b) = checkpoints(&[132.0, 250.0, 800.0, 1500.0, 4000.0, 10.0]);
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--json", "--tolerance", "0.1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(json["meets"], true);
+    assert_eq!(json["emulated"], true);
+    assert_eq!(json["matched"], 6);
+    assert_eq!(json["non_tiny"]["rows"], 5);
+    assert_eq!(json["tiny"]["rows"], 1);
+    assert_eq!(json["non_tiny"]["within_5"], 0.8);
+    assert_eq!(json["non_tiny"]["within_tolerance"], 1.0);
+    assert_eq!(json["a"]["mode"], "single");
+    assert_eq!(json["wall_ratio"], 0.25);
+    assert_eq!(json["rows"].as_array().expect("rows").len(), 6);
+    assert_eq!(json["worst"][0]["node"], "conv0");
+    assert!(json["verdict"].as_str().expect("verdict").starts_with("profiles agree"));
+}
+
+#[test]
+fn svg_is_written() {
+    let (dir, a, b) = checkpoints(&A_US);
+    let svg = dir.path().join("scatter.svg");
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--svg", path_str(&svg)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = std::fs::read_to_string(&svg).expect("svg written");
+    assert!(body.starts_with("<svg") && body.contains("log10 µs"), "{body}");
+    assert!(text(&out.stderr).contains("wrote scatter plot"));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
+        .collect();
+    assert!(left.is_empty(), "temporary file left behind: {left:?}");
+}
+
+#[test]
+fn garbage_and_missing_checkpoints_are_bad_input() {
+    let (dir, a, _b) = checkpoints(&A_US);
+    let garbage = dir.path().join("garbage.ckpt");
+    std::fs::write(&garbage, b"this is not a checkpoint").expect("write");
+    let out = placer(&["compare", path_str(&a), path_str(&garbage)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line error: {err}");
+    assert!(err.starts_with(&format!("error: checkpoint {}:", garbage.display())), "{err}");
+
+    let missing = dir.path().join("missing.ckpt");
+    let out = placer(&["compare", path_str(&missing), path_str(&a)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(&format!("checkpoint {}:", missing.display())));
+}
+
+#[test]
+fn profiles_of_different_models_are_refused() {
+    let (dir, a, _b) = checkpoints(&A_US);
+    let other = dir.path().join("other.ckpt");
+    checkpoint::save(&other, &profile("another-model-b2", 4, 10.0, &A_US)).expect("save");
+    let out = placer(&["compare", path_str(&a), path_str(&other)]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line error: {err}");
+    assert!(err.contains("different models") && err.contains("toy-b2") && err.contains("another-model-b2"), "{err}");
+}
+
+#[test]
+fn bad_options_are_bad_input() {
+    let (_dir, a, b) = checkpoints(&A_US);
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--share", "2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
