@@ -2,18 +2,35 @@
 //!
 //! 0 success; 1 a failure of the tool or the system (cannot write a file, not enough
 //! memory for the model);
-//! 2 bad input (an invalid model, an unknown name, a bad option value), as clap does
-//! for bad arguments.
+//! 2 bad input (an invalid model, an unknown name, a bad option value, a checkpoint from
+//! another model or host), as clap does for bad arguments; 3 `placer compare` found
+//! the profiles disagree beyond `--tolerance`.
 
 use placer_exec::ExecError;
 use placer_host::HostError;
 use placer_ir::IrError;
 use placer_pools::PoolError;
+use placer_profile::ProfileError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
 
 pub const BAD_INPUT: u8 = 2;
 pub const FAILURE: u8 = 1;
+/// `placer compare`: the two profiles were compared and do not agree within tolerance.
+pub const DISAGREEMENT: u8 = 3;
+
+/// Returned by a command whose answer is "no" (profiles disagree), so scripts can gate
+/// on the exit code.
+#[derive(Debug)]
+pub struct Disagreement(pub String);
+
+impl std::fmt::Display for Disagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Disagreement {}
 
 pub fn report(err: &anyhow::Error) -> ExitCode {
     if let Some(IrError::Invalid { path, diagnostics }) = err.downcast_ref::<IrError>() {
@@ -33,6 +50,18 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
 
 fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
+        if cause.downcast_ref::<Disagreement>().is_some() {
+            return DISAGREEMENT;
+        }
+        if let Some(e) = cause.downcast_ref::<ProfileError>() {
+            match e {
+                ProfileError::Checkpoint { .. } | ProfileError::Mismatch { .. } | ProfileError::Usage { .. } => {
+                    return BAD_INPUT;
+                }
+                // Classified below, as their own causes.
+                ProfileError::Exec(_) | ProfileError::Host(_) => {}
+            }
+        }
         if let Some(e) = cause.downcast_ref::<IrError>() {
             return match e {
                 IrError::Read { .. } | IrError::Invalid { .. } => BAD_INPUT,

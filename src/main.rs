@@ -19,8 +19,12 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Compare two profiles of the same model: single against simultaneous, or any two.
+    Compare(cmd::compare::Args),
     /// Summarise a model: sizes, live memory, largest tensors, configurations per node.
     Inspect(cmd::inspect::Args),
+    /// Measure every kernel in every memory configuration, in simultaneous passes.
+    Profile(cmd::profile::Args),
     /// Run training steps for real and time every kernel.
     Run(cmd::run::Args),
     /// List this host's memory pools (or another host's, from hwloc XML); --probe measures them.
@@ -32,7 +36,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Compare(args) => cmd::compare::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Profile(args) => cmd::profile::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Topo(args) => cmd::topo::run(args),
         Command::Zoo(args) => cmd::zoo::run(args),

@@ -1,5 +1,7 @@
+pub mod compare;
 pub mod host_args;
 pub mod inspect;
+pub mod profile;
 pub mod run;
 pub mod topo;
 pub mod zoo;

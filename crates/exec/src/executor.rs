@@ -83,6 +83,9 @@ pub struct Executor<'m> {
     /// Compulsory bytes per operand of every node, indexed by node id: what the
     /// emulated tier charges for.
     traffic: Vec<Vec<(TensorId, Traffic)>>,
+    /// What a `rayon::broadcast` round trip costs here, measured once; emulated waits
+    /// subtract it so they last what the formula says, not that plus the hand-shake.
+    broadcast_ns: f64,
 }
 
 impl<'m> Executor<'m> {
@@ -116,18 +119,28 @@ impl<'m> Executor<'m> {
         }
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
         let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
-        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic };
+        let broadcast_ns = if pools.any_emulated() { broadcast_cost_ns() } else { 0.0 };
+        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns };
         exec.fill(seed)?;
         Ok(exec)
     }
 
     fn fill(&mut self, seed: u64) -> Result<(), ExecError> {
-        let mut rng = SplitMix64::new(seed);
-        for (i, fill) in fill_plan(self.model).into_iter().enumerate() {
-            let tensor = &self.model.tensors()[i];
-            let buffer = self.buffer_mut(TensorId(i as u32))?;
+        let all: Vec<TensorId> = (0..self.model.tensors().len()).map(|i| TensorId(i as u32)).collect();
+        self.fill_tensors(&all, seed, false)
+    }
+
+    /// Each tensor draws from its own generator (seeded from `seed` and its index), so a
+    /// subset can be refilled to exactly its starting contents.
+    fn fill_tensors(&mut self, tensors: &[TensorId], seed: u64, write_zeros: bool) -> Result<(), ExecError> {
+        let plan = fill_plan(self.model);
+        for &t in tensors {
+            let mut rng = SplitMix64::new(seed ^ (u64::from(t.0) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let tensor = &self.model.tensors()[t.index()];
+            let buffer = self.buffer_mut(t)?;
             let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), source };
-            match fill {
+            match plan[t.index()] {
+                Fill::Zero if write_zeros => buffer.bytes_mut().fill(0),
                 Fill::Zero => {}
                 Fill::Index(bound) => {
                     for x in buffer.as_i32_mut().map_err(view_err)? {
@@ -143,6 +156,34 @@ impl<'m> Executor<'m> {
             }
         }
         Ok(())
+    }
+
+    /// Puts every tensor that a step updates in place (weights, optimiser state) back to
+    /// its starting contents, so repeated runs (profiling passes) compute on the same
+    /// data instead of a model that has trained for hundreds of steps.
+    pub fn reset_state(&mut self, seed: u64) -> Result<(), ExecError> {
+        let mut updated: Vec<TensorId> = self.model.nodes().iter().flat_map(|n| n.updates.iter().copied()).collect();
+        updated.sort_unstable();
+        updated.dedup();
+        self.fill_tensors(&updated, seed, true)
+    }
+
+    /// Moves every tensor whose pool differs from `placement`; returns how many moved.
+    /// On failure the tensors moved so far stay moved and the error names the tensor.
+    pub fn set_placement(&mut self, placement: &Placement) -> Result<usize, ExecError> {
+        if placement.0.len() != self.model.tensors().len() {
+            return Err(ExecError::PlacementLength { given: placement.0.len(), expected: self.model.tensors().len() });
+        }
+        let mut moved = 0;
+        for (i, &pool) in placement.0.iter().enumerate() {
+            let t = TensorId(i as u32);
+            let current = self.buffers[i].as_ref().map(Buffer::pool);
+            if current != Some(pool) {
+                self.move_tensor(t, pool)?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
     }
 
     fn buffer_mut(&mut self, t: TensorId) -> Result<&mut Buffer, ExecError> {
@@ -221,7 +262,7 @@ impl<'m> Executor<'m> {
             self.buffers[t.index()] = Some(buffer);
         }
         let kernel_ns = result?;
-        let wait = wait_on_every_thread(self.emulated_ns(n));
+        let wait = wait_on_every_thread(self.emulated_ns(n), self.broadcast_ns);
         // With a wait, time the whole span so the kernel's figure is what it would
         // take on the slow device; without one, keep the kernel's own tight timing.
         let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
@@ -329,17 +370,39 @@ impl<'m> Executor<'m> {
     }
 }
 
-/// Busy-waits `ns` here and on every other thread of the kernels' pool; returns the ns
-/// waited. A slow device stalls every thread of a parallel kernel, and keeping the pool
-/// busy also keeps it awake, as back-to-back kernels would: parked threads would charge
-/// the next kernel for waking them, which real slow memory does not.
-fn wait_on_every_thread(ns: f64) -> f64 {
+/// Busy-waits `ns` on every thread of the kernels' pool (all of them, this one
+/// included, in one synchronous broadcast); returns the ns waited. A slow device stalls
+/// every thread of a parallel kernel, and keeping the pool busy also keeps it awake, as
+/// back-to-back kernels would: parked threads would charge the next kernel for waking
+/// them, which real slow memory does not. Waits shorter than the broadcast itself spin
+/// on this thread only. (An asynchronous `spawn_broadcast` was tried first: its leftover
+/// jobs made later parallel kernels up to 2x slower.)
+fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
     if ns <= 0.0 {
         return 0.0;
     }
-    let deadline = Instant::now() + Duration::from_nanos(ns as u64);
-    rayon::spawn_broadcast(move |_| busy_wait_until(deadline));
-    busy_wait_ns(ns).as_nanos() as f64
+    if ns <= 2.0 * broadcast_ns {
+        return busy_wait_ns(ns).as_nanos() as f64;
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_nanos((ns - broadcast_ns) as u64);
+    rayon::broadcast(|_| busy_wait_until(deadline));
+    start.elapsed().as_nanos() as f64
+}
+
+/// Median cost of an empty broadcast issued from inside the pool, as steps issue them.
+fn broadcast_cost_ns() -> f64 {
+    rayon::scope(|_| {
+        let mut samples: Vec<f64> = (0..64)
+            .map(|_| {
+                let start = Instant::now();
+                rayon::broadcast(|_| ());
+                start.elapsed().as_nanos() as f64
+            })
+            .collect();
+        samples.sort_by(f64::total_cmp);
+        samples[samples.len() / 2]
+    })
 }
 
 fn missing(name: &str) -> ExecError {

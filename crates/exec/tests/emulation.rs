@@ -58,10 +58,6 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     let slow = Stats::of(&slow_ms).expect("samples");
     let waits = Stats::of(&waits_ms).expect("samples");
 
-    // The executor waited what the formula says (busy-waiting only ever overshoots, by
-    // about one clock reading per kernel).
-    assert!(waits.median >= predicted_ms && waits.median < predicted_ms * 1.02 + 0.05, "{waits:?} vs {predicted_ms}");
-
     // Paired per-step excess: each emulated step minus the DRAM step just before it, so
     // slow drifts of the shared machine cancel. The tolerance is the measurement's own
     // spread: 1.5 standard deviations of one step's excess (1.4826·MAD estimates σ
@@ -90,4 +86,8 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
         "excess {:.3} ms vs predicted {predicted_ms:.3} ms (tolerance {tolerance:.3})",
         excess.median
     );
+    // The executor waited what the formula says (busy-waiting only ever overshoots, by
+    // about one clock reading per kernel).
+    assert!((waits.median / predicted_ms - 1.0).abs() < 0.05, "{waits:?} vs {predicted_ms}");
+
 }

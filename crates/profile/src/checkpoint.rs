@@ -1,0 +1,72 @@
+//! Checkpoints: a [`Profile`] in bincode 2 behind a fixed text header, written
+//! atomically (temporary file, fsync, rename, fsync of the directory) after every pass.
+//!
+//! Layout: `placer-profile\n` magic, then a little-endian u32 format version, then the
+//! bincode body. The version is read before the body, so a file from another version is
+//! refused by name rather than misread.
+
+use crate::ProfileError;
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile};
+use std::io::Write;
+use std::path::Path;
+
+const MAGIC: &[u8] = b"placer-profile\n";
+
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard().with_little_endian().with_variable_int_encoding()
+}
+
+pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
+    let mut bytes = Vec::with_capacity(64 + profile.measurements.len() * 64);
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    bincode::serde::encode_into_std_write(profile, &mut bytes, config()).map_err(|e| e.to_string())?;
+    Ok(bytes)
+}
+
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
+    let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
+    let body = bytes
+        .strip_prefix(MAGIC)
+        .ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
+    let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
+    let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
+    if version != FORMAT_VERSION {
+        return Err(bad(format!("format version {version}; this placer reads version {FORMAT_VERSION}")));
+    }
+    let (profile, read): (Profile, usize) =
+        bincode::serde::decode_from_slice(body, config()).map_err(|e| bad(format!("damaged: {e}")))?;
+    if read != body.len() {
+        return Err(bad(format!("damaged: {} trailing bytes", body.len() - read)));
+    }
+    Ok(profile)
+}
+
+pub fn load(path: &Path) -> Result<Profile, ProfileError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ProfileError::Checkpoint { path: path.to_path_buf(), reason: e.to_string() })?;
+    decode(&bytes, path)
+}
+
+/// Replaces `path` with `profile` so that a crash at any moment leaves either the old
+/// file or the new one, complete.
+pub fn save(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
+    let err = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
+    let bytes = encode(profile).map_err(&err)?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory is synced.
+        std::fs::File::open(dir)?.sync_all()
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        err(e.to_string())
+    })
+}

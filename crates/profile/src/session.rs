@@ -1,0 +1,195 @@
+//! A profiling run from start (or from its checkpoint) to the end: plan, then measure
+//! pass by pass, saving after every pass.
+
+use crate::checkpoint;
+use crate::measure::{base_placement, run_pass};
+use crate::passes::{self, Pick, PlanStats};
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use crate::tasks::{self, Pin, TaskList};
+use crate::ProfileError;
+use placer_exec::{ClockInfo, Executor};
+use placer_ir::Model;
+use placer_pools::PoolSet;
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct ProfileOptions {
+    pub mode: Mode,
+    pub protocol: Protocol,
+    /// `--pin` rules as given.
+    pub pins: Vec<String>,
+}
+
+/// Everything decided before the first measurement.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub tasks: TaskList,
+    pub pins: Vec<Pin>,
+    pub passes: Vec<Vec<Pick>>,
+    pub stats: PlanStats,
+    pub header: ProfileHeader,
+}
+
+/// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
+/// simultaneous profiles of one model sit side by side.
+pub fn checkpoint_name(model: &Model, mode: &Mode) -> String {
+    let mut tag = if mode.max_simultaneous == 1 { "single".to_string() } else { format!("sim{}", mode.max_simultaneous) };
+    if mode.two_hop {
+        tag.push_str("-2hop");
+    }
+    if let Some((k, seed)) = mode.sample {
+        tag.push_str(&format!("-sample{k}-{seed}"));
+    }
+    format!("{}-{}-{tag}.ckpt", model.name(), &model.content_hash()[..12])
+}
+
+pub fn plan(
+    model: &Model,
+    pools: &PoolSet,
+    host_fingerprint: &str,
+    options: &ProfileOptions,
+) -> Result<Plan, ProfileError> {
+    let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
+    let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
+    let mut list = tasks::enumerate(model, names.len() as u16, &pins)?;
+    if let Some((k, seed)) = options.mode.sample {
+        list.tasks = tasks::sample(std::mem::take(&mut list.tasks), k as usize, seed);
+    }
+    let passes = passes::plan(model, &list.tasks, options.mode.max_simultaneous as usize, options.mode.two_hop);
+    let stats = passes::stats(&passes);
+    let mut h = Sha256::new();
+    for t in &list.tasks {
+        h.update(t.signature.to_le_bytes());
+        h.update(t.config.iter().flat_map(|c| c.to_le_bytes()).collect::<Vec<u8>>());
+    }
+    for (i, pass) in passes.iter().enumerate() {
+        h.update((i as u64).to_le_bytes());
+        for pick in pass {
+            h.update((pick.task as u64).to_le_bytes());
+            h.update(pick.node.0.to_le_bytes());
+        }
+    }
+    let plan_hash: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+    let header = ProfileHeader {
+        format: FORMAT_NAME.to_string(),
+        version: FORMAT_VERSION,
+        model_name: model.name().to_string(),
+        model_hash: model.content_hash(),
+        host_fingerprint: host_fingerprint.to_string(),
+        pools: pools
+            .pools()
+            .iter()
+            .map(|p| PoolInfo {
+                name: p.name.clone(),
+                kind: p.kind.to_string(),
+                emulated_as: p.emulation.as_ref().map(|e| e.device.clone()),
+            })
+            .collect(),
+        emulated: pools.any_emulated(),
+        protocol: options.protocol.clone(),
+        mode: options.mode.clone(),
+        pins: options.pins.clone(),
+        plan_hash,
+    };
+    Ok(Plan { tasks: list, pins, passes, stats, header })
+}
+
+/// Which setting of an existing checkpoint differs from this run's, if any.
+fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
+    if old.model_hash != new.model_hash {
+        return Some(format!("model {} ({}), not this model ({})", old.model_name, &old.model_hash[..12], &new.model_hash[..12]));
+    }
+    if old.host_fingerprint != new.host_fingerprint {
+        return Some(format!("another host (fingerprint {}, this host is {})", old.host_fingerprint, new.host_fingerprint));
+    }
+    if old.pools != new.pools {
+        let names = |h: &ProfileHeader| h.pools.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
+        return Some(format!("other pools ({}; now {})", names(old), names(new)));
+    }
+    if old.protocol != new.protocol {
+        return Some(format!("another protocol ({:?}; now {:?})", old.protocol, new.protocol));
+    }
+    if old.mode != new.mode || old.pins != new.pins {
+        return Some(format!("another mode or pins ({}, pins {:?})", old.mode.label(), old.pins));
+    }
+    if old.plan_hash != new.plan_hash {
+        return Some("another pass plan (the task list changed)".to_string());
+    }
+    None
+}
+
+/// Progress after each pass, for a progress bar.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub passes_done: usize,
+    pub passes_total: usize,
+    /// Passes that were already in the checkpoint when this run started.
+    pub resumed: usize,
+    pub measurements: usize,
+}
+
+/// Measures every pass not yet in the checkpoint at `path` and saves after each one.
+/// An existing checkpoint made with other settings is refused unless `fresh`.
+pub fn run(
+    model: &Model,
+    pools: PoolSet,
+    plan: &Plan,
+    path: &Path,
+    fresh: bool,
+    on_pass: &mut dyn FnMut(Progress),
+) -> Result<Profile, ProfileError> {
+    let clock = ClockInfo::measure();
+    let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
+        Some(old) => {
+            if let Some(why) = mismatch(&old.header, &plan.header) {
+                return Err(ProfileError::Mismatch {
+                    reason: format!(
+                        "checkpoint {} was measured on {why}; use --fresh to start over (it will be replaced)",
+                        path.display()
+                    ),
+                });
+            }
+            old
+        }
+        None => Profile {
+            header: plan.header.clone(),
+            passes_total: plan.passes.len() as u32,
+            passes_done: 0,
+            wall_seconds: 0.0,
+            clock_resolution_ns: clock.resolution_ns,
+            clock_overhead_ns: clock.overhead_ns,
+            measurements: Vec::new(),
+        },
+    };
+    profile.clock_resolution_ns = clock.resolution_ns;
+    profile.clock_overhead_ns = clock.overhead_ns;
+    let resumed = profile.passes_done as usize;
+    on_pass(Progress {
+        passes_done: resumed,
+        passes_total: plan.passes.len(),
+        resumed,
+        measurements: profile.measurements.len(),
+    });
+    if profile.is_complete() {
+        return Ok(profile);
+    }
+    let base = base_placement(model, &plan.pins);
+    let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
+    for (i, pass) in plan.passes.iter().enumerate().skip(resumed) {
+        let start = Instant::now();
+        let measured = run_pass(&mut exec, model, &plan.tasks.tasks, pass, &base, &plan.header.protocol, i as u32)?;
+        profile.measurements.extend(measured);
+        profile.passes_done = i as u32 + 1;
+        profile.wall_seconds += start.elapsed().as_secs_f64();
+        checkpoint::save(path, &profile)?;
+        on_pass(Progress {
+            passes_done: i + 1,
+            passes_total: plan.passes.len(),
+            resumed,
+            measurements: profile.measurements.len(),
+        });
+    }
+    Ok(profile)
+}

@@ -1,0 +1,216 @@
+//! What to measure: every node's memory configurations, minus what the rules remove,
+//! deduplicated by kernel signature so identical kernels are measured once.
+
+use crate::ProfileError;
+use placer_ir::{Model, NodeId, Role, TensorId};
+use placer_kernels::traffic::node_traffic;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// A rule fixing some tensors to one pool: `role=weight:dram` or `tensor=conv1.w:pmem`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    pub target: PinTarget,
+    pub pool: u16,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinTarget {
+    Role(Role),
+    Tensor(TensorId),
+}
+
+impl Pin {
+    /// Parses `role=ROLE:POOL` or `tensor=NAME:POOL` against the model and pool names.
+    pub fn parse(text: &str, model: &Model, pools: &[String]) -> Result<Pin, ProfileError> {
+        let usage = |reason: String| ProfileError::Usage { reason: format!("--pin {text}: {reason}") };
+        let (what, rest) = text.split_once('=').ok_or_else(|| usage("expected role=ROLE:POOL or tensor=NAME:POOL".into()))?;
+        let (name, pool) = rest.rsplit_once(':').ok_or_else(|| usage("expected ...:POOL at the end".into()))?;
+        let pool = pools
+            .iter()
+            .position(|p| p == pool)
+            .ok_or_else(|| usage(format!("unknown pool '{pool}'; pools: {}", pools.join(", "))))? as u16;
+        let target = match what {
+            "role" => PinTarget::Role(Role::parse(name).ok_or_else(|| {
+                usage(format!(
+                    "unknown role '{name}'; roles: {}",
+                    Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+            })?),
+            "tensor" => PinTarget::Tensor(
+                model.tensor_id(name).ok_or_else(|| usage(format!("the model has no tensor '{name}'")))?,
+            ),
+            other => return Err(usage(format!("cannot pin '{other}'; pin a role or a tensor"))),
+        };
+        Ok(Pin { target, pool, text: text.to_string() })
+    }
+
+    pub fn applies_to(&self, model: &Model, t: TensorId) -> bool {
+        match self.target {
+            PinTarget::Role(r) => model.tensor(t).role == r,
+            PinTarget::Tensor(id) => id == t,
+        }
+    }
+}
+
+/// The pool choices of one operand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Choice {
+    Any,
+    Fixed(u16),
+}
+
+/// One kernel signature in one configuration: the unit that gets measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub signature: u64,
+    /// Pool of each operand, in `Node::operands` order.
+    pub config: Vec<u16>,
+    /// Every node with this signature; any of them can be measured for all.
+    pub instances: Vec<NodeId>,
+}
+
+/// How many configurations each rule removed, for the user to see.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RuleCounts {
+    /// Σ N^k over nodes, counting an in-place tensor once as read and once as written
+    /// (as a framework that gives in-place outputs their own tensor would).
+    pub naive: u128,
+    /// Removed because an in-place tensor's read and write share one location.
+    pub in_place: u128,
+    /// Removed by `--pin` rules.
+    pub pinned: u128,
+    /// Removed because the kernel does not touch the operand (no declared traffic).
+    pub untouched: u128,
+    /// (node, config) pairs left after the rules.
+    pub per_node: u128,
+    /// Measurements left after identical kernels share one (signature + config).
+    pub unique: usize,
+    /// The most configurations any one node has: no plan can use fewer passes without
+    /// sharing measurements between identical kernels.
+    pub max_per_node: u128,
+}
+
+#[derive(Debug, Clone)]
+pub struct TaskList {
+    pub tasks: Vec<Task>,
+    pub counts: RuleCounts,
+    /// Signature of every node, indexed by node id.
+    pub signatures: Vec<u64>,
+}
+
+/// A digest of what makes two kernels interchangeable for timing: op, attributes, and
+/// each operand's slot, shape and dtype.
+pub fn signature(model: &Model, n: NodeId) -> u64 {
+    let node = model.node(n);
+    let mut h = Sha256::new();
+    h.update(node.op.to_string().as_bytes());
+    h.update(format!("{:?}", node.attrs).as_bytes());
+    for (slot, ids) in [("in", &node.inputs), ("up", &node.updates), ("out", &node.outputs)] {
+        for &t in ids {
+            let tensor = model.tensor(t);
+            h.update(format!("{slot}:{:?}:{}", tensor.shape, tensor.dtype).as_bytes());
+        }
+    }
+    let digest = h.finalize();
+    u64::from_le_bytes([digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7]])
+}
+
+/// Every task for `pools` pools under `pins`; pool 0 is the default pool.
+pub fn enumerate(model: &Model, pools: u16, pins: &[Pin]) -> Result<TaskList, ProfileError> {
+    let n = u128::from(pools);
+    let mut counts = RuleCounts::default();
+    let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
+    let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
+    for &id in model.schedule() {
+        let node = model.node(id);
+        let traffic = node_traffic(model, id);
+        let operands = node.operands();
+        counts.naive += n.saturating_pow((operands.len() + node.updates.len()) as u32);
+        let all = n.saturating_pow(operands.len() as u32);
+        counts.in_place += n.saturating_pow((operands.len() + node.updates.len()) as u32) - all;
+        let mut choices = Vec::with_capacity(operands.len());
+        let (mut after_pins, mut after_untouched) = (1u128, 1u128);
+        for (&t, (_, tr)) in operands.iter().zip(&traffic) {
+            let pinned = pins.iter().rev().find(|p| p.applies_to(model, t));
+            let choice = match pinned {
+                Some(p) => Choice::Fixed(p.pool),
+                None if tr.read == 0 && tr.written == 0 => Choice::Fixed(0),
+                None => Choice::Any,
+            };
+            after_pins = after_pins.saturating_mul(if pinned.is_some() { 1 } else { n });
+            after_untouched = after_untouched.saturating_mul(if choice == Choice::Any { n } else { 1 });
+            choices.push(choice);
+        }
+        counts.pinned += all - after_pins;
+        counts.untouched += after_pins - after_untouched;
+        counts.per_node += after_untouched;
+        counts.max_per_node = counts.max_per_node.max(after_untouched);
+        if after_untouched > 1 << 20 {
+            return Err(ProfileError::Usage {
+                reason: format!(
+                    "node '{}' has {after_untouched} configurations over {pools} pools; pin some tensors (--pin)",
+                    node.name
+                ),
+            });
+        }
+        for config in expand(&choices, pools) {
+            by_key.entry((signatures[id.index()], config)).or_default().push(id);
+        }
+    }
+    let tasks: Vec<Task> = by_key
+        .into_iter()
+        .map(|((signature, config), mut instances)| {
+            instances.dedup();
+            Task { signature, config, instances }
+        })
+        .collect();
+    counts.unique = tasks.len();
+    Ok(TaskList { tasks, counts, signatures })
+}
+
+/// Every assignment allowed by `choices`, in lexicographic order.
+fn expand(choices: &[Choice], pools: u16) -> Vec<Vec<u16>> {
+    let mut configs = vec![Vec::with_capacity(choices.len())];
+    for choice in choices {
+        let options: Vec<u16> = match choice {
+            Choice::Any => (0..pools).collect(),
+            Choice::Fixed(p) => vec![*p],
+        };
+        configs = configs
+            .into_iter()
+            .flat_map(|prefix| {
+                options.iter().map(move |&o| {
+                    let mut c = prefix.clone();
+                    c.push(o);
+                    c
+                })
+            })
+            .collect();
+    }
+    configs
+}
+
+/// A deterministic sample of `k` tasks (partial Fisher-Yates with SplitMix64).
+pub fn sample(tasks: Vec<Task>, k: usize, seed: u64) -> Vec<Task> {
+    if k >= tasks.len() {
+        return tasks;
+    }
+    let mut tasks = tasks;
+    let mut state = seed;
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    for i in 0..k {
+        let j = i + (next() % (tasks.len() - i) as u64) as usize;
+        tasks.swap(i, j);
+    }
+    tasks.truncate(k);
+    tasks.sort_by(|a, b| (a.signature, &a.config).cmp(&(b.signature, &b.config)));
+    tasks
+}

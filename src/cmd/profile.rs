@@ -1,0 +1,189 @@
+//! `placer profile MODEL [--max-simultaneous N] [--reps R] [--sample K] [--pin RULE] ...`
+
+use super::host_args::HostArgs;
+use crate::table::{Table, count};
+use placer_profile::session::{self, ProfileOptions, Progress};
+use placer_profile::{Mode, Protocol, export};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The model file (model.json).
+    model: PathBuf,
+    /// Most (node, configuration) pairs measured in one pass; 1 is single-config mode.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    max_simultaneous: u32,
+    /// Also keep nodes two tensors apart out of the same pass.
+    #[arg(long)]
+    two_hop: bool,
+    /// Timed steps per pass, at least.
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: u32,
+    /// Timed steps per pass, at most: more are run while a picked kernel's spread
+    /// (1.4826·MAD/median) is above --cv-target.
+    #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_reps: u32,
+    #[arg(long, default_value_t = 0.02)]
+    cv_target: f64,
+    /// Untimed steps at the start of every pass.
+    #[arg(long, default_value_t = 2)]
+    warmup: u32,
+    /// Seed of the data every pass starts from.
+    #[arg(long, default_value_t = 0x5EED)]
+    seed: u64,
+    /// Measure a random sample of this many configurations (for single-config checks on
+    /// big models).
+    #[arg(long)]
+    sample: Option<u32>,
+    #[arg(long, default_value_t = 1)]
+    sample_seed: u64,
+    /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable.
+    #[arg(long, value_name = "RULE")]
+    pin: Vec<String>,
+    /// Where checkpoints live.
+    #[arg(long, default_value = "checkpoints")]
+    checkpoint_dir: PathBuf,
+    /// Start over, replacing a checkpoint made with other settings.
+    #[arg(long)]
+    fresh: bool,
+    /// Print the finished profile's measurements as CSV or JSON instead of the summary.
+    #[arg(long, value_parser = ["csv", "json"])]
+    export: Option<String>,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let model = placer_ir::load_model(&args.model)?;
+    let mut host = args.host.open()?;
+    let pools = host.pool_set()?;
+    if args.max_reps < args.reps {
+        return Err(placer_profile::ProfileError::Usage {
+            reason: format!("--max-reps {} is below --reps {}", args.max_reps, args.reps),
+        }
+        .into());
+    }
+    let options = ProfileOptions {
+        mode: Mode {
+            max_simultaneous: args.max_simultaneous,
+            two_hop: args.two_hop,
+            sample: args.sample.map(|k| (k, args.sample_seed)),
+        },
+        protocol: Protocol {
+            warmup: args.warmup,
+            reps: args.reps,
+            max_reps: args.max_reps,
+            cv_target: args.cv_target,
+            seed: args.seed,
+        },
+        pins: args.pin.clone(),
+    };
+    let plan = session::plan(&model, &pools, &host.fingerprint, &options)?;
+    let path = args.checkpoint_dir.join(session::checkpoint_name(&model, &options.mode));
+    let bar = indicatif::ProgressBar::new(plan.passes.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} passes, {msg}, ETA {eta}")
+            .map_err(|e| anyhow::anyhow!("progress bar template: {e}"))?
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(if options.mode.max_simultaneous == 1 { "single" } else { "simultaneous" });
+    let started = Instant::now();
+    let mut resumed = 0;
+    let mut on_pass = |p: Progress| {
+        if p.passes_done == p.resumed {
+            resumed = p.resumed;
+            bar.set_position(p.passes_done as u64);
+            bar.reset_eta();
+        } else {
+            bar.set_position(p.passes_done as u64);
+        }
+        bar.set_message(format!("{} measurements", p.measurements));
+    };
+    let profile = session::run(&model, pools, &plan, &path, args.fresh, &mut on_pass)?;
+    bar.finish_and_clear();
+    match args.export.as_deref() {
+        Some("csv") => print!("{}", export::csv(&profile)),
+        Some(_) => println!("{}", export::json(&profile)?),
+        None => print!("{}", render(&plan, &profile, &path, resumed, started.elapsed().as_secs_f64())),
+    }
+    Ok(())
+}
+
+fn render(
+    plan: &placer_profile::Plan,
+    profile: &placer_profile::Profile,
+    path: &std::path::Path,
+    resumed: usize,
+    this_run: f64,
+) -> String {
+    let h = &profile.header;
+    let c = &plan.tasks.counts;
+    let mut t = Table::new(&["model", &format!("{} ({})", h.model_name, &h.model_hash[..16])]);
+    let pools: Vec<String> = h
+        .pools
+        .iter()
+        .map(|p| match &p.emulated_as {
+            Some(d) => format!("{} (EMULATED {d})", p.name),
+            None => p.name.clone(),
+        })
+        .collect();
+    t.row(vec!["host".into(), format!("fingerprint {}; pools {}", h.host_fingerprint, pools.join(", "))]);
+    t.row(vec!["mode".into(), h.mode.label()]);
+    t.row(vec![
+        "configurations".into(),
+        format!(
+            "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} untouched operands = {} (node, config) \
+             pairs; {} measurements once identical kernels share one",
+            big(c.naive),
+            big(c.in_place),
+            big(c.pinned),
+            big(c.untouched),
+            big(c.per_node),
+            count(c.unique as u64)
+        ),
+    ]);
+    t.row(vec![
+        "passes".into(),
+        format!(
+            "{} (lower bound {}: the most configurations of one node); {} measurements, up to {} per pass \
+             (mean {:.1})",
+            plan.stats.passes,
+            big(c.max_per_node),
+            count(plan.stats.measurements as u64),
+            plan.stats.max_per_pass,
+            plan.stats.mean_per_pass
+        ),
+    ]);
+    let p = &h.protocol;
+    t.row(vec![
+        "protocol".into(),
+        format!(
+            "{} warm-up steps, then {}-{} timed steps per pass until every picked kernel's CV <= {}; clock resolves \
+             {:.0} ns, {:.0} ns per reading",
+            p.warmup, p.reps, p.max_reps, p.cv_target, profile.clock_resolution_ns, profile.clock_overhead_ns
+        ),
+    ]);
+    t.row(vec![
+        "wall time".into(),
+        format!(
+            "{:.1} s measuring in all{}; this run {:.1} s",
+            profile.wall_seconds,
+            if resumed > 0 { format!(" (resumed after {resumed} passes)") } else { String::new() },
+            this_run
+        ),
+    ]);
+    t.row(vec!["checkpoint".into(), format!("{} ({} measurements)", path.display(), count(profile.measurements.len() as u64))]);
+    let mut out = t.render();
+    if h.emulated {
+        out.push_str(
+            "\nEMULATED: some pools are emulated in DRAM; these timings are not measurements of the devices they \
+             stand for.\n",
+        );
+    }
+    out
+}
+
+fn big(n: u128) -> String {
+    u64::try_from(n).map_or_else(|_| n.to_string(), count)
+}
