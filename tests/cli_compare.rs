@@ -44,6 +44,7 @@ fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) ->
             pass: 0,
             count: 30,
             median_ns: u * 1e3,
+            drift_corrected_ns: u * 1e3,
             mad_ns: 1e3,
             min_ns: u * 1e3,
             max_ns: u * 1e3,
@@ -62,7 +63,7 @@ fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) ->
                 PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm-gen1".into()) },
             ],
             emulated: true,
-            protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1 },
+            protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1, rounds: 1 },
             mode: Mode { max_simultaneous, two_hop: false, sample: None },
             pins: vec![],
             plan_hash: format!("plan-{max_simultaneous}"),
@@ -72,6 +73,8 @@ fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) ->
         wall_seconds,
         clock_resolution_ns: 1.0,
         clock_overhead_ns: 20.0,
+        reference_ns: vec![],
+        pass_drift: vec![],
         measurements,
     }
 }

@@ -29,6 +29,10 @@ pub struct Args {
     /// Untimed steps at the start of every pass.
     #[arg(long, default_value_t = 2)]
     warmup: u32,
+    /// Run the whole pass plan this many times and merge (median of rounds): samples
+    /// from several moments beat many samples from one on a shared host.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    rounds: u32,
     /// Seed of the data every pass starts from.
     #[arg(long, default_value_t = 0x5EED)]
     seed: u64,
@@ -76,12 +80,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_reps: args.max_reps,
             cv_target: args.cv_target,
             seed: args.seed,
+            rounds: args.rounds,
         },
         pins: args.pin.clone(),
     };
     let plan = session::plan(&model, &pools, &host.fingerprint, &options)?;
     let path = args.checkpoint_dir.join(session::checkpoint_name(&model, &options.mode));
-    let bar = indicatif::ProgressBar::new(plan.passes.len() as u64);
+    let bar = indicatif::ProgressBar::new((plan.passes.len() * options.protocol.rounds as usize) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} passes, {msg}, ETA {eta}")
             .map_err(|e| anyhow::anyhow!("progress bar template: {e}"))?
@@ -119,6 +124,7 @@ fn render(
 ) -> String {
     let h = &profile.header;
     let c = &plan.tasks.counts;
+    let p = &h.protocol;
     let mut t = Table::new(&["model", &format!("{} ({})", h.model_name, &h.model_hash[..16])]);
     let pools: Vec<String> = h
         .pools
@@ -146,16 +152,16 @@ fn render(
     t.row(vec![
         "passes".into(),
         format!(
-            "{} (lower bound {}: the most configurations of one node); {} measurements, up to {} per pass \
-             (mean {:.1})",
+            "{} per round x {} round(s) (lower bound {}: the most configurations of one node); {} measurements \
+             per round, up to {} per pass (mean {:.1})",
             plan.stats.passes,
+            p.rounds,
             big(c.max_per_node),
             count(plan.stats.measurements as u64),
             plan.stats.max_per_pass,
             plan.stats.mean_per_pass
         ),
     ]);
-    let p = &h.protocol;
     t.row(vec![
         "protocol".into(),
         format!(
@@ -173,7 +179,10 @@ fn render(
             this_run
         ),
     ]);
-    t.row(vec!["checkpoint".into(), format!("{} ({} measurements)", path.display(), count(profile.measurements.len() as u64))]);
+    t.row(vec![
+        "checkpoint".into(),
+        format!("{} ({} measurements)", path.display(), count(profile.measurements.len() as u64)),
+    ]);
     let mut out = t.render();
     if h.emulated {
         out.push_str(

@@ -169,7 +169,9 @@ impl<'m> Executor<'m> {
     }
 
     /// Moves every tensor whose pool differs from `placement`; returns how many moved.
-    /// On failure the tensors moved so far stay moved and the error names the tensor.
+    /// Between pools that share memory (an emulated pool and the DRAM it lives in) only
+    /// the accounting moves, so the bytes keep their addresses. On failure the tensors
+    /// moved so far stay moved and the error names the tensor.
     pub fn set_placement(&mut self, placement: &Placement) -> Result<usize, ExecError> {
         if placement.0.len() != self.model.tensors().len() {
             return Err(ExecError::PlacementLength { given: placement.0.len(), expected: self.model.tensors().len() });
@@ -177,11 +179,18 @@ impl<'m> Executor<'m> {
         let mut moved = 0;
         for (i, &pool) in placement.0.iter().enumerate() {
             let t = TensorId(i as u32);
-            let current = self.buffers[i].as_ref().map(Buffer::pool);
-            if current != Some(pool) {
-                self.move_tensor(t, pool)?;
-                moved += 1;
+            let Some(current) = self.buffers[i].as_ref().map(Buffer::pool) else {
+                return Err(missing(&self.model.tensor(t).name));
+            };
+            if current == pool {
+                continue;
             }
+            if self.pools.same_memory(current, pool) {
+                self.retag_tensor(t, pool)?;
+            } else {
+                self.move_tensor(t, pool)?;
+            }
+            moved += 1;
         }
         Ok(moved)
     }
@@ -211,6 +220,21 @@ impl<'m> Executor<'m> {
         match self.loss {
             Some(t) => Ok(self.read_f32(t)?.first().copied()),
             None => Ok(None),
+        }
+    }
+
+    fn retag_tensor(&mut self, t: TensorId, to: PoolId) -> Result<(), ExecError> {
+        let name = self.model.tensor(t).name.clone();
+        let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&name))?;
+        match self.pools.retag(buffer, to) {
+            Ok(b) => {
+                self.buffers[t.index()] = Some(b);
+                Ok(())
+            }
+            Err((original, source)) => {
+                self.buffers[t.index()] = Some(original);
+                Err(ExecError::Pool { tensor: name, source })
+            }
         }
     }
 

@@ -89,5 +89,4 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     // The executor waited what the formula says (busy-waiting only ever overshoots, by
     // about one clock reading per kernel).
     assert!((waits.median / predicted_ms - 1.0).abs() < 0.05, "{waits:?} vs {predicted_ms}");
-
 }

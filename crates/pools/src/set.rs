@@ -87,6 +87,49 @@ impl PoolSet {
         p.in_use -= granule(buffer.len_bytes() as u64);
     }
 
+    /// True when two pools hand out the same physical memory: an emulated pool and the
+    /// real pool its data lives in (same NUMA nodes), or two heap pools.
+    pub fn same_memory(&self, a: PoolId, b: PoolId) -> bool {
+        match (&self.pools[a.index()].backend, &self.pools[b.index()].backend) {
+            (Backend::Heap, Backend::Heap) => true,
+            (Backend::Numa { nodes: x, .. }, Backend::Numa { nodes: y, .. }) => x == y,
+            _ => false,
+        }
+    }
+
+    /// Hands a buffer to another pool that shares its memory (see [`Self::same_memory`])
+    /// without copying: only the accounting moves. Profiling uses it so a kernel's
+    /// operands keep their addresses, and so their cache and page layout, from one pass
+    /// to the next. The target's capacity is enforced; on failure the buffer comes back.
+    pub fn retag(&mut self, mut buffer: Buffer, to: PoolId) -> Result<Buffer, (Buffer, PoolError)> {
+        if buffer.pool == to {
+            return Ok(buffer);
+        }
+        let bytes = buffer.len_bytes() as u64;
+        if !self.same_memory(buffer.pool, to) {
+            let err = PoolError::BackendUnavailable {
+                backend: format!("retagging into pool '{}'", self.pools[to.index()].name),
+                reason: format!("it does not share memory with pool '{}'", self.pools[buffer.pool.index()].name),
+            };
+            return Err((buffer, err));
+        }
+        let target = &mut self.pools[to.index()];
+        if target.in_use.saturating_add(granule(bytes)) > target.capacity {
+            let err = PoolError::Full {
+                pool: target.name.clone(),
+                requested: bytes,
+                in_use: target.in_use,
+                capacity: target.capacity,
+            };
+            return Err((buffer, err));
+        }
+        target.in_use += granule(bytes);
+        target.peak = target.peak.max(target.in_use);
+        self.pools[buffer.pool.index()].in_use -= granule(bytes);
+        buffer.pool = to;
+        Ok(buffer)
+    }
+
     /// Moves a buffer's contents to another pool: allocate there, copy, free here. On
     /// failure the original buffer comes back untouched with the error.
     pub fn move_to(&mut self, buffer: Buffer, to: PoolId) -> Result<Buffer, (Buffer, PoolError)> {

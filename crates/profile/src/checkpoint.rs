@@ -26,9 +26,7 @@ pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
 
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
-    let body = bytes
-        .strip_prefix(MAGIC)
-        .ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
+    let body = bytes.strip_prefix(MAGIC).ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
     let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
     let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
     if version != FORMAT_VERSION {

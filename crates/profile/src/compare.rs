@@ -291,11 +291,14 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Com
         }
     }
 
+    // Rounds measure a key once each; they are merged into one measurement per key.
+    let (merged_a, merged_b) = (a.merged(), b.merged());
+    let (a_measurements, b_measurements) = (&merged_a, &merged_b);
     // Join on the key. A key measured twice in one profile (which the profiler does not
     // do) keeps its first measurement, and is noted.
     let mut by_key: BTreeMap<(u64, &[u16]), &Measurement> = BTreeMap::new();
     let mut duplicates = 0usize;
-    for m in &b.measurements {
+    for m in b_measurements {
         match by_key.entry((m.signature, m.config.as_slice())) {
             Entry::Vacant(slot) => {
                 slot.insert(m);
@@ -306,7 +309,7 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Com
     let mut seen_a: BTreeSet<(u64, &[u16])> = BTreeSet::new();
     let mut rows = Vec::new();
     let (mut matched, mut only_in_a, mut unusable) = (0usize, 0usize, 0usize);
-    for ma in &a.measurements {
+    for ma in a_measurements {
         let key = (ma.signature, ma.config.as_slice());
         if !seen_a.insert(key) {
             duplicates += 1;
@@ -512,7 +515,7 @@ mod tests {
             host_fingerprint: "host-a".into(),
             pools: pools(),
             emulated: false,
-            protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7 },
+            protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7, rounds: 1 },
             mode: Mode { max_simultaneous, two_hop: false, sample: None },
             pins: vec![],
             plan_hash: "plan".into(),
@@ -529,6 +532,7 @@ mod tests {
             pass: 0,
             count,
             median_ns: us * 1e3,
+            drift_corrected_ns: us * 1e3,
             mad_ns: mad_us * 1e3,
             min_ns: us * 1e3,
             max_ns: us * 1e3,
@@ -544,6 +548,8 @@ mod tests {
             wall_seconds: 10.0,
             clock_resolution_ns: 1.0,
             clock_overhead_ns: 20.0,
+            reference_ns: vec![],
+            pass_drift: vec![],
             measurements,
         }
     }

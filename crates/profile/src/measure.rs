@@ -6,12 +6,14 @@
 //! Both modes use exactly this, so their numbers compare. Each picked kernel runs inside
 //! a real step: its inputs were just written by their producers and are as warm in
 //! cache as in training, and the emulated waits of other kernels happen where they
-//! would. What is not controlled: the host's drift between passes (see `compare`).
+//! would. The host's drift is measured per step against a reference pass (see
+//! `Profile::reference_ns`) and recorded; what spreads its effect out is measuring each
+//! configuration in several rounds, minutes apart (`Protocol::rounds`).
 
+use crate::ProfileError;
 use crate::passes::Pick;
 use crate::record::{Measurement, Protocol};
 use crate::tasks::{Pin, Task};
-use crate::ProfileError;
 use placer_exec::{Executor, Placement, Stats};
 use placer_ir::{Model, NodeId};
 
@@ -27,20 +29,58 @@ pub fn base_placement(model: &Model, pins: &[Pin]) -> Placement {
     placement
 }
 
+/// Reference nodes shorter than this are left out of drift factors: their times are
+/// mostly timer and launch overhead.
+const DRIFT_MIN_NS: f64 = 10_000.0;
+
+/// Every node's median time over `protocol.reps` steps in the executor's current
+/// placement, after the usual warm-up: the reference that drift is measured against.
+pub fn reference_pass(exec: &mut Executor<'_>, model: &Model, protocol: &Protocol) -> Result<Vec<f64>, ProfileError> {
+    exec.reset_state(protocol.seed)?;
+    for _ in 0..protocol.warmup {
+        exec.step()?;
+    }
+    let mut per_node: Vec<Vec<f64>> = vec![Vec::new(); model.nodes().len()];
+    for _ in 0..protocol.reps.max(3) {
+        let times = exec.step()?;
+        for (&n, &t) in model.schedule().iter().zip(&times.kernel_ns) {
+            per_node[n.index()].push(t);
+        }
+    }
+    Ok(per_node.iter().map(|s| Stats::of(s).map_or(0.0, |s| s.median)).collect())
+}
+
 /// MAD-based coefficient of variation: robust to the odd slow step.
 fn robust_cv(samples: &[f64]) -> f64 {
     Stats::of(samples).map_or(f64::INFINITY, |s| if s.median > 0.0 { 1.4826 * s.mad / s.median } else { 0.0 })
 }
 
+/// What one pass measured.
+#[derive(Debug)]
+pub struct PassResult {
+    pub measurements: Vec<Measurement>,
+    /// Median over the pass's timed steps of the drift factor (1.0 when no node could
+    /// serve as a reference).
+    pub drift: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PassContext<'a> {
+    pub model: &'a Model,
+    pub tasks: &'a [Task],
+    pub base: &'a Placement,
+    pub protocol: &'a Protocol,
+    pub conflicts: &'a [Vec<NodeId>],
+    pub reference_ns: &'a [f64],
+}
+
 pub fn run_pass(
     exec: &mut Executor<'_>,
-    model: &Model,
-    tasks: &[Task],
+    cx: &PassContext<'_>,
     picks: &[Pick],
-    base: &Placement,
-    protocol: &Protocol,
     pass: u32,
-) -> Result<Vec<Measurement>, ProfileError> {
+) -> Result<PassResult, ProfileError> {
+    let PassContext { model, tasks, base, protocol, conflicts, reference_ns } = *cx;
     let mut placement = base.clone();
     for pick in picks {
         for (&t, &pool) in model.node(pick.node).operands().iter().zip(&tasks[pick.task].config) {
@@ -56,26 +96,54 @@ pub fn run_pass(
         }
         picks.iter().map(|p| at[p.node.index()]).collect()
     };
+    // Reference nodes run exactly as in the reference pass: not picked, and sharing no
+    // tensor with a picked node (whose operands may have moved).
+    let mut disturbed = vec![false; model.nodes().len()];
+    for pick in picks {
+        disturbed[pick.node.index()] = true;
+        for c in &conflicts[pick.node.index()] {
+            disturbed[c.index()] = true;
+        }
+    }
+    let reference: Vec<(usize, f64)> = model
+        .schedule()
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !disturbed[n.index()] && reference_ns[n.index()] >= DRIFT_MIN_NS)
+        .map(|(pos, n)| (pos, reference_ns[n.index()]))
+        .collect();
+    let reference_total: f64 = reference.iter().map(|(_, t)| t).sum();
     for _ in 0..protocol.warmup {
         exec.step()?;
     }
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
+    let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
+    let mut drifts = Vec::new();
     loop {
         let times = exec.step()?;
-        for (s, &pos) in samples.iter_mut().zip(&position) {
-            s.push(times.kernel_ns[pos]);
+        let drift = if reference_total > 0.0 {
+            reference.iter().map(|&(pos, _)| times.kernel_ns[pos]).sum::<f64>() / reference_total
+        } else {
+            1.0
+        };
+        drifts.push(drift);
+        for ((s, r), &pos) in samples.iter_mut().zip(raw.iter_mut()).zip(&position) {
+            s.push(times.kernel_ns[pos] / drift);
+            r.push(times.kernel_ns[pos]);
         }
         let count = samples.first().map_or(0, Vec::len) as u32;
-        let settled = samples.iter().all(|s| robust_cv(s) <= protocol.cv_target);
+        let settled = raw.iter().all(|s| robust_cv(s) <= protocol.cv_target);
         if count >= protocol.max_reps || (count >= protocol.reps && settled) {
             break;
         }
     }
-    Ok(picks
+    let measurements = picks
         .iter()
         .zip(samples)
-        .filter_map(|(pick, s)| {
-            let stats = Stats::of(&s)?;
+        .zip(raw)
+        .filter_map(|((pick, s), r)| {
+            let stats = Stats::of(&r)?;
+            let corrected = Stats::of(&s)?.median;
             let node: NodeId = pick.node;
             let task = &tasks[pick.task];
             Some(Measurement {
@@ -86,11 +154,13 @@ pub fn run_pass(
                 pass,
                 count: stats.count as u32,
                 median_ns: stats.median,
+                drift_corrected_ns: corrected,
                 mad_ns: stats.mad,
                 min_ns: stats.min,
                 max_ns: stats.max,
                 cv: if stats.median > 0.0 { 1.4826 * stats.mad / stats.median } else { 0.0 },
             })
         })
-        .collect())
+        .collect();
+    Ok(PassResult { measurements, drift: Stats::of(&drifts).map_or(1.0, |s| s.median) })
 }

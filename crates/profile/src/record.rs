@@ -29,6 +29,11 @@ pub struct Protocol {
     pub cv_target: f64,
     /// Seed of the data every pass starts from.
     pub seed: u64,
+    /// How many times the whole pass plan runs. Samples taken in one pass are taken
+    /// within a fraction of a second of each other and share that moment's luck on a
+    /// shared host (cache neighbours, the other hyperthread); rounds minutes apart give
+    /// each configuration several independent moments, merged by their median.
+    pub rounds: u32,
 }
 
 /// Single-config (`max_simultaneous == 1`) or simultaneous profiling.
@@ -46,7 +51,11 @@ impl Mode {
         let base = if self.max_simultaneous == 1 {
             "single".to_string()
         } else {
-            format!("simultaneous (up to {} per pass{})", self.max_simultaneous, if self.two_hop { ", 2-hop" } else { "" })
+            format!(
+                "simultaneous (up to {} per pass{})",
+                self.max_simultaneous,
+                if self.two_hop { ", 2-hop" } else { "" }
+            )
         };
         match self.sample {
             Some((k, seed)) => format!("{base}, sample of {k} (seed {seed})"),
@@ -89,7 +98,13 @@ pub struct Measurement {
     pub pass: u32,
     /// Timed samples.
     pub count: u32,
+    /// Median of the samples, as timed.
     pub median_ns: f64,
+    /// Median of the samples after each was divided by its step's drift factor (see
+    /// `Profile::reference_ns`). Kept for analysis, not used: on this VM it made single
+    /// and simultaneous agree less (docs/BENCHMARKS.md), because the reference kernels
+    /// are themselves disturbed by the picked kernels' emulated waits.
+    pub drift_corrected_ns: f64,
     /// Median absolute deviation, ns.
     pub mad_ns: f64,
     pub min_ns: f64,
@@ -107,11 +122,70 @@ pub struct Profile {
     pub wall_seconds: f64,
     pub clock_resolution_ns: f64,
     pub clock_overhead_ns: f64,
+    /// Every node's median time in the reference pass (base placement, nothing picked),
+    /// run before the first pass. In each timed step of a pass, the nodes that run as in
+    /// the reference pass (not picked, no operand moved) give the step's drift factor:
+    /// their summed time now over their summed time then.
+    pub reference_ns: Vec<f64>,
+    /// Median drift factor of each pass (1.0 = as fast as the reference pass).
+    pub pass_drift: Vec<f64>,
     pub measurements: Vec<Measurement>,
 }
 
 impl Profile {
     pub fn is_complete(&self) -> bool {
         self.passes_done >= self.passes_total
+    }
+
+    /// One measurement per (signature, config): rounds merged. The median is the median
+    /// of the rounds' medians; the spread is the larger of the rounds' typical MAD and
+    /// the MAD between rounds, so disagreement between moments counts as noise.
+    pub fn merged(&self) -> Vec<Measurement> {
+        let mut groups: std::collections::BTreeMap<(u64, &[u16]), Vec<&Measurement>> = Default::default();
+        let mut order = Vec::new();
+        for m in &self.measurements {
+            let key = (m.signature, m.config.as_slice());
+            let group = groups.entry(key).or_default();
+            if group.is_empty() {
+                order.push(key);
+            }
+            group.push(m);
+        }
+        order
+            .into_iter()
+            .filter_map(|key| {
+                let group = groups.get(&key)?;
+                let first = group.first()?;
+                if group.len() == 1 {
+                    return Some((*first).clone());
+                }
+                let medians: Vec<f64> = group.iter().map(|m| m.median_ns).collect();
+                let median = median_of(&medians);
+                let between = median_of(&medians.iter().map(|x| (x - median).abs()).collect::<Vec<_>>());
+                let within = median_of(&group.iter().map(|m| m.mad_ns).collect::<Vec<_>>());
+                let mad = between.max(within);
+                Some(Measurement {
+                    pass: group.iter().map(|m| m.pass).max().unwrap_or(first.pass),
+                    count: group.iter().map(|m| m.count).sum(),
+                    median_ns: median,
+                    drift_corrected_ns: median_of(&group.iter().map(|m| m.drift_corrected_ns).collect::<Vec<_>>()),
+                    mad_ns: mad,
+                    min_ns: group.iter().map(|m| m.min_ns).fold(f64::INFINITY, f64::min),
+                    max_ns: group.iter().map(|m| m.max_ns).fold(0.0, f64::max),
+                    cv: if median > 0.0 { 1.4826 * mad / median } else { 0.0 },
+                    ..(*first).clone()
+                })
+            })
+            .collect()
+    }
+}
+
+fn median_of(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
     }
 }

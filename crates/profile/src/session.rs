@@ -1,12 +1,12 @@
 //! A profiling run from start (or from its checkpoint) to the end: plan, then measure
 //! pass by pass, saving after every pass.
 
+use crate::ProfileError;
 use crate::checkpoint;
-use crate::measure::{base_placement, run_pass};
+use crate::measure::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 use crate::tasks::{self, Pin, TaskList};
-use crate::ProfileError;
 use placer_exec::{ClockInfo, Executor};
 use placer_ir::Model;
 use placer_pools::PoolSet;
@@ -35,7 +35,8 @@ pub struct Plan {
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
 /// simultaneous profiles of one model sit side by side.
 pub fn checkpoint_name(model: &Model, mode: &Mode) -> String {
-    let mut tag = if mode.max_simultaneous == 1 { "single".to_string() } else { format!("sim{}", mode.max_simultaneous) };
+    let mut tag =
+        if mode.max_simultaneous == 1 { "single".to_string() } else { format!("sim{}", mode.max_simultaneous) };
     if mode.two_hop {
         tag.push_str("-2hop");
     }
@@ -99,10 +100,18 @@ pub fn plan(
 /// Which setting of an existing checkpoint differs from this run's, if any.
 fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
     if old.model_hash != new.model_hash {
-        return Some(format!("model {} ({}), not this model ({})", old.model_name, &old.model_hash[..12], &new.model_hash[..12]));
+        return Some(format!(
+            "model {} ({}), not this model ({})",
+            old.model_name,
+            &old.model_hash[..12],
+            &new.model_hash[..12]
+        ));
     }
     if old.host_fingerprint != new.host_fingerprint {
-        return Some(format!("another host (fingerprint {}, this host is {})", old.host_fingerprint, new.host_fingerprint));
+        return Some(format!(
+            "another host (fingerprint {}, this host is {})",
+            old.host_fingerprint, new.host_fingerprint
+        ));
     }
     if old.pools != new.pools {
         let names = |h: &ProfileHeader| h.pools.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
@@ -155,38 +164,54 @@ pub fn run(
         }
         None => Profile {
             header: plan.header.clone(),
-            passes_total: plan.passes.len() as u32,
+            passes_total: plan.passes.len() as u32 * plan.header.protocol.rounds.max(1),
             passes_done: 0,
             wall_seconds: 0.0,
             clock_resolution_ns: clock.resolution_ns,
             clock_overhead_ns: clock.overhead_ns,
+            reference_ns: Vec::new(),
+            pass_drift: Vec::new(),
             measurements: Vec::new(),
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
     profile.clock_overhead_ns = clock.overhead_ns;
     let resumed = profile.passes_done as usize;
-    on_pass(Progress {
-        passes_done: resumed,
-        passes_total: plan.passes.len(),
-        resumed,
-        measurements: profile.measurements.len(),
-    });
+    let total = profile.passes_total as usize;
+    on_pass(Progress { passes_done: resumed, passes_total: total, resumed, measurements: profile.measurements.len() });
     if profile.is_complete() {
         return Ok(profile);
     }
     let base = base_placement(model, &plan.pins);
     let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
-    for (i, pass) in plan.passes.iter().enumerate().skip(resumed) {
+    if profile.reference_ns.is_empty() {
         let start = Instant::now();
-        let measured = run_pass(&mut exec, model, &plan.tasks.tasks, pass, &base, &plan.header.protocol, i as u32)?;
-        profile.measurements.extend(measured);
+        profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
+        profile.wall_seconds += start.elapsed().as_secs_f64();
+        checkpoint::save(path, &profile)?;
+    }
+    let conflicts = passes::conflicts(model, false);
+    let reference_ns = profile.reference_ns.clone();
+    let cx = PassContext {
+        model,
+        tasks: &plan.tasks.tasks,
+        base: &base,
+        protocol: &plan.header.protocol,
+        conflicts: &conflicts,
+        reference_ns: &reference_ns,
+    };
+    for i in resumed..total {
+        let pass = &plan.passes[i % plan.passes.len()];
+        let start = Instant::now();
+        let result = run_pass(&mut exec, &cx, pass, i as u32)?;
+        profile.measurements.extend(result.measurements);
+        profile.pass_drift.push(result.drift);
         profile.passes_done = i as u32 + 1;
         profile.wall_seconds += start.elapsed().as_secs_f64();
         checkpoint::save(path, &profile)?;
         on_pass(Progress {
             passes_done: i + 1,
-            passes_total: plan.passes.len(),
+            passes_total: total,
             resumed,
             measurements: profile.measurements.len(),
         });

@@ -25,12 +25,14 @@ impl Pin {
     /// Parses `role=ROLE:POOL` or `tensor=NAME:POOL` against the model and pool names.
     pub fn parse(text: &str, model: &Model, pools: &[String]) -> Result<Pin, ProfileError> {
         let usage = |reason: String| ProfileError::Usage { reason: format!("--pin {text}: {reason}") };
-        let (what, rest) = text.split_once('=').ok_or_else(|| usage("expected role=ROLE:POOL or tensor=NAME:POOL".into()))?;
+        let (what, rest) =
+            text.split_once('=').ok_or_else(|| usage("expected role=ROLE:POOL or tensor=NAME:POOL".into()))?;
         let (name, pool) = rest.rsplit_once(':').ok_or_else(|| usage("expected ...:POOL at the end".into()))?;
         let pool = pools
             .iter()
             .position(|p| p == pool)
-            .ok_or_else(|| usage(format!("unknown pool '{pool}'; pools: {}", pools.join(", "))))? as u16;
+            .ok_or_else(|| usage(format!("unknown pool '{pool}'; pools: {}", pools.join(", "))))?
+            as u16;
         let target = match what {
             "role" => PinTarget::Role(Role::parse(name).ok_or_else(|| {
                 usage(format!(

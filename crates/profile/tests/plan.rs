@@ -1,0 +1,135 @@
+//! Configurations, dedupe and pass packing on small zoo models.
+
+use placer_ir::{Model, NodeId, Role};
+use placer_profile::passes;
+use placer_profile::tasks::{self, Pin};
+use proptest::prelude::*;
+use std::collections::BTreeSet;
+
+fn model(name: &str, batch: u64) -> Model {
+    placer_zoo::build(name, batch).expect("zoo")
+}
+
+#[test]
+fn every_node_contributes_pools_to_the_power_of_its_operands() {
+    let m = model("mlp", 2);
+    let list = tasks::enumerate(&m, 2, &[]).expect("enumerates");
+    let expected: u128 = m.nodes().iter().map(|n| 1u128 << n.operands().len()).sum();
+    assert_eq!(list.counts.per_node, expected);
+    let updates: u128 = m
+        .nodes()
+        .iter()
+        .map(|n| (1u128 << (n.operands().len() + n.updates.len())) - (1u128 << n.operands().len()))
+        .sum();
+    assert_eq!(list.counts.in_place, updates, "an in-place tensor is one location, not a read and a write");
+    assert_eq!(list.counts.naive, expected + updates);
+    assert_eq!(list.counts.max_per_node, m.nodes().iter().map(|n| 1u128 << n.operands().len()).max().expect("nodes"));
+    // Three pools: 3^k per node.
+    let three = tasks::enumerate(&m, 3, &[]).expect("enumerates");
+    assert_eq!(three.counts.per_node, m.nodes().iter().map(|n| 3u128.pow(n.operands().len() as u32)).sum());
+}
+
+#[test]
+fn identical_kernels_are_measured_once() {
+    // ResNet-18 repeats its basic blocks: many nodes share a signature.
+    let m = model("resnet18", 1);
+    let list = tasks::enumerate(&m, 2, &[]).expect("enumerates");
+    assert!(list.counts.unique < list.counts.per_node as usize, "{:?}", list.counts);
+    let distinct: BTreeSet<u64> = list.signatures.iter().copied().collect();
+    assert!(distinct.len() < m.nodes().len());
+    // Every task's instances really have its signature.
+    for t in &list.tasks {
+        assert!(t.instances.iter().all(|n| list.signatures[n.index()] == t.signature));
+    }
+}
+
+#[test]
+fn pins_fix_tensors_and_are_checked() {
+    let m = model("mlp", 2);
+    let pools = ["dram".to_string(), "pmem".to_string()];
+    let pin = Pin::parse("role=weight:dram", &m, &pools).expect("valid pin");
+    let pinned = tasks::enumerate(&m, 2, &[pin]).expect("enumerates");
+    let free = tasks::enumerate(&m, 2, &[]).expect("enumerates");
+    assert_eq!(pinned.counts.per_node + pinned.counts.pinned, free.counts.per_node);
+    let weights: BTreeSet<_> =
+        m.tensors().iter().enumerate().filter(|(_, t)| t.role == Role::Weight).map(|(i, _)| i).collect();
+    for t in &pinned.tasks {
+        let node = m.node(t.instances[0]);
+        for (op, &pool) in node.operands().iter().zip(&t.config) {
+            if weights.contains(&op.index()) {
+                assert_eq!(pool, 0, "weights stay in dram");
+            }
+        }
+    }
+    for (bad, expected) in [
+        ("role=weights:dram", "unknown role 'weights'"),
+        ("role=weight:hbm", "unknown pool 'hbm'"),
+        ("tensor=nope:dram", "no tensor 'nope'"),
+        ("weight:dram", "expected role=ROLE:POOL"),
+    ] {
+        let err = Pin::parse(bad, &m, &pools).expect_err(bad).to_string();
+        assert!(err.contains(expected) && err.starts_with(&format!("--pin {bad}")), "{err}");
+    }
+}
+
+fn check_plan(m: &Model, max: usize, two_hop: bool) {
+    let list = tasks::enumerate(m, 2, &[]).expect("enumerates");
+    let plan = passes::plan(m, &list.tasks, max, two_hop);
+    let conflicts = passes::conflicts(m, two_hop);
+    let mut seen = vec![0usize; list.tasks.len()];
+    for pass in &plan {
+        assert!(!pass.is_empty() && pass.len() <= max.max(1));
+        let nodes: Vec<NodeId> = pass.iter().map(|p| p.node).collect();
+        for (i, a) in nodes.iter().enumerate() {
+            for b in &nodes[i + 1..] {
+                assert_ne!(a, b, "a node is measured once per pass");
+                assert!(!conflicts[a.index()].contains(b), "{a:?} and {b:?} conflict");
+            }
+        }
+        for p in pass {
+            seen[p.task] += 1;
+            assert!(list.tasks[p.task].instances.contains(&p.node));
+        }
+    }
+    assert!(seen.iter().all(|&s| s == 1), "every task exactly once");
+    if max == 1 {
+        assert_eq!(plan.len(), list.tasks.len());
+    }
+}
+
+#[test]
+fn passes_are_conflict_free_and_cover_every_task_once() {
+    let m = model("lenet-mnist", 4);
+    for max in [1, 2, 8, 64] {
+        check_plan(&m, max, false);
+        check_plan(&m, max, true);
+    }
+    let list = tasks::enumerate(&m, 2, &[]).expect("enumerates");
+    let single = passes::plan(&m, &list.tasks, 1, false).len();
+    let batched = passes::plan(&m, &list.tasks, 64, false).len();
+    let two_hop = passes::plan(&m, &list.tasks, 64, true).len();
+    assert!(batched * 4 < single, "{batched} passes against {single}");
+    assert!(two_hop >= batched);
+    assert!(batched as u128 >= list.counts.max_per_node / 4, "cannot beat the bound by more than sharing allows");
+}
+
+#[test]
+fn samples_are_deterministic_subsets() {
+    let m = model("lenet-mnist", 4);
+    let list = tasks::enumerate(&m, 2, &[]).expect("enumerates");
+    let a = tasks::sample(list.tasks.clone(), 50, 7);
+    let b = tasks::sample(list.tasks.clone(), 50, 7);
+    let c = tasks::sample(list.tasks.clone(), 50, 8);
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert_eq!(a.len(), 50);
+    assert!(a.iter().all(|t| list.tasks.contains(t)));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn packing_invariants_hold_for_any_limit(max in 1usize..40, two_hop in any::<bool>(), batch in 1u64..4) {
+        check_plan(&model("mlp", batch), max, two_hop);
+    }
+}

@@ -1,0 +1,178 @@
+//! End-to-end tests of `placer profile`: a whole profile, exports, refusing another
+//! setting's checkpoint, and resuming after SIGKILL with nothing lost or measured twice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn placer(cache: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_placer"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env("PLACER_CACHE_DIR", cache);
+    cmd
+}
+
+fn run(cache: &Path, args: &[&str]) -> Output {
+    placer(cache).args(args).output().expect("placer runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A small model written with `placer zoo` into `dir`.
+fn zoo(cache: &Path, dir: &Path, name: &str, batch: &str) -> PathBuf {
+    let path = dir.join(format!("{name}.json"));
+    let out = run(cache, &["zoo", name, "--batch", batch, "-o", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    path
+}
+
+fn only_checkpoint(dir: &Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("checkpoint dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "ckpt"))
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+#[test]
+fn profile_measures_every_configuration_and_exports_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = zoo(tmp.path(), tmp.path(), "mlp", "4");
+    let ckpt = tmp.path().join("ckpt");
+    let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
+    let out =
+        run(tmp.path(), &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("simultaneous (up to 64 per pass)") && s.contains("lower bound") && s.contains("EMULATED"),
+        "{s}"
+    );
+
+    let profile = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("checkpoint loads");
+    assert!(profile.is_complete() && profile.header.emulated);
+    let model_ir = placer_ir::load_model(&model).expect("model");
+    let tasks = placer_profile::tasks::enumerate(&model_ir, 2, &[]).expect("tasks");
+    // Three rounds by default: every configuration measured once per round.
+    assert_eq!(profile.header.protocol.rounds, 3);
+    assert_eq!(profile.measurements.len(), 3 * tasks.tasks.len());
+    assert_eq!(profile.merged().len(), tasks.tasks.len());
+    assert!(profile.measurements.iter().all(|m| m.count == 3 && m.median_ns > 0.0));
+
+    // Running again finds the finished checkpoint and measures nothing.
+    let out = run(
+        tmp.path(),
+        &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1", "--export", "csv"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let csv = text(&out.stdout);
+    assert!(csv.starts_with("signature,node,op,config,pass,count,median_ns"));
+    assert_eq!(csv.lines().count(), profile.measurements.len() + 1);
+    assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",true")), "emulated column");
+
+    // Another protocol on the same checkpoint is refused, unless --fresh.
+    let out =
+        run(tmp.path(), &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("was measured on another protocol") && err.contains("--fresh") && err.lines().count() == 1,
+        "{err}"
+    );
+    let out = run(
+        tmp.path(),
+        &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1", "--fresh"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn profile_rejects_bad_options() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = zoo(tmp.path(), tmp.path(), "mlp", "2");
+    let m = model.to_str().expect("utf-8");
+    for (args, expected) in [
+        (vec!["--pin", "role=weight:hbm"], "unknown pool 'hbm'"),
+        (vec!["--reps", "9", "--max-reps", "3"], "--max-reps 3 is below --reps 9"),
+        (vec!["--topology", "configs/topologies/cxl-expander.xml"], "describes another machine"),
+    ] {
+        let mut all = vec!["profile", m, "--checkpoint-dir", tmp.path().to_str().expect("utf-8")];
+        all.extend(args.iter().copied());
+        let out = run(tmp.path(), &all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(expected), "{args:?}: {}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = zoo(tmp.path(), tmp.path(), "lenet-mnist", "8");
+    let ckpt = tmp.path().join("ckpt");
+    let args = [
+        "profile",
+        model.to_str().expect("utf-8"),
+        "--checkpoint-dir",
+        ckpt.to_str().expect("utf-8"),
+        "--max-simultaneous",
+        "1",
+        "--reps",
+        "3",
+        "--max-reps",
+        "3",
+        "--warmup",
+        "1",
+        "--rounds",
+        "2",
+    ];
+    let mut child = placer(tmp.path()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("starts");
+    // Wait for a few passes to be saved, then SIGKILL: no chance to clean up.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let before = loop {
+        assert!(Instant::now() < deadline, "no checkpoint appeared");
+        assert!(child.try_wait().expect("status").is_none(), "profile finished before it could be killed");
+        let saved = std::fs::read_dir(&ckpt).ok().and_then(|mut d| {
+            d.find_map(|e| {
+                let p = e.ok()?.path();
+                (p.extension()? == "ckpt").then_some(p)
+            })
+        });
+        if let Some(path) = saved
+            && let Ok(p) = placer_profile::checkpoint::load(&path)
+            && p.passes_done >= 3
+        {
+            break p;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let killed = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("the checkpoint survives a kill");
+    assert!(!killed.is_complete(), "killed mid-run");
+    assert!(killed.passes_done >= before.passes_done);
+
+    let out = run(tmp.path(), &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("resumed after {} passes", killed.passes_done)),
+        "{}",
+        text(&out.stdout)
+    );
+    let done = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("loads");
+    assert!(done.is_complete());
+    // What was measured before the kill is kept exactly, and nothing is measured twice.
+    assert_eq!(&done.measurements[..killed.measurements.len()], &killed.measurements[..]);
+    // Single mode, two rounds: one measurement per pass, each configuration once a round.
+    let per_round = done.passes_total / 2;
+    let mut keys: Vec<_> =
+        done.measurements.iter().map(|m| (m.signature, m.config.clone(), m.pass / per_round)).collect();
+    let total = keys.len();
+    keys.sort();
+    keys.dedup();
+    assert_eq!(keys.len(), total, "a configuration was measured twice in one round");
+    assert_eq!(total as u32, done.passes_total);
+    assert_eq!(done.merged().len() as u32, per_round);
+}
