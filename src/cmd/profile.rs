@@ -51,6 +51,9 @@ pub struct Args {
     /// Start over, replacing a checkpoint made with other settings.
     #[arg(long)]
     fresh: bool,
+    /// Print the plan (configurations, rules, passes) and stop before measuring.
+    #[arg(long)]
+    plan_only: bool,
     /// Print the finished profile's measurements as CSV or JSON instead of the summary.
     #[arg(long, value_parser = ["csv", "json"])]
     export: Option<String>,
@@ -86,6 +89,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let plan = session::plan(&model, &pools, &host.fingerprint, &options)?;
     let path = args.checkpoint_dir.join(session::checkpoint_name(&model, &options.mode));
+    if args.plan_only {
+        print!("{}", plan_table(&plan, options.protocol.rounds).render());
+        return Ok(());
+    }
     let bar = indicatif::ProgressBar::new((plan.passes.len() * options.protocol.rounds as usize) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} passes, {msg}, ETA {eta}")
@@ -115,16 +122,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn render(
-    plan: &placer_profile::Plan,
-    profile: &placer_profile::Profile,
-    path: &std::path::Path,
-    resumed: usize,
-    this_run: f64,
-) -> String {
-    let h = &profile.header;
+/// What was planned: model, host, mode, configurations after each rule, passes.
+fn plan_table(plan: &placer_profile::Plan, rounds: u32) -> Table {
+    let h = &plan.header;
     let c = &plan.tasks.counts;
-    let p = &h.protocol;
     let mut t = Table::new(&["model", &format!("{} ({})", h.model_name, &h.model_hash[..16])]);
     let pools: Vec<String> = h
         .pools
@@ -155,13 +156,26 @@ fn render(
             "{} per round x {} round(s) (lower bound {}: the most configurations of one node); {} measurements \
              per round, up to {} per pass (mean {:.1})",
             plan.stats.passes,
-            p.rounds,
+            rounds,
             big(c.max_per_node),
             count(plan.stats.measurements as u64),
             plan.stats.max_per_pass,
             plan.stats.mean_per_pass
         ),
     ]);
+    t
+}
+
+fn render(
+    plan: &placer_profile::Plan,
+    profile: &placer_profile::Profile,
+    path: &std::path::Path,
+    resumed: usize,
+    this_run: f64,
+) -> String {
+    let h = &profile.header;
+    let p = &h.protocol;
+    let mut t = plan_table(plan, p.rounds);
     t.row(vec![
         "protocol".into(),
         format!(
