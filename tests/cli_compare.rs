@@ -64,7 +64,7 @@ fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) ->
             ],
             emulated: true,
             protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1, rounds: 1 },
-            mode: Mode { max_simultaneous, two_hop: false, sample: None },
+            mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
             pins: vec![],
             plan_hash: format!("plan-{max_simultaneous}"),
         },

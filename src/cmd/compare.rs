@@ -32,6 +32,10 @@ pub struct Args {
     /// How many of the worst-agreeing kernels to list.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// A repeat of A (same model, same mode, measured again): A against it is the noise
+    /// floor, shown beside A against B.
+    #[arg(long, value_name = "A2.ckpt")]
+    repeat: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -41,6 +45,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut c = compare(&a, &b, &options)
         .with_context(|| format!("cannot compare {} with {}", args.a.display(), args.b.display()))?;
     c.worst = c.worst_offenders(args.top);
+    if let Some(path) = &args.repeat {
+        let repeat = checkpoint::load(path)?;
+        let floor = compare(&a, &repeat, &options)
+            .with_context(|| format!("cannot compare {} with its repeat {}", args.a.display(), path.display()))?;
+        c.floor = Some(floor.non_tiny);
+    }
     if let Some(path) = &args.svg {
         write_atomically(path, scatter_svg(&c).as_bytes())?;
     }
@@ -152,6 +162,9 @@ fn render(c: &Comparison, a: &Path, b: &Path) -> String {
     };
     summary.row(summary_row(format!("≥ {} µs", c.options.min_us), &c.non_tiny));
     summary.row(summary_row(format!("< {} µs (tiny)", c.options.min_us), &c.tiny));
+    if let Some(floor) = &c.floor {
+        summary.row(summary_row(format!("noise floor: A vs repeat, ≥ {} µs", c.options.min_us), floor));
+    }
     out.push_str(&summary.render());
 
     if !c.worst.is_empty() {

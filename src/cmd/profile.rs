@@ -42,6 +42,10 @@ pub struct Args {
     sample: Option<u32>,
     #[arg(long, default_value_t = 1)]
     sample_seed: u64,
+    /// Nodes with more configurations than this move their inputs (then outputs) as one
+    /// group each: DenseNet's concatenations would otherwise have millions.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    max_configs: u64,
     /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable.
     #[arg(long, value_name = "RULE")]
     pin: Vec<String>,
@@ -76,6 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_simultaneous: args.max_simultaneous,
             two_hop: args.two_hop,
             sample: args.sample.map(|k| (k, args.sample_seed)),
+            max_configs: args.max_configs,
         },
         protocol: Protocol {
             warmup: args.warmup,
@@ -140,16 +145,28 @@ fn plan_table(plan: &placer_profile::Plan, rounds: u32) -> Table {
     t.row(vec![
         "configurations".into(),
         format!(
-            "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} untouched operands = {} (node, config) \
-             pairs; {} measurements once identical kernels share one",
+            "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} untouched operands, -{} grouped \
+             inputs = {} (node, config) pairs; {} measurements once identical kernels share one",
             big(c.naive),
             big(c.in_place),
             big(c.pinned),
             big(c.untouched),
+            big(c.grouped),
             big(c.per_node),
             count(c.unique as u64)
         ),
     ]);
+    if !c.grouped_nodes.is_empty() {
+        t.row(vec![
+            "grouped".into(),
+            format!(
+                "{} node(s) had over {} configurations; each moves its free inputs (and if needed outputs) as one group: {}",
+                c.grouped_nodes.len(),
+                h.mode.max_configs,
+                abbreviate(&c.grouped_nodes, 4)
+            ),
+        ]);
+    }
     t.row(vec![
         "passes".into(),
         format!(
@@ -205,6 +222,11 @@ fn render(
         );
     }
     out
+}
+
+fn abbreviate(names: &[String], shown: usize) -> String {
+    let head = names.iter().take(shown).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > shown { format!("{head}, ... ({} more)", names.len() - shown) } else { head }
 }
 
 fn big(n: u128) -> String {

@@ -86,6 +86,8 @@ pub struct Executor<'m> {
     /// What a `rayon::broadcast` round trip costs here, measured once; emulated waits
     /// subtract it so they last what the formula says, not that plus the hand-shake.
     broadcast_ns: f64,
+    /// Wake every pool thread before each kernel, outside its timing (profiling).
+    warm_pool: bool,
 }
 
 impl<'m> Executor<'m> {
@@ -120,7 +122,7 @@ impl<'m> Executor<'m> {
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
         let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
         let broadcast_ns = if pools.any_emulated() { broadcast_cost_ns() } else { 0.0 };
-        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns };
+        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns, warm_pool: false };
         exec.fill(seed)?;
         Ok(exec)
     }
@@ -268,6 +270,15 @@ impl<'m> Executor<'m> {
             .sum()
     }
 
+    /// With `true`, every pool thread is woken before each kernel, outside the kernel's
+    /// timing, so a parallel kernel never pays for waking threads that parked during its
+    /// predecessor. Profiling sets it: a kernel's time should not depend on what ran
+    /// before it (a short serial kernel, an emulated wait), which differs between a
+    /// single-config and a simultaneous pass.
+    pub fn set_warm_pool(&mut self, warm: bool) {
+        self.warm_pool = warm;
+    }
+
     /// Runs one node's kernel, then waits what emulated pools charge for it; returns
     /// (kernel time including the wait, the wait), in ns.
     fn run_node(&mut self, n: NodeId) -> Result<(f64, f64), ExecError> {
@@ -279,6 +290,9 @@ impl<'m> Executor<'m> {
         for &t in node.updates.iter().chain(&node.outputs) {
             let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&model.tensor(t).name))?;
             written.push((t, buffer));
+        }
+        if self.warm_pool {
+            rayon::broadcast(|_| ());
         }
         let start = Instant::now();
         let result = self.invoke(n, &mut written);

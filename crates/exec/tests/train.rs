@@ -97,3 +97,25 @@ fn a_failed_move_leaves_the_tensor_where_it_was() {
     assert_eq!(exec.read_f32(w).expect("still readable"), &before[..]);
     exec.step().expect("still runs");
 }
+
+#[test]
+fn reset_state_replays_the_same_steps_and_placements_can_change_between_them() {
+    let model = placer_zoo::build("mlp", 8).expect("zoo");
+    let mut exec = Executor::new(&model, two_pools(), &Placement::all_in(&model, PoolId(0)), 5).expect("allocates");
+    let run = |exec: &mut Executor<'_>| -> Vec<f32> {
+        (0..3)
+            .map(|_| {
+                exec.step().expect("step");
+                exec.loss().expect("loss").expect("has a loss")
+            })
+            .collect()
+    };
+    let first = run(&mut exec);
+    exec.reset_state(5).expect("reset");
+    // Moving every tensor to the other pool (a copy: the pools do not share memory)
+    // changes nothing about the numbers.
+    let moved = exec.set_placement(&Placement::all_in(&model, PoolId(1))).expect("moves");
+    assert_eq!(moved, model.tensors().len());
+    assert_eq!(run(&mut exec), first, "bit-identical after a reset");
+    assert!(exec.pools().pool(PoolId(0)).in_use() <= exec.pools().pool(PoolId(0)).peak());
+}

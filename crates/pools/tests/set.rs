@@ -111,3 +111,23 @@ fn emulated_pools_say_so_when_described() {
     assert!(pool.describe().contains("EMULATED as optane-dcpmm"), "{}", pool.describe());
     assert!(PoolSet::new(vec![pool]).any_emulated());
 }
+
+#[test]
+fn retagging_moves_accounting_between_pools_that_share_memory_only() {
+    let emulation = Emulation::from_bandwidths("slow", 30e9, 25e9, 10e9, 5e9);
+    let mut pools = PoolSet::new(vec![
+        Pool::new("dram", PoolKind::Dram, 1 << 20),
+        Pool::new("pmem", PoolKind::Pmem, 4096).with_emulation(emulation),
+    ]);
+    assert!(pools.same_memory(PoolId(0), PoolId(1)), "two heap pools share memory");
+    let mut b = pools.allocate(PoolId(0), 1000).expect("fits");
+    b.bytes_mut()[3] = 7;
+    let address = b.bytes().as_ptr();
+    let b = pools.retag(b, PoolId(1)).expect("fits");
+    assert_eq!((b.pool(), b.bytes().as_ptr(), b.bytes()[3]), (PoolId(1), address, 7), "same bytes, new pool");
+    assert_eq!((pools.pool(PoolId(0)).in_use(), pools.pool(PoolId(1)).in_use()), (0, 1024));
+    let big = pools.allocate(PoolId(0), 8192).expect("fits");
+    let (back, err) = pools.retag(big, PoolId(1)).expect_err("pmem is full");
+    assert!(matches!(err, PoolError::Full { .. }));
+    assert_eq!((back.pool(), pools.pool(PoolId(0)).in_use()), (PoolId(0), 8192));
+}

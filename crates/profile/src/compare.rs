@@ -169,6 +169,11 @@ pub struct Comparison {
     /// One line saying whether the profiles agree and by how much.
     pub verdict: String,
     pub notes: Vec<String>,
+    /// The noise floor, when a repeat of A was given: A against its repeat, over the
+    /// kernels of at least `min_us`. Disagreement between A and B is meaningful only
+    /// beyond this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Agreement>,
     /// Every matched row, in A's measurement order.
     pub rows: Vec<Row>,
 }
@@ -395,6 +400,7 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Com
         worst: Vec::new(),
         meets,
         verdict: String::new(),
+        floor: None,
         notes,
         rows,
     };
@@ -516,7 +522,7 @@ mod tests {
             pools: pools(),
             emulated: false,
             protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7, rounds: 1 },
-            mode: Mode { max_simultaneous, two_hop: false, sample: None },
+            mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
             pins: vec![],
             plan_hash: "plan".into(),
         }

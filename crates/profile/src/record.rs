@@ -44,6 +44,9 @@ pub struct Mode {
     pub two_hop: bool,
     /// Measure only a random sample of this many tasks (with this seed).
     pub sample: Option<(u32, u64)>,
+    /// Nodes with more configurations than this have their inputs (then outputs)
+    /// grouped into one location each.
+    pub max_configs: u64,
 }
 
 impl Mode {

@@ -54,7 +54,7 @@ pub fn plan(
 ) -> Result<Plan, ProfileError> {
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
-    let mut list = tasks::enumerate(model, names.len() as u16, &pins)?;
+    let mut list = tasks::enumerate(model, names.len() as u16, &pins, u128::from(options.mode.max_configs))?;
     if let Some((k, seed)) = options.mode.sample {
         list.tasks = tasks::sample(std::mem::take(&mut list.tasks), k as usize, seed);
     }
@@ -184,6 +184,7 @@ pub fn run(
     }
     let base = base_placement(model, &plan.pins);
     let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
+    exec.set_warm_pool(true);
     if profile.reference_ns.is_empty() {
         let start = Instant::now();
         profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;

@@ -61,7 +61,13 @@ impl Pin {
 enum Choice {
     Any,
     Fixed(u16),
+    /// Wherever the operand at this index goes.
+    SameAs(usize),
 }
+
+/// By default, nodes with more configurations than this get their free inputs grouped
+/// (see `RuleCounts::grouped`).
+pub const MAX_CONFIGS_PER_NODE: u128 = 256;
 
 /// One kernel signature in one configuration: the unit that gets measured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +91,14 @@ pub struct RuleCounts {
     pub pinned: u128,
     /// Removed because the kernel does not touch the operand (no declared traffic).
     pub untouched: u128,
+    /// Removed by grouping: a node with more than `max_configs` (default
+    /// [`MAX_CONFIGS_PER_NODE`])
+    /// configurations (DenseNet's concatenations have 20+ inputs, their backward 20+
+    /// outputs) gets its free inputs, and if that is not enough its free outputs, moved
+    /// as one group each. A plan must then keep each group in one pool at that node.
+    pub grouped: u128,
+    /// Nodes whose inputs were grouped.
+    pub grouped_nodes: Vec<String>,
     /// (node, config) pairs left after the rules.
     pub per_node: u128,
     /// Measurements left after identical kernels share one (signature + config).
@@ -119,8 +133,9 @@ pub fn signature(model: &Model, n: NodeId) -> u64 {
     u64::from_le_bytes([digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7]])
 }
 
-/// Every task for `pools` pools under `pins`; pool 0 is the default pool.
-pub fn enumerate(model: &Model, pools: u16, pins: &[Pin]) -> Result<TaskList, ProfileError> {
+/// Every task for `pools` pools under `pins`; pool 0 is the default pool. Nodes with
+/// more than `max_configs` configurations get their operands grouped.
+pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> Result<TaskList, ProfileError> {
     let n = u128::from(pools);
     let mut counts = RuleCounts::default();
     let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
@@ -132,7 +147,7 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin]) -> Result<TaskList, Pr
         counts.naive += n.saturating_pow((operands.len() + node.updates.len()) as u32);
         let all = n.saturating_pow(operands.len() as u32);
         counts.in_place += n.saturating_pow((operands.len() + node.updates.len()) as u32) - all;
-        let mut choices = Vec::with_capacity(operands.len());
+        let mut choices: Vec<Choice> = Vec::with_capacity(operands.len());
         let (mut after_pins, mut after_untouched) = (1u128, 1u128);
         for (&t, (_, tr)) in operands.iter().zip(&traffic) {
             let pinned = pins.iter().rev().find(|p| p.applies_to(model, t));
@@ -147,12 +162,37 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin]) -> Result<TaskList, Pr
         }
         counts.pinned += all - after_pins;
         counts.untouched += after_pins - after_untouched;
-        counts.per_node += after_untouched;
-        counts.max_per_node = counts.max_per_node.max(after_untouched);
-        if after_untouched > 1 << 20 {
+        let mut configs = after_untouched;
+        // Inputs first, then outputs (a concatenation's backward splits one gradient
+        // into many).
+        let inputs = 0..node.inputs.len().min(choices.len());
+        let outputs = choices.len().saturating_sub(node.outputs.len())..choices.len();
+        let mut grouped_here = false;
+        for range in [inputs, outputs] {
+            if configs <= max_configs {
+                break;
+            }
+            let free: Vec<usize> = range.filter(|&i| choices[i] == Choice::Any).collect();
+            if let Some((&leader, rest)) = free.split_first() {
+                for &i in rest {
+                    choices[i] = Choice::SameAs(leader);
+                }
+                let grouped = configs / n.saturating_pow(rest.len() as u32);
+                counts.grouped += configs - grouped;
+                configs = grouped;
+                grouped_here = true;
+            }
+        }
+        if grouped_here {
+            counts.grouped_nodes.push(node.name.clone());
+        }
+        counts.per_node += configs;
+        counts.max_per_node = counts.max_per_node.max(configs);
+        if configs > 1 << 20 {
             return Err(ProfileError::Usage {
                 reason: format!(
-                    "node '{}' has {after_untouched} configurations over {pools} pools; pin some tensors (--pin)",
+                    "node '{}' has {configs} configurations over {pools} pools even with its inputs and outputs \
+                     grouped; pin some tensors (--pin)",
                     node.name
                 ),
             });
@@ -176,14 +216,15 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin]) -> Result<TaskList, Pr
 fn expand(choices: &[Choice], pools: u16) -> Vec<Vec<u16>> {
     let mut configs = vec![Vec::with_capacity(choices.len())];
     for choice in choices {
-        let options: Vec<u16> = match choice {
-            Choice::Any => (0..pools).collect(),
-            Choice::Fixed(p) => vec![*p],
-        };
         configs = configs
             .into_iter()
-            .flat_map(|prefix| {
-                options.iter().map(move |&o| {
+            .flat_map(|prefix: Vec<u16>| {
+                let options: Vec<u16> = match choice {
+                    Choice::Any => (0..pools).collect(),
+                    Choice::Fixed(p) => vec![*p],
+                    Choice::SameAs(i) => vec![prefix[*i]],
+                };
+                options.into_iter().map(move |o| {
                     let mut c = prefix.clone();
                     c.push(o);
                     c

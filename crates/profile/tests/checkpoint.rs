@@ -17,7 +17,7 @@ pub fn profile(records: usize) -> Profile {
             ],
             emulated: true,
             protocol: Protocol { warmup: 2, reps: 7, max_reps: 31, cv_target: 0.02, seed: 1, rounds: 1 },
-            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None },
+            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 4096 },
             pins: vec![],
             plan_hash: "cafe".into(),
         },
