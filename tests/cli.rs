@@ -1,29 +1,11 @@
 //! End-to-end tests of the `placer` binary: one per verb, plus its bad-input paths.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+
+mod common;
+use common::{placer, text};
 
 const BUNDLED: &str = "configs/models/lenet-mnist-b256.json";
-
-/// One host cache per test process, so tests never touch the user's ~/.cache.
-fn cache_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
-}
-
-fn placer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_placer"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("PLACER_CACHE_DIR", cache_dir())
-        .output()
-        .expect("placer runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");

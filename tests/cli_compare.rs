@@ -4,27 +4,9 @@ use placer_profile::checkpoint;
 use placer_profile::record::{FORMAT_NAME, FORMAT_VERSION};
 use placer_profile::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-/// One host cache per test process, so tests never touch the user's ~/.cache.
-fn cache_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
-}
-
-fn placer(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_placer"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("PLACER_CACHE_DIR", cache_dir())
-        .output()
-        .expect("placer runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod common;
+use common::{placer, text};
 
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")

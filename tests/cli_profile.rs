@@ -5,18 +5,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::text;
+
+/// `placer` with its own host cache, for tests that run several commands in a row.
 fn placer(cache: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_placer"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env("PLACER_CACHE_DIR", cache);
+    let mut cmd = common::command();
+    cmd.env("PLACER_CACHE_DIR", cache);
     cmd
 }
 
 fn run(cache: &Path, args: &[&str]) -> Output {
     placer(cache).args(args).output().expect("placer runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A small model written with `placer zoo` into `dir`.

@@ -1,0 +1,28 @@
+//! Helpers shared by the end-to-end tests of the `placer` binary.
+
+#![allow(dead_code)] // each test file uses a different subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// One host cache per test process, so tests never touch the user's ~/.cache.
+pub fn cache_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
+}
+
+/// `placer` run from the repository root with this process's host cache.
+pub fn command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_placer"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env("PLACER_CACHE_DIR", cache_dir());
+    cmd
+}
+
+pub fn placer(args: &[&str]) -> Output {
+    command().args(args).output().expect("placer runs")
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
