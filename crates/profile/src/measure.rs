@@ -116,7 +116,7 @@ pub fn run_pass(
     for _ in 0..protocol.warmup {
         exec.step()?;
     }
-    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
+    let mut corrected: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut drifts = Vec::new();
     loop {
@@ -127,11 +127,11 @@ pub fn run_pass(
             1.0
         };
         drifts.push(drift);
-        for ((s, r), &pos) in samples.iter_mut().zip(raw.iter_mut()).zip(&position) {
-            s.push(times.kernel_ns[pos] / drift);
+        for ((c, r), &pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&position) {
+            c.push(times.kernel_ns[pos] / drift);
             r.push(times.kernel_ns[pos]);
         }
-        let count = samples.first().map_or(0, Vec::len) as u32;
+        let count = raw.first().map_or(0, Vec::len) as u32;
         let settled = raw.iter().all(|s| robust_cv(s) <= protocol.cv_target);
         if count >= protocol.max_reps || (count >= protocol.reps && settled) {
             break;
@@ -139,11 +139,11 @@ pub fn run_pass(
     }
     let measurements = picks
         .iter()
-        .zip(samples)
+        .zip(corrected)
         .zip(raw)
-        .filter_map(|((pick, s), r)| {
+        .filter_map(|((pick, c), r)| {
             let stats = Stats::of(&r)?;
-            let corrected = Stats::of(&s)?.median;
+            let corrected = Stats::of(&c)?.median;
             let node: NodeId = pick.node;
             let task = &tasks[pick.task];
             Some(Measurement {

@@ -97,14 +97,19 @@ pub fn plan(
     Ok(Plan { tasks: list, pins, passes, stats, header })
 }
 
+/// The first `n` characters: a checkpoint's header comes from a file and may be short.
+fn prefix(text: &str, n: usize) -> &str {
+    text.char_indices().nth(n).map_or(text, |(i, _)| &text[..i])
+}
+
 /// Which setting of an existing checkpoint differs from this run's, if any.
 fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
     if old.model_hash != new.model_hash {
         return Some(format!(
             "model {} ({}), not this model ({})",
             old.model_name,
-            &old.model_hash[..12],
-            &new.model_hash[..12]
+            prefix(&old.model_hash, 12),
+            prefix(&new.model_hash, 12)
         ));
     }
     if old.host_fingerprint != new.host_fingerprint {
