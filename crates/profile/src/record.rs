@@ -1,6 +1,7 @@
 //! What a profile holds: a header saying what it was measured on and how, and one
 //! measurement per (kernel signature, configuration). Checkpoints store exactly this.
 
+use placer_exec::Stats;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
@@ -162,9 +163,8 @@ impl Profile {
                 if group.len() == 1 {
                     return Some((*first).clone());
                 }
-                let medians: Vec<f64> = group.iter().map(|m| m.median_ns).collect();
-                let median = median_of(&medians);
-                let between = median_of(&medians.iter().map(|x| (x - median).abs()).collect::<Vec<_>>());
+                let rounds = Stats::of(&group.iter().map(|m| m.median_ns).collect::<Vec<_>>())?;
+                let (median, between) = (rounds.median, rounds.mad);
                 let within = median_of(&group.iter().map(|m| m.mad_ns).collect::<Vec<_>>());
                 let mad = between.max(within);
                 Some(Measurement {
@@ -184,11 +184,5 @@ impl Profile {
 }
 
 fn median_of(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
-    }
+    Stats::of(values).map_or(f64::NAN, |s| s.median)
 }
