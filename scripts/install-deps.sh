@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # What the build links against or runs. Keep this list exact: each later backend
-# (HiGHS next) adds its packages here when it lands.
+# adds its packages here when it lands.
 packages=(
   gcc             # the linker driver rustc uses
   libc6-dev       # C runtime objects for linking
@@ -13,6 +13,9 @@ packages=(
   libudev-dev     # libhwloc links -ludev
   libmemkind-dev  # the memkind backend (placer's default 'memkind' feature)
   hwloc-nox       # lstopo/hwloc-annotate for scripts/make-topologies.sh (not the 'hwloc' package: it conflicts)
+  cmake           # highs-sys builds the vendored HiGHS solver with cmake
+  g++             # ... which is C++
+  libclang-dev    # ... and bindgen needs libclang for its bindings
 )
 
 missing=()

@@ -11,6 +11,7 @@ use placer_host::HostError;
 use placer_ir::IrError;
 use placer_pools::PoolError;
 use placer_profile::ProfileError;
+use placer_solve::SolveError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
 
@@ -61,6 +62,20 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 // Classified below, as their own causes.
                 ProfileError::Exec(_) | ProfileError::Host(_) => {}
             }
+        }
+        if let Some(e) = cause.downcast_ref::<SolveError>() {
+            return match e {
+                SolveError::Budget(_)
+                | SolveError::Infeasible { .. }
+                | SolveError::Mismatch { .. }
+                | SolveError::PlanFile { .. }
+                | SolveError::Usage { .. } => BAD_INPUT,
+                SolveError::Solver { .. } => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<placer_solve::BudgetError>() {
+            let _ = e;
+            return BAD_INPUT;
         }
         if let Some(e) = cause.downcast_ref::<IrError>() {
             return match e {

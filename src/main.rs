@@ -25,6 +25,8 @@ enum Command {
     Inspect(cmd::inspect::Args),
     /// Measure every kernel in every memory configuration, in simultaneous passes.
     Profile(cmd::profile::Args),
+    /// Choose where every tensor lives, and when it moves, under a DRAM budget.
+    Solve(cmd::solve::Args),
     /// Run training steps for real and time every kernel.
     Run(cmd::run::Args),
     /// List this host's memory pools (or another host's, from hwloc XML); --probe measures them.
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Profile(args) => cmd::profile::run(args),
         Command::Run(args) => cmd::run::run(args),
+        Command::Solve(args) => cmd::solve::run(args),
         Command::Topo(args) => cmd::topo::run(args),
         Command::Zoo(args) => cmd::zoo::run(args),
     };

@@ -1,0 +1,751 @@
+//! The ILP (DESIGN §2, §6): per tensor, a location per segment of its live range and a
+//! flow of transitions between segments; DRAM (and every capped pool) bounded at every
+//! step through a running-occupancy variable; kernels weighed by their additive cost.
+//!
+//! - static: one segment per tensor.
+//! - sync: segments break just before and just after every use, with blocking moves.
+//! - async: also within `async_window` steps of a use, with copies that overlap the
+//!   kernel before the break (only beside the longest kernels, where there is time to
+//!   hide them). A kernel with overlapped copies costs the larger of the two.
+//!
+//! The model is built as plain rows and columns first ([`Lp`]), so that a warm start can
+//! be written for any placement it can represent, then handed to HiGHS through good_lp.
+
+use crate::SolveError;
+use crate::instance::Instance;
+use crate::placement::{Move, MoveKind, Placement};
+use good_lp::{Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Formulation {
+    Static,
+    Sync,
+    Async,
+}
+
+impl Formulation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Formulation::Static => "static",
+            Formulation::Sync => "sync",
+            Formulation::Async => "async",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IlpOptions {
+    pub formulation: Formulation,
+    /// HiGHS's time limit, seconds. A wall-clock guard stops waiting at 1.5× this plus
+    /// 20 s, since HiGHS can overrun its own limit.
+    pub time_limit: f64,
+    /// Relative gap at which the solve stops.
+    pub gap: f64,
+    /// Async only: how many steps before or after a use a copy may run.
+    pub async_window: usize,
+    /// Async only: copies overlap only the longest kernels, this share of them.
+    pub async_kernel_share: f64,
+    /// Tensors smaller than this keep one pool for life (a reduction: they cannot pay
+    /// for a move's bookkeeping, and they multiply the model).
+    pub small_tensor_bytes: u64,
+    /// Show HiGHS's log on the terminal.
+    pub verbose: bool,
+    /// Where HiGHS writes its log (it is read back for the time to the first feasible
+    /// plan).
+    pub log_file: Option<PathBuf>,
+}
+
+impl Default for IlpOptions {
+    fn default() -> Self {
+        IlpOptions {
+            formulation: Formulation::Sync,
+            time_limit: 300.0,
+            gap: 0.01,
+            async_window: 5,
+            async_kernel_share: 0.3,
+            small_tensor_bytes: 64 << 10,
+            verbose: false,
+            log_file: None,
+        }
+    }
+}
+
+/// Size of the model handed to the solver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSize {
+    pub variables: usize,
+    pub binaries: usize,
+    pub constraints: usize,
+    pub nonzeros: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct IlpOutcome {
+    pub placement: Placement,
+    /// "optimal", "gap limit", "time limit", or "guard: ..." when the solver overran.
+    pub status: String,
+    /// The solver's objective, ns: what the placement adds to the all-DRAM step time
+    /// (kernels under the additive fit, plus moves).
+    pub objective_ns: f64,
+    /// The best bound the solver proved on that, ns.
+    pub bound_ns: f64,
+    /// Relative gap on the objective (what the placement adds).
+    pub gap: f64,
+    /// Σ of every kernel's base (all-DRAM) time under the fit: objective + this is the
+    /// step time the solver optimised.
+    pub base_ns: f64,
+    pub build_seconds: f64,
+    pub solve_seconds: f64,
+    /// When the solver's log first shows a feasible plan (the warm start counts).
+    pub first_feasible_seconds: Option<f64>,
+    pub size: ModelSize,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Col {
+    lo: f64,
+    hi: f64,
+    integer: bool,
+    cost: f64,
+}
+
+#[derive(Debug, Clone)]
+struct Row {
+    terms: Vec<(usize, f64)>,
+    lo: f64,
+    hi: f64,
+}
+
+#[derive(Debug, Default)]
+struct Lp {
+    cols: Vec<Col>,
+    rows: Vec<Row>,
+}
+
+impl Lp {
+    fn col(&mut self, lo: f64, hi: f64, integer: bool, cost: f64) -> usize {
+        self.cols.push(Col { lo, hi, integer, cost });
+        self.cols.len() - 1
+    }
+
+    fn row(&mut self, terms: Vec<(usize, f64)>, lo: f64, hi: f64) {
+        self.rows.push(Row { terms, lo, hi });
+    }
+}
+
+/// Transitions across one break in a tensor's live range.
+#[derive(Debug, Clone)]
+struct Break {
+    /// The tensor is in the new segment from this step (`steps` for the wrap-around).
+    at: usize,
+    from_seg: usize,
+    to_seg: usize,
+    stay: Vec<Option<usize>>,
+    sync: Vec<(u16, u16, usize)>,
+    async_: Vec<(u16, u16, usize)>,
+}
+
+#[derive(Debug, Clone)]
+struct TensorVars {
+    /// First step of each segment.
+    starts: Vec<usize>,
+    /// `loc[segment][pool]`; empty for a pinned tensor.
+    loc: Vec<Vec<Option<usize>>>,
+    breaks: Vec<Break>,
+}
+
+impl TensorVars {
+    fn segment_at(&self, step: usize) -> usize {
+        self.starts.partition_point(|&s| s <= step).saturating_sub(1)
+    }
+}
+
+struct Built {
+    lp: Lp,
+    tensors: Vec<TensorVars>,
+    /// Per step: the max(kernel, copies) variable of kernels that copies may overlap.
+    overlap: Vec<Option<usize>>,
+    /// Per step: (column, µs) of every copy that may overlap the kernel.
+    copies_during: Vec<Vec<(usize, f64)>>,
+    /// `occupancy[pool][step]` for capped pools.
+    occupancy: Vec<Vec<Option<usize>>>,
+    offset_col: usize,
+}
+
+const NS_PER_UNIT: f64 = 1e3; // the model works in µs
+
+fn break_steps(inst: &Instance, t: usize, opts: &IlpOptions, long: &[bool]) -> BTreeMap<usize, (bool, bool)> {
+    let info = &inst.tensors[t];
+    let mut out = BTreeMap::new();
+    if opts.formulation == Formulation::Static || info.pinned.is_some() || info.bytes < opts.small_tensor_bytes {
+        return out;
+    }
+    let inside = |b: usize| b > info.first && b <= info.last;
+    let copy_ok = |b: usize| opts.formulation == Formulation::Async && long[b - 1] && info.writes.binary_search(&(b - 1)).is_err();
+    for &u in &info.uses {
+        for b in [u, u + 1] {
+            if inside(b) {
+                out.insert(b, (true, copy_ok(b)));
+            }
+        }
+        if opts.formulation == Formulation::Async {
+            let w = opts.async_window;
+            for b in (u.saturating_sub(w)..u).chain(u + 2..=u + 1 + w) {
+                if inside(b) && copy_ok(b) {
+                    out.entry(b).or_insert((false, true));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn long_kernels(inst: &Instance, share: f64) -> Vec<bool> {
+    let mut bases: Vec<f64> = inst.kernels.iter().map(|k| k.cost.base_ns).collect();
+    bases.sort_by(f64::total_cmp);
+    let keep = ((bases.len() as f64) * share.clamp(0.0, 1.0)).round() as usize;
+    let threshold = if keep == 0 { f64::INFINITY } else { bases[bases.len() - keep] };
+    inst.kernels.iter().map(|k| k.cost.base_ns >= threshold).collect()
+}
+
+fn build(inst: &Instance, opts: &IlpOptions) -> Built {
+    let steps = inst.steps();
+    let pools = inst.pools.len();
+    let long = long_kernels(inst, opts.async_kernel_share);
+    let mut lp = Lp::default();
+    let offset_col = lp.col(1.0, 1.0, false, 0.0);
+    let mut offset = 0.0;
+    let mut tensors = Vec::with_capacity(inst.tensors.len());
+    for (t, info) in inst.tensors.iter().enumerate() {
+        let breaks = break_steps(inst, t, opts, &long);
+        let mut starts = vec![info.first];
+        starts.extend(breaks.keys().copied());
+        let allowed: Vec<u16> = (0..pools as u16).filter(|&p| inst.allowed(t, p)).collect();
+        let loc: Vec<Vec<Option<usize>>> = if info.pinned.is_some() {
+            Vec::new()
+        } else {
+            starts
+                .iter()
+                .map(|_| {
+                    let cols: Vec<Option<usize>> = (0..pools as u16)
+                        .map(|p| allowed.contains(&p).then(|| lp.col(0.0, 1.0, true, 0.0)))
+                        .collect();
+                    let terms: Vec<(usize, f64)> = cols.iter().flatten().map(|&c| (c, 1.0)).collect();
+                    lp.row(terms, 1.0, 1.0);
+                    cols
+                })
+                .collect()
+        };
+        let mut tv = TensorVars { starts, loc, breaks: Vec::new() };
+        let mut spec: Vec<(usize, usize, usize, bool, bool)> = breaks
+            .iter()
+            .enumerate()
+            .map(|(i, (&at, &(sync, copy)))| (at, i, i + 1, sync, copy))
+            .collect();
+        if info.persistent && !breaks.is_empty() {
+            spec.push((steps, breaks.len(), 0, true, false));
+        }
+        for (at, from_seg, to_seg, sync, copy) in spec {
+            let mut br = Break { at, from_seg, to_seg, stay: vec![None; pools], sync: Vec::new(), async_: Vec::new() };
+            for &p in &allowed {
+                br.stay[p as usize] = Some(lp.col(0.0, 1.0, false, 0.0));
+                for &q in allowed.iter().filter(|&&q| q != p) {
+                    let bytes = info.bytes as f64;
+                    let cost = bytes * inst.pools.move_ns_per_byte[p as usize][q as usize] / NS_PER_UNIT;
+                    if sync {
+                        br.sync.push((p, q, lp.col(0.0, 1.0, false, cost)));
+                    }
+                    if copy {
+                        br.async_.push((p, q, lp.col(0.0, 1.0, false, 0.0)));
+                    }
+                }
+            }
+            // Flow conservation: what leaves the old segment's pool is what arrives in
+            // the new segment's pool.
+            for &p in &allowed {
+                let (Some(from), Some(to), Some(stay)) =
+                    (tv.loc[from_seg][p as usize], tv.loc[to_seg][p as usize], br.stay[p as usize])
+                else {
+                    continue;
+                };
+                let mut out = vec![(from, -1.0), (stay, 1.0)];
+                let mut inn = vec![(to, -1.0), (stay, 1.0)];
+                for &(a, b, c) in br.sync.iter().chain(&br.async_) {
+                    if a == p {
+                        out.push((c, 1.0));
+                    }
+                    if b == p {
+                        inn.push((c, 1.0));
+                    }
+                }
+                lp.row(out, 0.0, 0.0);
+                lp.row(inn, 0.0, 0.0);
+            }
+            tv.breaks.push(br);
+        }
+        tensors.push(tv);
+    }
+
+    // Kernels: base + Σ δ·loc; where copies may overlap, v ≥ that and v ≥ Σ copies.
+    let mut copies_during: Vec<Vec<(usize, f64)>> = vec![Vec::new(); steps];
+    for (t, tv) in tensors.iter().enumerate() {
+        for br in &tv.breaks {
+            for &(p, q, c) in &br.async_ {
+                let ns = inst.tensors[t].bytes as f64 * inst.pools.move_ns_per_byte[p as usize][q as usize];
+                copies_during[br.at - 1].push((c, ns / NS_PER_UNIT));
+            }
+        }
+    }
+    let mut overlap = vec![None; steps];
+    for (i, k) in inst.kernels.iter().enumerate() {
+        let mut constant = k.cost.base_ns / NS_PER_UNIT;
+        let mut terms: Vec<(usize, f64)> = Vec::new();
+        for (o, &t) in k.operands.iter().enumerate() {
+            let delta = &k.cost.delta_ns[o];
+            match inst.tensors[t].pinned {
+                Some(p) => constant += delta[p as usize] / NS_PER_UNIT,
+                None => {
+                    let seg = tensors[t].segment_at(i);
+                    for (p, col) in tensors[t].loc[seg].iter().enumerate() {
+                        if let Some(c) = col
+                            && delta[p] != 0.0
+                        {
+                            terms.push((*c, delta[p] / NS_PER_UNIT));
+                        }
+                    }
+                }
+            }
+        }
+        // The objective leaves out every kernel's base (its all-DRAM time): what is
+        // left is what the placement adds, so the solver's relative gap is measured
+        // against that, not diluted by time no placement can change.
+        let base = k.cost.base_ns / NS_PER_UNIT;
+        if copies_during[i].is_empty() {
+            offset += constant - base;
+            for (c, a) in terms {
+                lp.cols[c].cost += a;
+            }
+        } else {
+            let v = lp.col(0.0, f64::INFINITY, false, 1.0);
+            let mut kernel_row: Vec<(usize, f64)> = terms.iter().map(|&(c, a)| (c, -a)).collect();
+            kernel_row.push((v, 1.0));
+            lp.row(kernel_row, constant, f64::INFINITY);
+            let mut copy_row: Vec<(usize, f64)> = copies_during[i].iter().map(|&(c, a)| (c, -a)).collect();
+            copy_row.push((v, 1.0));
+            lp.row(copy_row, 0.0, f64::INFINITY);
+            offset -= base;
+            overlap[i] = Some(v);
+        }
+    }
+    lp.cols[offset_col].cost = offset;
+
+    // Capacity: occupancy[p][i] = occupancy[p][i-1] + what arrives in p at i - what
+    // leaves; bounded by the capacity minus what is fixed there (scratch, pinned).
+    let mut occupancy = vec![vec![None; steps]; pools];
+    for p in 0..pools {
+        let mut fixed = vec![0i128; steps + 1];
+        let mut possible = vec![0i128; steps + 1];
+        for (t, info) in inst.tensors.iter().enumerate() {
+            let target = match info.pinned {
+                Some(q) if q as usize == p => &mut fixed,
+                Some(_) => continue,
+                None if inst.allowed(t, p as u16) => &mut possible,
+                None => continue,
+            };
+            target[info.first] += i128::from(info.bytes);
+            target[info.last + 1] -= i128::from(info.bytes);
+        }
+        if p == 0 {
+            for (i, k) in inst.kernels.iter().enumerate() {
+                fixed[i] += i128::from(k.scratch_bytes);
+                fixed[i + 1] -= i128::from(k.scratch_bytes);
+            }
+        }
+        let cap = i128::from(inst.capacity[p]);
+        let (mut f, mut m) = (0i128, 0i128);
+        let mut room = vec![0i128; steps];
+        let mut capped = false;
+        for i in 0..steps {
+            f += fixed[i];
+            m += possible[i];
+            room[i] = cap - f;
+            capped |= m > room[i];
+        }
+        if !capped {
+            continue;
+        }
+        let mut events: Vec<Vec<(usize, f64)>> = vec![Vec::new(); steps + 1];
+        let mut arriving: Vec<Vec<(usize, f64)>> = vec![Vec::new(); steps];
+        for (t, info) in inst.tensors.iter().enumerate() {
+            let tv = &tensors[t];
+            if tv.loc.is_empty() {
+                continue;
+            }
+            let bytes = info.bytes as f64;
+            let Some(first) = tv.loc[0][p] else { continue };
+            events[info.first].push((first, bytes));
+            if let Some(last) = tv.loc[tv.loc.len() - 1][p] {
+                events[info.last + 1].push((last, -bytes));
+            }
+            for br in tv.breaks.iter().filter(|b| b.at < steps) {
+                if let (Some(a), Some(b)) = (tv.loc[br.from_seg][p], tv.loc[br.to_seg][p]) {
+                    events[br.at].push((b, bytes));
+                    events[br.at].push((a, -bytes));
+                }
+                for &(_, q, c) in &br.async_ {
+                    if q as usize == p {
+                        arriving[br.at - 1].push((c, bytes));
+                    }
+                }
+            }
+        }
+        let mut prev: Option<usize> = None;
+        for i in 0..steps {
+            let hi = room[i].max(0) as f64;
+            let occ = lp.col(0.0, hi, false, 0.0);
+            let mut row: Vec<(usize, f64)> = events[i].iter().map(|&(c, b)| (c, -b)).collect();
+            row.push((occ, 1.0));
+            if let Some(prev) = prev {
+                row.push((prev, -1.0));
+            }
+            lp.row(row, 0.0, 0.0);
+            if !arriving[i].is_empty() {
+                let mut row = arriving[i].clone();
+                row.push((occ, 1.0));
+                lp.row(row, f64::NEG_INFINITY, hi);
+            }
+            occupancy[p][i] = Some(occ);
+            prev = Some(occ);
+        }
+    }
+    Built { lp, tensors, overlap, copies_during, occupancy, offset_col }
+}
+
+impl Built {
+    fn size(&self) -> ModelSize {
+        ModelSize {
+            variables: self.lp.cols.len(),
+            binaries: self.lp.cols.iter().filter(|c| c.integer).count(),
+            constraints: self.lp.rows.len(),
+            nonzeros: self.lp.rows.iter().map(|r| r.terms.len()).sum(),
+        }
+    }
+
+    /// Column values for `placement`, or None when this model cannot represent it (a
+    /// move where the model has no break, or of a kind it does not offer there).
+    fn values_for(&self, inst: &Instance, placement: &Placement) -> Option<Vec<f64>> {
+        let mut x = vec![0.0; self.lp.cols.len()];
+        x[self.offset_col] = 1.0;
+        let mut moves: BTreeMap<(usize, usize), &Move> = BTreeMap::new();
+        for m in &placement.moves {
+            moves.insert((m.tensor, m.at), m);
+        }
+        let mut used_moves = 0;
+        for (t, tv) in self.tensors.iter().enumerate() {
+            let pool_of_seg = |s: usize| placement.pool_at(t, tv.starts[s]);
+            if tv.loc.is_empty() {
+                if placement.spans[t].len() != 1 || Some(placement.spans[t][0].1) != inst.tensors[t].pinned {
+                    return None;
+                }
+                continue;
+            }
+            // Every change of pool must fall on a break.
+            for w in placement.spans[t].windows(2) {
+                tv.starts.binary_search(&w[1].0).ok()?;
+            }
+            for (s, cols) in tv.loc.iter().enumerate() {
+                x[cols[pool_of_seg(s) as usize]?] = 1.0;
+            }
+            for br in &tv.breaks {
+                let (a, b) = (pool_of_seg(br.from_seg), pool_of_seg(br.to_seg));
+                if a == b {
+                    x[br.stay[a as usize]?] = 1.0;
+                    continue;
+                }
+                let m = moves.get(&(t, br.at))?;
+                used_moves += 1;
+                let find = |list: &[(u16, u16, usize)]| list.iter().find(|&&(p, q, _)| p == a && q == b).map(|e| e.2);
+                let col = match m.kind {
+                    MoveKind::Sync => find(&br.sync),
+                    MoveKind::Async => find(&br.async_),
+                }?;
+                x[col] = 1.0;
+            }
+        }
+        if used_moves != placement.moves.len() {
+            return None;
+        }
+        for (i, v) in self.overlap.iter().enumerate() {
+            if let Some(v) = v {
+                let copies: f64 = self.copies_during[i].iter().map(|&(c, a)| a * x[c]).sum();
+                x[*v] = self.kernel_units(inst, &x, i).max(copies);
+            }
+        }
+        let steps = inst.steps();
+        for (p, cols) in self.occupancy.iter().enumerate() {
+            if cols.iter().all(Option::is_none) {
+                continue;
+            }
+            let mut delta = vec![0.0; steps + 1];
+            for (t, info) in inst.tensors.iter().enumerate().filter(|(_, i)| i.pinned.is_none()) {
+                let spans = &placement.spans[t];
+                for (j, &(from, pool)) in spans.iter().enumerate() {
+                    if pool as usize == p {
+                        let to = spans.get(j + 1).map_or(info.last + 1, |s| s.0);
+                        delta[from] += info.bytes as f64;
+                        delta[to] -= info.bytes as f64;
+                    }
+                }
+            }
+            let mut running = 0.0;
+            for (i, c) in cols.iter().enumerate() {
+                running += delta[i];
+                if let Some(c) = c {
+                    x[*c] = running;
+                }
+            }
+        }
+        Some(x)
+    }
+
+    /// The kernel's cost (µs) under column values `x`.
+    fn kernel_units(&self, inst: &Instance, x: &[f64], step: usize) -> f64 {
+        let k = &inst.kernels[step];
+        let mut total = k.cost.base_ns;
+        for (o, &t) in k.operands.iter().enumerate() {
+            let pool = match inst.tensors[t].pinned {
+                Some(p) => p as usize,
+                None => {
+                    let seg = self.tensors[t].segment_at(step);
+                    self.tensors[t].loc[seg].iter().position(|c| c.is_some_and(|c| x[c] > 0.5)).unwrap_or(0)
+                }
+            };
+            total += k.cost.delta_ns[o][pool];
+        }
+        total / NS_PER_UNIT
+    }
+
+    fn placement_from(&self, inst: &Instance, x: &[f64]) -> Placement {
+        let steps = inst.steps();
+        let mut spans = Vec::with_capacity(inst.tensors.len());
+        let mut moves = Vec::new();
+        for (t, tv) in self.tensors.iter().enumerate() {
+            if tv.loc.is_empty() {
+                spans.push(vec![(inst.tensors[t].first, inst.tensors[t].pinned.unwrap_or(0))]);
+                continue;
+            }
+            let pool_of = |s: usize| -> u16 {
+                tv.loc[s]
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(p, c)| c.map(|c| (p, x[c])))
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .map_or(0, |(p, _)| p as u16)
+            };
+            let mut list: Vec<(usize, u16)> = Vec::new();
+            for (s, &start) in tv.starts.iter().enumerate() {
+                let p = pool_of(s);
+                if list.last().is_none_or(|&(_, q)| q != p) {
+                    list.push((start, p));
+                }
+            }
+            for br in &tv.breaks {
+                let (a, b) = (pool_of(br.from_seg), pool_of(br.to_seg));
+                if a == b {
+                    continue;
+                }
+                let copy: f64 = br.async_.iter().filter(|e| e.0 == a && e.1 == b).map(|e| x[e.2]).sum();
+                let sync: f64 = br.sync.iter().filter(|e| e.0 == a && e.1 == b).map(|e| x[e.2]).sum();
+                let kind = if copy > sync { MoveKind::Async } else { MoveKind::Sync };
+                moves.push(Move { tensor: t, from: a, to: b, at: br.at.min(steps), kind });
+            }
+            spans.push(list);
+        }
+        Placement { spans, moves }
+    }
+}
+
+/// Solves `inst` with the ILP; `warm` (any placement the model can represent, such as a
+/// baseline's or a simpler formulation's) is handed to HiGHS as a starting plan.
+pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Result<IlpOutcome, SolveError> {
+    let started = Instant::now();
+    let built = build(inst, opts);
+    let size = built.size();
+    let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum();
+    let start = warm.and_then(|w| built.values_for(inst, w));
+    let build_seconds = started.elapsed().as_secs_f64();
+    let (tx, rx) = mpsc::channel();
+    let lp_cols = built.lp.cols.clone();
+    let lp_rows = built.lp.rows.clone();
+    let thread_opts = opts.clone();
+    let log_file = opts.log_file.clone();
+    let solve_started = Instant::now();
+    std::thread::Builder::new()
+        .name("placer-highs".into())
+        .spawn(move || {
+            let _ = tx.send(run_highs(&lp_cols, &lp_rows, start.as_deref(), &thread_opts));
+        })
+        .map_err(|e| SolveError::Solver { reason: format!("cannot start the solver thread: {e}") })?;
+    let guard = Duration::from_secs_f64(opts.time_limit * 1.5 + 20.0);
+    let result = match rx.recv_timeout(guard) {
+        Ok(r) => r?,
+        Err(_) => {
+            let Some(w) = warm else {
+                return Err(SolveError::Solver {
+                    reason: format!("HiGHS overran its {} s time limit by more than half and has no plan", opts.time_limit),
+                });
+            };
+            let solve_seconds = solve_started.elapsed().as_secs_f64();
+            return Ok(IlpOutcome {
+                placement: w.clone(),
+                status: format!("guard: HiGHS overran its time limit; the plan is the warm start after {solve_seconds:.0} s"),
+                objective_ns: f64::NAN,
+                bound_ns: f64::NAN,
+                gap: f64::NAN,
+                base_ns,
+                build_seconds,
+                solve_seconds,
+                first_feasible_seconds: None,
+                size,
+            });
+        }
+    };
+    let solve_seconds = solve_started.elapsed().as_secs_f64();
+    let placement = built.placement_from(inst, &result.x);
+    Ok(IlpOutcome {
+        placement,
+        status: result.status,
+        objective_ns: result.objective * NS_PER_UNIT,
+        bound_ns: result.bound * NS_PER_UNIT,
+        gap: result.gap,
+        base_ns,
+        build_seconds,
+        solve_seconds,
+        first_feasible_seconds: log_file.as_deref().and_then(first_feasible_in_log),
+        size,
+    })
+}
+
+struct HighsResult {
+    x: Vec<f64>,
+    status: String,
+    objective: f64,
+    bound: f64,
+    gap: f64,
+}
+
+fn run_highs(cols: &[Col], rows: &[Row], start: Option<&[f64]>, opts: &IlpOptions) -> Result<HighsResult, SolveError> {
+    let err = |reason: String| SolveError::Solver { reason };
+    let mut vars = ProblemVariables::new();
+    let columns: Vec<Variable> = cols
+        .iter()
+        .map(|c| {
+            let def = variable().min(c.lo).max(c.hi);
+            vars.add(if c.integer { def.integer() } else { def })
+        })
+        .collect();
+    let objective: Expression = cols.iter().zip(&columns).filter(|(c, _)| c.cost != 0.0).map(|(c, &v)| c.cost * v).sum();
+    let mut problem = vars.minimise(objective).using(good_lp::solvers::highs::highs);
+    for row in rows {
+        let e: Expression = row.terms.iter().map(|&(c, a)| a * columns[c]).sum();
+        if row.lo == row.hi {
+            problem.add_constraint(constraint::eq(e, row.lo));
+        } else {
+            if row.lo.is_finite() {
+                problem.add_constraint(constraint::geq(e.clone(), row.lo));
+            }
+            if row.hi.is_finite() {
+                problem.add_constraint(constraint::leq(e, row.hi));
+            }
+        }
+    }
+    let mut model = problem.into_inner();
+    let set = |model: &mut highs::Model, name: &str, value: OptionValue<'_>| -> Result<(), SolveError> {
+        let r = match value {
+            OptionValue::F(v) => model.try_set_option(name, v),
+            OptionValue::B(v) => model.try_set_option(name, v),
+            OptionValue::S(v) => model.try_set_option(name, v),
+        };
+        r.map_err(|e| err(format!("HiGHS refused option {name}: {e:?}")))
+    };
+    set(&mut model, "output_flag", OptionValue::B(true))?;
+    set(&mut model, "log_to_console", OptionValue::B(opts.verbose))?;
+    if let Some(path) = &opts.log_file {
+        set(&mut model, "log_file", OptionValue::S(&path.to_string_lossy()))?;
+    }
+    set(&mut model, "time_limit", OptionValue::F(opts.time_limit))?;
+    set(&mut model, "mip_rel_gap", OptionValue::F(opts.gap))?;
+    if let Some(x) = start {
+        model.try_set_solution(Some(x), None, None, None).map_err(|e| err(format!("warm start refused: {e:?}")))?;
+    }
+    let solved = model.try_solve().map_err(|e| err(format!("HiGHS failed: {e:?}")))?;
+    let status = solved.status();
+    use highs::HighsModelStatus as S;
+    let status_text = match status {
+        S::Optimal => {
+            if solved.mip_gap() > 1e-9 { "gap limit" } else { "optimal" }
+        }
+        S::ReachedTimeLimit => "time limit",
+        S::Infeasible | S::UnboundedOrInfeasible => {
+            return Err(err("the model is infeasible: no placement meets the capacities".into()));
+        }
+        other => return Err(err(format!("HiGHS stopped with status {other:?}"))),
+    };
+    if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
+        return Err(err(format!("HiGHS found no feasible plan ({status_text})")));
+    }
+    let objective = solved.objective_value();
+    let bound = solved.double_info_value(c"mip_dual_bound").unwrap_or(objective);
+    let gap = solved.mip_gap();
+    Ok(HighsResult {
+        x: solved.get_solution().columns().to_vec(),
+        status: status_text.to_string(),
+        objective,
+        bound,
+        gap: if gap.is_finite() { gap.max(0.0) } else { 0.0 },
+    })
+}
+
+enum OptionValue<'a> {
+    F(f64),
+    B(bool),
+    S(&'a str),
+}
+
+/// Seconds at which HiGHS's branch-and-bound log first shows a finite best solution.
+/// HiGHS prints one row per event; the best-solution column follows the best bound, and
+/// the time is the last field ("12.3s").
+fn first_feasible_in_log(path: &std::path::Path) -> Option<f64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut in_table = false;
+    for line in text.lines() {
+        if line.contains("BestBound") && line.contains("BestSol") {
+            in_table = true;
+            continue;
+        }
+        if !in_table {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let Some(time) = fields.last().and_then(|f| f.strip_suffix('s')).and_then(|f| f.parse::<f64>().ok()) else {
+            if line.trim().is_empty() {
+                continue;
+            }
+            break;
+        };
+        // Columns: [src] nodes queue leaves expl% bestbound bestsol gap ...
+        let numeric: Vec<&str> = fields.iter().copied().skip_while(|f| f.parse::<f64>().is_err()).collect();
+        if let Some(best_sol) = numeric.get(5)
+            && best_sol.parse::<f64>().is_ok_and(f64::is_finite)
+        {
+            return Some(time);
+        }
+    }
+    None
+}

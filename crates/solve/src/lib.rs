@@ -1,0 +1,50 @@
+//! The placement solver: turns measured kernel times into a plan that says where every
+//! tensor lives at every step of the schedule, and when it moves, under a DRAM budget.
+//!
+//! - [`instance`] gathers what a plan is scored on: live ranges at allocation
+//!   granularity, scratch space, per-kernel costs ([`cost`]) and move costs ([`pools`]).
+//! - [`ilp`] builds the static, synchronous or asynchronous formulation (DESIGN §2, §6)
+//!   and solves it with HiGHS through good_lp, warm-started from [`baselines`].
+//! - [`plan`] is the file format; [`check`] verifies any plan independently of how it
+//!   was made.
+
+pub mod baselines;
+pub mod budget;
+pub mod check;
+pub mod cost;
+pub mod ilp;
+pub mod instance;
+pub mod placement;
+pub mod plan;
+pub mod pools;
+pub mod session;
+mod segtree;
+
+pub use budget::{Budget, BudgetError};
+pub use check::{CheckReport, check};
+pub use cost::{CostModel, Costs};
+pub use ilp::{Formulation, IlpOptions, IlpOutcome};
+pub use instance::{Instance, Infeasible};
+pub use placement::{Move, MoveKind, Placement};
+pub use plan::Plan;
+pub use pools::{PoolFigures, SolvePools};
+pub use session::{Candidate, SolveRequest, SolveResult, solve};
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SolveError {
+    #[error(transparent)]
+    Budget(#[from] BudgetError),
+    /// No placement can meet the budget; `reason` names the step and tensors.
+    #[error("{reason}")]
+    Infeasible { reason: String, smallest_feasible: u64 },
+    #[error("{reason}")]
+    Mismatch { reason: String },
+    #[error("solver: {reason}")]
+    Solver { reason: String },
+    #[error("plan {path}: {reason}", path = path.display())]
+    PlanFile { path: PathBuf, reason: String },
+    #[error("{reason}")]
+    Usage { reason: String },
+}

@@ -1,0 +1,259 @@
+//! plan.json: where every tensor lives over the schedule, every move, and what the plan
+//! is predicted to cost. Written by `placer solve`, read by the checker and (later) by
+//! the executor.
+
+use crate::SolveError;
+use crate::cost::{CostModel, Costs, Source};
+use crate::ilp::{Formulation, IlpOutcome, ModelSize};
+use crate::instance::Instance;
+use crate::placement::{MoveKind, Placement};
+use crate::pools::PoolFigures;
+use placer_ir::Model;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const PLAN_FORMAT: &str = "placer-plan";
+pub const PLAN_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format: String,
+    pub version: u32,
+    pub model: String,
+    pub model_hash: String,
+    /// "ilp", or the baseline's name.
+    pub strategy: String,
+    pub formulation: Option<Formulation>,
+    /// True when a pool is emulated: the plan is then for the emulated device model,
+    /// not a measurement of real hardware.
+    pub emulated: bool,
+    pub note: String,
+    pub pools: Vec<PoolFigures>,
+    /// Bytes each pool may hold: the budget for DRAM, capacity for the others.
+    pub capacity: Vec<u64>,
+    pub budget_bytes: u64,
+    pub peak_live_bytes: u64,
+    pub move_ns_per_byte: Vec<Vec<f64>>,
+    pub moves_measured: bool,
+    /// The checkpoint the kernel times come from, if any.
+    pub profile: Option<String>,
+    pub cost_model: CostModel,
+    pub predicted: Predicted,
+    pub solver: Option<SolverReport>,
+    pub kernels: Vec<PlanKernel>,
+    pub tensors: Vec<PlanTensor>,
+    pub moves: Vec<PlanMove>,
+    /// Predicted DRAM bytes in use at each step (scratch and in-flight copies included).
+    pub dram_bytes: Vec<u64>,
+    pub pool_peak_bytes: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Predicted {
+    /// Σ max(kernel, copies it hides) + blocking moves.
+    pub step_ns: f64,
+    pub kernel_ns: f64,
+    pub sync_move_ns: f64,
+    /// Copy time that did not fit under its kernel.
+    pub exposed_copy_ns: f64,
+    pub measured_kernels: usize,
+    pub estimated_kernels: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SolverReport {
+    pub status: String,
+    /// What the placement adds to the all-DRAM step time, as the solver scored it.
+    pub objective_ns: f64,
+    pub bound_ns: f64,
+    /// Relative gap on `objective_ns`.
+    pub gap: f64,
+    /// Relative gap on the whole step time (objective + every kernel's base time).
+    pub gap_of_step: f64,
+    pub build_seconds: f64,
+    pub solve_seconds: f64,
+    pub first_feasible_seconds: Option<f64>,
+    pub size: ModelSize,
+    /// The placement HiGHS started from, and its predicted step time.
+    pub warm_start: Option<(String, f64)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanKernel {
+    pub step: usize,
+    pub node: String,
+    /// Pool of each operand, in `Node::operands` order.
+    pub config: Vec<String>,
+    pub time_ns: f64,
+    pub source: Source,
+    /// Async copies that run during this kernel, ns.
+    pub copies_ns: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanSpan {
+    pub from: usize,
+    pub to: usize,
+    pub pool: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanTensor {
+    pub name: String,
+    /// Bytes as allocated (page-rounded).
+    pub bytes: u64,
+    pub placement: Vec<PlanSpan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanMove {
+    pub tensor: String,
+    pub from: String,
+    pub to: String,
+    pub bytes: u64,
+    pub kind: MoveKind,
+    /// The tensor is in `to` from this step on (the schedule length: end of the step).
+    pub before_step: usize,
+    /// Async: the step whose kernel the copy overlaps.
+    pub overlaps: Option<usize>,
+}
+
+/// What went into a plan besides the placement.
+#[derive(Debug, Clone)]
+pub struct PlanContext<'a> {
+    pub model: &'a Model,
+    pub inst: &'a Instance,
+    pub costs: &'a Costs,
+    pub strategy: String,
+    pub formulation: Option<Formulation>,
+    pub profile: Option<String>,
+}
+
+impl Plan {
+    pub fn new(ctx: &PlanContext<'_>, placement: &Placement, ilp: Option<(&IlpOutcome, Option<(String, f64)>)>) -> Plan {
+        let inst = ctx.inst;
+        let names = inst.pools.names();
+        let eval = placement.evaluate(inst, ctx.costs);
+        let kernels: Vec<PlanKernel> = inst
+            .kernels
+            .iter()
+            .enumerate()
+            .map(|(i, k)| PlanKernel {
+                step: i,
+                node: k.name.clone(),
+                config: placement.config(inst, i).iter().map(|&p| names[p as usize].clone()).collect(),
+                time_ns: eval.kernel_ns[i],
+                source: eval.sources[i],
+                copies_ns: eval.async_ns[i],
+            })
+            .collect();
+        let tensors = inst
+            .tensors
+            .iter()
+            .zip(&placement.spans)
+            .map(|(t, spans)| PlanTensor {
+                name: t.name.clone(),
+                bytes: t.bytes,
+                placement: spans
+                    .iter()
+                    .enumerate()
+                    .map(|(j, &(from, pool))| PlanSpan {
+                        from,
+                        to: spans.get(j + 1).map_or(t.last, |s| s.0 - 1),
+                        pool: names[pool as usize].clone(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let moves = placement
+            .moves
+            .iter()
+            .map(|m| PlanMove {
+                tensor: inst.tensors[m.tensor].name.clone(),
+                from: names[m.from as usize].clone(),
+                to: names[m.to as usize].clone(),
+                bytes: inst.tensors[m.tensor].bytes,
+                kind: m.kind,
+                before_step: m.at,
+                overlaps: (m.kind == MoveKind::Async).then(|| m.at - 1),
+            })
+            .collect();
+        let kernel_ns: f64 = eval.kernel_ns.iter().sum();
+        let hidden: f64 = eval.kernel_ns.iter().zip(&eval.async_ns).map(|(k, a)| k.max(*a)).sum();
+        let emulated = inst.pools.any_emulated();
+        Plan {
+            format: PLAN_FORMAT.into(),
+            version: PLAN_VERSION,
+            model: ctx.model.name().to_string(),
+            model_hash: ctx.model.content_hash(),
+            strategy: ctx.strategy.clone(),
+            formulation: ctx.formulation,
+            emulated,
+            note: if emulated {
+                "EMULATED: a pool is emulated in DRAM (docs/hosts.md); times are predictions for its device model, \
+                 not measurements of that device"
+                    .into()
+            } else {
+                String::new()
+            },
+            pools: inst.pools.pools.clone(),
+            capacity: inst.capacity.clone(),
+            budget_bytes: inst.capacity[0],
+            peak_live_bytes: inst.peak_bytes,
+            move_ns_per_byte: inst.pools.move_ns_per_byte.clone(),
+            moves_measured: inst.pools.moves_measured,
+            profile: ctx.profile.clone(),
+            cost_model: ctx.costs.model.clone(),
+            predicted: Predicted {
+                step_ns: eval.step_ns,
+                kernel_ns,
+                sync_move_ns: eval.sync_ns,
+                exposed_copy_ns: hidden - kernel_ns,
+                measured_kernels: eval.sources.len() - eval.estimated(),
+                estimated_kernels: eval.estimated(),
+            },
+            solver: ilp.map(|(o, warm)| SolverReport {
+                status: o.status.clone(),
+                objective_ns: o.objective_ns,
+                bound_ns: o.bound_ns,
+                gap: o.gap,
+                gap_of_step: (o.objective_ns - o.bound_ns).max(0.0) / (o.objective_ns + o.base_ns),
+                build_seconds: o.build_seconds,
+                solve_seconds: o.solve_seconds,
+                first_feasible_seconds: o.first_feasible_seconds,
+                size: o.size,
+                warm_start: warm,
+            }),
+            kernels,
+            tensors,
+            moves,
+            pool_peak_bytes: (0..inst.pools.len()).map(|p| eval.peak(p)).collect(),
+            dram_bytes: eval.bytes[0].clone(),
+        }
+    }
+
+    /// Writes atomically: a temporary file beside the target, then a rename.
+    pub fn save(&self, path: &Path) -> Result<(), SolveError> {
+        let err = |reason: String| SolveError::PlanFile { path: path.to_path_buf(), reason };
+        let text = serde_json::to_string_pretty(self).map_err(|e| err(e.to_string()))?;
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            err(e.to_string())
+        })
+    }
+
+    pub fn load(path: &Path) -> Result<Plan, SolveError> {
+        let err = |reason: String| SolveError::PlanFile { path: path.to_path_buf(), reason };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let plan: Plan = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        if plan.format != PLAN_FORMAT || plan.version != PLAN_VERSION {
+            return Err(err(format!(
+                "not a {PLAN_FORMAT} version {PLAN_VERSION} file (format '{}', version {})",
+                plan.format, plan.version
+            )));
+        }
+        Ok(plan)
+    }
+}

@@ -1,0 +1,128 @@
+//! What the solver needs to know about each pool: capacity, bandwidth (for the cost
+//! model's priors) and the cost of moving a byte between every pair (for moves).
+
+use placer_host::{DeviceModel, DramBaseline, HostLayout, PoolsProbe};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolFigures {
+    pub name: String,
+    pub kind: String,
+    /// Bytes the pool can hold. For pool 0 (local DRAM) the budget replaces this.
+    pub capacity: u64,
+    /// The device model when the pool is emulated.
+    pub emulated_as: Option<String>,
+    pub read_gbps: f64,
+    pub write_gbps: f64,
+    /// Where the bandwidths come from: "probe", "device model", "HMAT" or "baseline".
+    pub source: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SolvePools {
+    pub pools: Vec<PoolFigures>,
+    /// `move_ns_per_byte[from][to]`: what moving one byte costs (0 on the diagonal).
+    pub move_ns_per_byte: Vec<Vec<f64>>,
+    /// True when every pair's cost comes from a measured copy (`placer topo --probe`);
+    /// otherwise estimated as a read from one pool then a write to the other.
+    pub moves_measured: bool,
+}
+
+/// The device model whose figures stand in for a pool nobody measured, by kind.
+fn stand_in_device(kind: &str) -> Option<&'static str> {
+    match kind {
+        "pmem" => Some("optane-dcpmm"),
+        "cxl" => Some("cxl-type3"),
+        "remote-dram" => Some("remote-socket"),
+        _ => None,
+    }
+}
+
+impl SolvePools {
+    /// Figures for every pool of `layout`: the cached probe where it measured the pool,
+    /// else the DRAM baseline scaled by the pool's device model, else HMAT attributes,
+    /// else the stand-in device model for the pool's kind.
+    pub fn from_host(layout: &HostLayout, baseline: Option<&DramBaseline>, probe: Option<&PoolsProbe>) -> SolvePools {
+        let reference = DeviceModel::named("optane-dcpmm").ok();
+        let dram = baseline.map(|b| (b.read_gbps, b.write_gbps)).or_else(|| {
+            reference.as_ref().map(|d| (d.reference_dram.read_gbps, d.reference_dram.write_gbps))
+        });
+        let (dram_read, dram_write) = dram.unwrap_or((20.0, 15.0));
+        let pools: Vec<PoolFigures> = layout
+            .pools
+            .iter()
+            .map(|spec| {
+                let probed = probe.and_then(|p| p.pools.iter().find(|pp| pp.pool == spec.name));
+                let device = spec.device.clone().or_else(|| {
+                    stand_in_device(spec.kind.name()).and_then(|name| DeviceModel::named(name).ok())
+                });
+                let (read_gbps, write_gbps, source) = if let Some(p) = probed {
+                    (p.read_gbps.median, p.write_gbps.median, "probe")
+                } else if let (Some(d), true) = (&spec.device, baseline.is_some()) {
+                    let (r, w) = d.bandwidth_ratios();
+                    (dram_read * r, dram_write * w, "device model on the measured DRAM baseline")
+                } else if let (Some(r), Some(w)) = (spec.attrs.read_bw(), spec.attrs.write_bw()) {
+                    (r as f64 * 1.048_576e-3, w as f64 * 1.048_576e-3, "HMAT")
+                } else if let Some(d) = device.filter(|_| spec.kind.name() != "dram") {
+                    let (r, w) = d.bandwidth_ratios();
+                    (dram_read * r, dram_write * w, "stand-in device model")
+                } else {
+                    (dram_read, dram_write, "DRAM baseline")
+                };
+                PoolFigures {
+                    name: spec.name.clone(),
+                    kind: spec.kind.name().to_string(),
+                    capacity: spec.capacity,
+                    emulated_as: spec.device.as_ref().map(|d| d.name.clone()),
+                    read_gbps,
+                    write_gbps,
+                    source: source.to_string(),
+                }
+            })
+            .collect();
+        let n = pools.len();
+        let mut measured = true;
+        let mut move_ns_per_byte = vec![vec![0.0; n]; n];
+        for (i, from) in pools.iter().enumerate() {
+            for (j, to) in pools.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                let copy = probe.and_then(|p| p.copies.iter().find(|c| c.from == from.name && c.to == to.name));
+                move_ns_per_byte[i][j] = match copy {
+                    Some(c) if c.gbps.median > 0.0 => 1.0 / c.gbps.median,
+                    _ => {
+                        measured = false;
+                        1.0 / from.read_gbps + 1.0 / to.write_gbps
+                    }
+                };
+            }
+        }
+        SolvePools { pools, move_ns_per_byte, moves_measured: measured && n > 1 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.pools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pools.is_empty()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.pools.iter().map(|p| p.name.clone()).collect()
+    }
+
+    /// Pools from fastest to slowest by read bandwidth, pool 0 first.
+    pub fn by_speed(&self) -> Vec<u16> {
+        let mut order: Vec<u16> = (0..self.pools.len() as u16).collect();
+        order.sort_by(|&a, &b| {
+            (a != 0).cmp(&(b != 0)).then(self.pools[b as usize].read_gbps.total_cmp(&self.pools[a as usize].read_gbps))
+        });
+        order
+    }
+
+    pub fn any_emulated(&self) -> bool {
+        self.pools.iter().any(|p| p.emulated_as.is_some())
+    }
+}

@@ -1,0 +1,155 @@
+//! One `placer solve`: budget, feasibility, baselines, the ILP (sync first when async is
+//! asked for, as its warm start), the plan, and the checker's verdict on all of them.
+
+use crate::baselines::Baseline;
+use crate::budget::Budget;
+use crate::check::{CheckReport, check};
+use crate::cost::Costs;
+use crate::ilp::{self, Formulation, IlpOptions};
+use crate::instance::Instance;
+use crate::placement::Placement;
+use crate::plan::{Plan, PlanContext};
+use crate::pools::SolvePools;
+use crate::SolveError;
+use placer_ir::Model;
+use placer_profile::tasks::Pin;
+
+#[derive(Debug, Clone)]
+pub struct SolveRequest<'a> {
+    pub model: &'a Model,
+    pub costs: &'a Costs,
+    pub pools: SolvePools,
+    pub budget: Budget,
+    pub pins: Vec<Pin>,
+    pub options: IlpOptions,
+    /// The checkpoint the costs came from, recorded in the plan.
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub name: String,
+    /// The plan and the checker's report on it, or why the strategy has no plan.
+    pub outcome: Result<(Plan, CheckReport), String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SolveResult {
+    pub budget_bytes: u64,
+    pub peak_bytes: u64,
+    /// The budget holds every tensor at every step: the plan keeps all in DRAM.
+    pub no_placement_needed: bool,
+    /// Everything in DRAM with no budget: the reference time.
+    pub all_dram_ns: f64,
+    pub plan: Plan,
+    pub check: CheckReport,
+    pub baselines: Vec<Candidate>,
+}
+
+fn plan_and_check(
+    req: &SolveRequest<'_>,
+    inst: &Instance,
+    placement: &Placement,
+    ctx: &PlanContext<'_>,
+    ilp: Option<(&ilp::IlpOutcome, Option<(String, f64)>)>,
+) -> (Plan, CheckReport) {
+    let plan = Plan::new(ctx, placement, ilp);
+    let report = check(req.model, &plan, req.costs, &req.pools, inst.capacity[0]);
+    (plan, report)
+}
+
+/// Runs the whole solve. `progress` receives one line per stage.
+pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<SolveResult, SolveError> {
+    let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
+    let peak = unlimited.peak_bytes;
+    let budget = req.budget.resolve(peak);
+    let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
+    let all_dram_ns = all_dram.evaluate(&unlimited, req.costs).step_ns;
+    let mut inst = unlimited;
+    inst.capacity[0] = budget;
+    let context = |strategy: &str, formulation: Option<Formulation>| PlanContext {
+        model: req.model,
+        inst: &inst,
+        costs: req.costs,
+        strategy: strategy.to_string(),
+        formulation,
+        profile: req.profile.clone(),
+    };
+    let pinned_elsewhere = inst.tensors.iter().any(|t| t.pinned.is_some_and(|p| p != 0));
+    if budget >= peak && !pinned_elsewhere {
+        progress("the budget holds peak live memory: every tensor stays in DRAM");
+        let (plan, check) = plan_and_check(req, &inst, &all_dram, &context("all-dram", None), None);
+        return Ok(SolveResult {
+            budget_bytes: budget,
+            peak_bytes: peak,
+            no_placement_needed: true,
+            all_dram_ns,
+            plan,
+            check,
+            baselines: Vec::new(),
+        });
+    }
+    inst.feasibility().map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: e.smallest_feasible })?;
+
+    let started = std::time::Instant::now();
+    let mut baselines = Vec::new();
+    let mut best: Option<(String, Placement, f64)> = None;
+    for b in Baseline::ALL {
+        let outcome = b.place(&inst).map(|placement| {
+            let (plan, report) = plan_and_check(req, &inst, &placement, &context(b.name(), Some(Formulation::Static)), None);
+            if report.ok() && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t) {
+                best = Some((b.name().to_string(), placement, plan.predicted.step_ns));
+            }
+            (plan, report)
+        });
+        baselines.push(Candidate { name: b.name().to_string(), outcome });
+    }
+    progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), started.elapsed().as_secs_f64() * 1e3));
+    let Some((warm_name, warm, warm_ns)) = best else {
+        return Err(SolveError::Infeasible {
+            reason: "no baseline placement fits the budget and pool capacities, so the solver has no start; \
+                     raise the budget or free a pool"
+                .into(),
+            smallest_feasible: budget,
+        });
+    };
+    progress(&format!("warm start: {warm_name}, predicted {:.3} ms", warm_ns / 1e6));
+
+    let formulation = req.options.formulation;
+    let (start, start_label, time_limit) = if formulation == Formulation::Async {
+        let sync_opts = IlpOptions {
+            formulation: Formulation::Sync,
+            time_limit: req.options.time_limit / 3.0,
+            log_file: req.options.log_file.as_ref().map(|p| p.with_extension("sync.log")),
+            ..req.options.clone()
+        };
+        progress(&format!("sync formulation first (its plan starts the async solve), limit {:.0} s", sync_opts.time_limit));
+        let sync = ilp::solve(&inst, Some(&warm), &sync_opts)?;
+        let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
+        progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
+        let left = (req.options.time_limit - sync.build_seconds - sync.solve_seconds).max(req.options.time_limit / 3.0);
+        (sync.placement, format!("sync ILP ({})", sync.status), left)
+    } else {
+        (warm, warm_name, req.options.time_limit)
+    };
+    let start_ns = start.evaluate(&inst, req.costs).step_ns;
+    let opts = IlpOptions { time_limit, ..req.options.clone() };
+    progress(&format!("{} formulation: solving (limit {:.0} s, gap {:.2}%)", formulation.name(), opts.time_limit, opts.gap * 100.0));
+    let outcome = ilp::solve(&inst, Some(&start), &opts)?;
+    let (plan, report) = plan_and_check(
+        req,
+        &inst,
+        &outcome.placement,
+        &context("ilp", Some(formulation)),
+        Some((&outcome, Some((start_label, start_ns)))),
+    );
+    Ok(SolveResult {
+        budget_bytes: budget,
+        peak_bytes: peak,
+        no_placement_needed: false,
+        all_dram_ns,
+        plan,
+        check: report,
+        baselines,
+    })
+}

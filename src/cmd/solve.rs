@@ -1,0 +1,340 @@
+//! `placer solve MODEL --budget B [--profile CKPT] [--formulation static|sync|async]
+//! [--time-limit S] [--gap G] [-o plan.json] [--baselines]`
+
+use super::host_args::HostArgs;
+use crate::table::{Table, bytes, count};
+use anyhow::Context as _;
+use placer_host::{Host, ProbeOptions, Source};
+use placer_profile::tasks::Pin;
+use placer_profile::{Profile, ProfileError, checkpoint};
+use placer_solve::cost::Costs;
+use placer_solve::ilp::{Formulation, IlpOptions};
+use placer_solve::{Budget, SolvePools, SolveRequest, SolveResult};
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The model file (model.json).
+    model: PathBuf,
+    /// DRAM budget: a size (64GB, 64GiB, 512MiB) or a share of peak live memory (0.25, 25%).
+    #[arg(long)]
+    budget: String,
+    /// Kernel times: a checkpoint written by `placer profile` for this model and host.
+    /// Without it, every time comes from the cost model (docs/solving.md).
+    #[arg(long, value_name = "CKPT")]
+    profile: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = FormulationArg::Sync)]
+    formulation: FormulationArg,
+    /// Solver time limit, seconds (HiGHS's own; a guard stops waiting at 1.5× + 20 s).
+    #[arg(long, default_value_t = 300.0)]
+    time_limit: f64,
+    /// Relative optimality gap at which the solver stops (0.01 = 1%).
+    #[arg(long, default_value_t = 0.01)]
+    gap: f64,
+    /// Where to write the plan.
+    #[arg(short = 'o', long, default_value = "plan.json")]
+    output: PathBuf,
+    /// Also print every baseline's predicted step time, checked like the plan.
+    #[arg(long)]
+    baselines: bool,
+    /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable; the
+    /// profile's own pins always apply.
+    #[arg(long, value_name = "RULE")]
+    pin: Vec<String>,
+    /// Async: how many steps before or after a use a copy may run.
+    #[arg(long, default_value_t = 5)]
+    async_window: usize,
+    /// Tensors smaller than this keep one pool for life (sync and async).
+    #[arg(long, default_value = "64KiB")]
+    small_tensor: String,
+    /// Show the solver's log.
+    #[arg(long, short)]
+    verbose: bool,
+    /// Do not measure copy bandwidth when the host cache has none: estimate moves from
+    /// the pools' read and write bandwidth instead.
+    #[arg(long)]
+    no_probe: bool,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+enum FormulationArg {
+    Static,
+    Sync,
+    Async,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let model = placer_ir::load_model(&args.model)?;
+    let budget = Budget::parse(&args.budget)?;
+    if !(args.time_limit > 0.0 && args.gap >= 0.0 && args.gap < 1.0) {
+        return Err(placer_solve::SolveError::Usage {
+            reason: format!("--time-limit must be above 0 (got {}) and --gap in [0, 1) (got {})", args.time_limit, args.gap),
+        }
+        .into());
+    }
+    let small_tensor = placer_host::parse_bytes(&args.small_tensor)
+        .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
+    let mut host = args.host.open()?;
+    let pools = solve_pools(&mut host, args.no_probe)?;
+    let profile = args.profile.as_deref().map(checkpoint::load).transpose()?;
+    if let (Some(p), Some(path)) = (&profile, &args.profile) {
+        check_profile(p, &model, &pools, path)?;
+    }
+    let names = pools.names();
+    let mut pins: Vec<Pin> = Vec::new();
+    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(&args.pin) {
+        pins.push(Pin::parse(text, &model, &names)?);
+    }
+    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
+    let costs = Costs::new(&model, &pools, &measurements);
+    let formulation = match args.formulation {
+        FormulationArg::Static => Formulation::Static,
+        FormulationArg::Sync => Formulation::Sync,
+        FormulationArg::Async => Formulation::Async,
+    };
+    let log_file = std::env::temp_dir().join(format!("placer-highs-{}.log", std::process::id()));
+    let request = SolveRequest {
+        model: &model,
+        costs: &costs,
+        pools: pools.clone(),
+        budget,
+        pins,
+        options: IlpOptions {
+            formulation,
+            time_limit: args.time_limit,
+            gap: args.gap,
+            async_window: args.async_window,
+            small_tensor_bytes: small_tensor,
+            verbose: args.verbose,
+            log_file: Some(log_file.clone()),
+            ..IlpOptions::default()
+        },
+        profile: args.profile.as_ref().map(|p| p.display().to_string()),
+    };
+    print!("{}", header(&model, &pools, &costs, profile.as_ref(), &args, &budget).render());
+    let mut progress = |line: &str| println!("  {line}");
+    let result = placer_solve::solve(&request, &mut progress);
+    let _ = std::fs::remove_file(&log_file);
+    let _ = std::fs::remove_file(log_file.with_extension("sync.log"));
+    let result = result?;
+    if !result.check.ok() {
+        anyhow::bail!(
+            "the plan checker found {} problem(s) in the solver's plan (a bug; please report it): {}",
+            result.check.problems.len(),
+            result.check.problems.iter().take(5).cloned().collect::<Vec<_>>().join("; ")
+        );
+    }
+    result.plan.save(&args.output)?;
+    print!("{}", summary(&result, &pools).render());
+    if args.baselines {
+        print!("\n{}", baseline_table(&result).render());
+    }
+    println!("wrote {}", args.output.display());
+    if pools.any_emulated() {
+        println!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools));
+    }
+    Ok(())
+}
+
+/// Pools with their capacities and bandwidths, and move costs from the cached probe (or
+/// a fresh one, cached for next time).
+fn solve_pools(host: &mut Host, no_probe: bool) -> anyhow::Result<SolvePools> {
+    let this_host = matches!(host.layout.topology.source, Source::ThisHost);
+    let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
+    let probed_here = |host: &Host| {
+        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
+            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
+        })
+    };
+    if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
+        println!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)");
+        host.probe(&ProbeOptions { bytes: 128 << 20, repeats: 3, ..ProbeOptions::default() })
+            .context("cannot measure the pools")?;
+    }
+    let baseline = if this_host { Some(host.baseline()?.0) } else { None };
+    let probe = host.cache.as_ref().and_then(|c| c.probe.clone());
+    Ok(SolvePools::from_host(&host.layout, baseline.as_ref(), probe.as_ref()))
+}
+
+fn check_profile(profile: &Profile, model: &placer_ir::Model, pools: &SolvePools, path: &std::path::Path) -> anyhow::Result<()> {
+    let h = &profile.header;
+    let mismatch = |reason: String| ProfileError::Mismatch { reason: format!("profile {}: {reason}", path.display()) };
+    if h.model_hash != model.content_hash() {
+        return Err(mismatch(format!("it was measured on model '{}', not this '{}' (content differs)", h.model_name, model.name())).into());
+    }
+    let theirs: Vec<&str> = h.pools.iter().map(|p| p.name.as_str()).collect();
+    let ours = pools.names();
+    if theirs != ours.iter().map(String::as_str).collect::<Vec<_>>() {
+        return Err(mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))).into());
+    }
+    Ok(())
+}
+
+fn emulated_list(pools: &SolvePools) -> String {
+    pools
+        .pools
+        .iter()
+        .filter_map(|p| p.emulated_as.as_ref().map(|d| format!("pool '{}' is emulated as {d}", p.name)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ms(ns: f64) -> String {
+    format!("{:.3} ms", ns / 1e6)
+}
+
+fn header(
+    model: &placer_ir::Model,
+    pools: &SolvePools,
+    costs: &Costs,
+    profile: Option<&Profile>,
+    args: &Args,
+    budget: &Budget,
+) -> Table {
+    let mut t = Table::new(&["model", &format!("{} ({} kernels)", model.name(), count(model.schedule().len() as u64))]);
+    let pool_text: Vec<String> = pools
+        .pools
+        .iter()
+        .map(|p| {
+            let label = p.emulated_as.as_ref().map_or(String::new(), |d| format!(" EMULATED {d}"));
+            format!("{}{label} ({}, read {:.1} GB/s from {})", p.name, bytes(p.capacity), p.read_gbps, p.source)
+        })
+        .collect();
+    t.row(vec!["pools".into(), pool_text.join("; ")]);
+    let mut moves = Vec::new();
+    for (i, from) in pools.pools.iter().enumerate() {
+        for (j, to) in pools.pools.iter().enumerate() {
+            if i != j {
+                moves.push(format!("{}→{} {:.1} GB/s", from.name, to.name, 1.0 / pools.move_ns_per_byte[i][j]));
+            }
+        }
+    }
+    let how = if pools.moves_measured { "measured copies" } else { "estimated: read + write" };
+    t.row(vec!["moves".into(), format!("{} ({how})", moves.join(", "))]);
+    let m = &costs.model;
+    let times = match (profile, &args.profile) {
+        (Some(p), Some(path)) => format!(
+            "{}: {} measured configurations{}",
+            path.display(),
+            count(costs.measured_count() as u64),
+            if p.is_complete() { String::new() } else { format!(" (incomplete: {}/{} passes)", p.passes_done, p.passes_total) }
+        ),
+        _ => "no profile: every kernel time is estimated by the cost model".into(),
+    };
+    t.row(vec!["times".into(), times]);
+    t.row(vec![
+        "cost model".into(),
+        format!(
+            "base fitted to {} all-DRAM times, pools to {} others; extra ns/byte read {}",
+            m.base_fitted_from,
+            m.pools_fitted_from,
+            (1..pools.len())
+                .map(|p| format!("{} {:.3}, write {:.3}", pools.pools[p].name, m.read_extra_ns_per_byte[p], m.write_extra_ns_per_byte[p]))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ),
+    ]);
+    t.row(vec!["budget".into(), budget.to_string()]);
+    t
+}
+
+fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
+    let plan = &r.plan;
+    let mut t = Table::new(&["peak live", &format!("{} (DRAM budget {})", bytes(r.peak_bytes), bytes(r.budget_bytes))]);
+    if let Some(s) = &plan.solver {
+        t.row(vec![
+            "solver".into(),
+            format!(
+                "HiGHS {}: gap {:.2}% of what the placement adds ({:.3}% of the step), {:.1} s (+{:.1} s to build), first feasible {}; {} variables ({} binary), {} constraints, {} nonzeros",
+                s.status,
+                s.gap * 100.0,
+                s.gap_of_step * 100.0,
+                s.solve_seconds,
+                s.build_seconds,
+                s.first_feasible_seconds.map_or("not in log".into(), |f| format!("at {f:.1} s")),
+                count(s.size.variables as u64),
+                count(s.size.binaries as u64),
+                count(s.size.constraints as u64),
+                count(s.size.nonzeros as u64)
+            ),
+        ]);
+        if let Some((name, ns)) = &s.warm_start {
+            t.row(vec!["started from".into(), format!("{name}, predicted {}", ms(*ns))]);
+        }
+    }
+    let p = &plan.predicted;
+    t.row(vec![
+        "predicted".into(),
+        format!(
+            "{} per step = {:.3}× all-DRAM ({}); kernels {}, blocking moves {}, exposed copies {}",
+            ms(p.step_ns),
+            p.step_ns / r.all_dram_ns,
+            ms(r.all_dram_ns),
+            ms(p.kernel_ns),
+            ms(p.sync_move_ns),
+            ms(p.exposed_copy_ns)
+        ),
+    ]);
+    if let Some(best) = best_baseline(r) {
+        t.row(vec!["best baseline".into(), format!("{} {} ({:.3}× the plan)", best.0, ms(best.1), best.1 / p.step_ns)]);
+    }
+    let moved: u64 = plan.moves.iter().map(|m| m.bytes).sum();
+    let asyncs = plan.moves.iter().filter(|m| m.overlaps.is_some()).count();
+    t.row(vec![
+        "moves".into(),
+        format!("{} ({} sync, {asyncs} async), {} per step", plan.moves.len(), plan.moves.len() - asyncs, bytes(moved)),
+    ]);
+    let peaks: Vec<String> = pools
+        .pools
+        .iter()
+        .zip(&plan.pool_peak_bytes)
+        .zip(&plan.capacity)
+        .map(|((pool, peak), cap)| format!("{} {} of {}", pool.name, bytes(*peak), bytes(*cap)))
+        .collect();
+    t.row(vec!["peak use".into(), peaks.join("; ")]);
+    t.row(vec![
+        "kernels".into(),
+        format!("{} measured, {} estimated by the cost model", p.measured_kernels, p.estimated_kernels),
+    ]);
+    t.row(vec![
+        "check".into(),
+        format!("ok: capacity at every step, moves match locations, {} kernel times and the step time recomputed", plan.kernels.len()),
+    ]);
+    t
+}
+
+fn best_baseline(r: &SolveResult) -> Option<(String, f64)> {
+    r.baselines
+        .iter()
+        .filter_map(|c| c.outcome.as_ref().ok().filter(|(_, chk)| chk.ok()).map(|(p, _)| (c.name.clone(), p.predicted.step_ns)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn baseline_table(r: &SolveResult) -> Table {
+    let mut t = Table::new(&["strategy", "predicted step", "vs all-DRAM", "vs plan", "DRAM peak", "moves", "check"]);
+    let row = |t: &mut Table, name: &str, plan: &placer_solve::Plan, ok: bool| {
+        t.row(vec![
+            name.to_string(),
+            ms(plan.predicted.step_ns),
+            format!("{:.3}×", plan.predicted.step_ns / r.all_dram_ns),
+            format!("{:.3}×", plan.predicted.step_ns / r.plan.predicted.step_ns),
+            bytes(plan.pool_peak_bytes[0]),
+            count(plan.moves.len() as u64),
+            if ok { "ok".into() } else { "FAILED".into() },
+        ]);
+    };
+    let label = match r.plan.formulation {
+        Some(f) => format!("{} ({})", r.plan.strategy, f.name()),
+        None => r.plan.strategy.clone(),
+    };
+    row(&mut t, &label, &r.plan, r.check.ok());
+    for c in &r.baselines {
+        match &c.outcome {
+            Ok((plan, chk)) => row(&mut t, &c.name, plan, chk.ok()),
+            Err(why) => t.row(vec![c.name.clone(), format!("no plan: {why}"), String::new(), String::new(), String::new(), String::new(), String::new()]),
+        }
+    }
+    t
+}
