@@ -17,7 +17,7 @@ pub struct Args {
     /// The model file (model.json).
     model: PathBuf,
     /// DRAM budget: a size (64GB, 64GiB, 512MiB) or a share of peak live memory (0.25, 25%).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     budget: String,
     /// Kernel times: a checkpoint written by `placer profile` for this model and host.
     /// Without it, every time comes from the cost model (docs/solving.md).
@@ -28,7 +28,7 @@ pub struct Args {
     /// Solver time limit, seconds (HiGHS's own; a guard stops waiting at 1.5× + 20 s).
     #[arg(long, default_value_t = 300.0)]
     time_limit: f64,
-    /// Relative optimality gap at which the solver stops (0.01 = 1%).
+    /// Stop once the proven gap is at most this share of the step time (0.01 = 1%).
     #[arg(long, default_value_t = 0.01)]
     gap: f64,
     /// Where to write the plan.
@@ -44,6 +44,12 @@ pub struct Args {
     /// Async: how many steps before or after a use a copy may run.
     #[arg(long, default_value_t = 5)]
     async_window: usize,
+    /// Async: copies may overlap only the longest kernels, this share of them.
+    #[arg(long, default_value_t = 0.3)]
+    async_share: f64,
+    /// Async: a copy may overlap a kernel only if the kernel could hide this share of it.
+    #[arg(long, default_value_t = 0.25)]
+    min_hidden: f64,
     /// Tensors smaller than this keep one pool for life (sync and async).
     #[arg(long, default_value = "64KiB")]
     small_tensor: String,
@@ -70,7 +76,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let budget = Budget::parse(&args.budget)?;
     if !(args.time_limit > 0.0 && args.gap >= 0.0 && args.gap < 1.0) {
         return Err(placer_solve::SolveError::Usage {
-            reason: format!("--time-limit must be above 0 (got {}) and --gap in [0, 1) (got {})", args.time_limit, args.gap),
+            reason: format!(
+                "--time-limit must be above 0 (got {}) and --gap in [0, 1) (got {})",
+                args.time_limit, args.gap
+            ),
         }
         .into());
     }
@@ -106,6 +115,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             time_limit: args.time_limit,
             gap: args.gap,
             async_window: args.async_window,
+            async_kernel_share: args.async_share,
+            min_hidden_share: args.min_hidden,
             small_tensor_bytes: small_tensor,
             verbose: args.verbose,
             log_file: Some(log_file.clone()),
@@ -144,9 +155,10 @@ fn solve_pools(host: &mut Host, no_probe: bool) -> anyhow::Result<SolvePools> {
     let this_host = matches!(host.layout.topology.source, Source::ThisHost);
     let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
     let probed_here = |host: &Host| {
-        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
-            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
-        })
+        host.cache
+            .as_ref()
+            .and_then(|c| c.probe.as_ref())
+            .is_some_and(|p| names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n)))
     };
     if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
         println!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)");
@@ -158,16 +170,28 @@ fn solve_pools(host: &mut Host, no_probe: bool) -> anyhow::Result<SolvePools> {
     Ok(SolvePools::from_host(&host.layout, baseline.as_ref(), probe.as_ref()))
 }
 
-fn check_profile(profile: &Profile, model: &placer_ir::Model, pools: &SolvePools, path: &std::path::Path) -> anyhow::Result<()> {
+fn check_profile(
+    profile: &Profile,
+    model: &placer_ir::Model,
+    pools: &SolvePools,
+    path: &std::path::Path,
+) -> anyhow::Result<()> {
     let h = &profile.header;
     let mismatch = |reason: String| ProfileError::Mismatch { reason: format!("profile {}: {reason}", path.display()) };
     if h.model_hash != model.content_hash() {
-        return Err(mismatch(format!("it was measured on model '{}', not this '{}' (content differs)", h.model_name, model.name())).into());
+        return Err(mismatch(format!(
+            "it was measured on model '{}', not this '{}' (content differs)",
+            h.model_name,
+            model.name()
+        ))
+        .into());
     }
     let theirs: Vec<&str> = h.pools.iter().map(|p| p.name.as_str()).collect();
     let ours = pools.names();
     if theirs != ours.iter().map(String::as_str).collect::<Vec<_>>() {
-        return Err(mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))).into());
+        return Err(
+            mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))).into()
+        );
     }
     Ok(())
 }
@@ -219,7 +243,11 @@ fn header(
             "{}: {} measured configurations{}",
             path.display(),
             count(costs.measured_count() as u64),
-            if p.is_complete() { String::new() } else { format!(" (incomplete: {}/{} passes)", p.passes_done, p.passes_total) }
+            if p.is_complete() {
+                String::new()
+            } else {
+                format!(" (incomplete: {}/{} passes)", p.passes_done, p.passes_total)
+            }
         ),
         _ => "no profile: every kernel time is estimated by the cost model".into(),
     };
@@ -231,7 +259,10 @@ fn header(
             m.base_fitted_from,
             m.pools_fitted_from,
             (1..pools.len())
-                .map(|p| format!("{} {:.3}, write {:.3}", pools.pools[p].name, m.read_extra_ns_per_byte[p], m.write_extra_ns_per_byte[p]))
+                .map(|p| format!(
+                    "{} {:.3}, write {:.3}",
+                    pools.pools[p].name, m.read_extra_ns_per_byte[p], m.write_extra_ns_per_byte[p]
+                ))
                 .collect::<Vec<_>>()
                 .join("; ")
         ),
@@ -247,10 +278,10 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
         t.row(vec![
             "solver".into(),
             format!(
-                "HiGHS {}: gap {:.2}% of what the placement adds ({:.3}% of the step), {:.1} s (+{:.1} s to build), first feasible {}; {} variables ({} binary), {} constraints, {} nonzeros",
+                "HiGHS {}: proven gap {:.3}% of the step time ({:.2}% of what the placement adds), {:.1} s (+{:.1} s to build), first feasible {}; {} variables ({} binary), {} constraints, {} nonzeros",
                 s.status,
-                s.gap * 100.0,
                 s.gap_of_step * 100.0,
+                s.gap * 100.0,
                 s.solve_seconds,
                 s.build_seconds,
                 s.first_feasible_seconds.map_or("not in log".into(), |f| format!("at {f:.1} s")),
@@ -262,6 +293,19 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
         ]);
         if let Some((name, ns)) = &s.warm_start {
             t.row(vec!["started from".into(), format!("{name}, predicted {}", ms(*ns))]);
+        }
+        if let Some(w) = &s.windows {
+            t.row(vec![
+                "windows".into(),
+                format!(
+                    "{} of {} windows improved the start in {:.1} s: placement cost {} → {}",
+                    w.improved,
+                    w.windows,
+                    w.seconds,
+                    ms(w.before_ns),
+                    ms(w.after_ns)
+                ),
+            ]);
         }
     }
     let p = &plan.predicted;
@@ -300,7 +344,10 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
     ]);
     t.row(vec![
         "check".into(),
-        format!("ok: capacity at every step, moves match locations, {} kernel times and the step time recomputed", plan.kernels.len()),
+        format!(
+            "ok: capacity at every step, moves match locations, {} kernel times and the step time recomputed",
+            plan.kernels.len()
+        ),
     ]);
     t
 }
@@ -308,7 +355,9 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
 fn best_baseline(r: &SolveResult) -> Option<(String, f64)> {
     r.baselines
         .iter()
-        .filter_map(|c| c.outcome.as_ref().ok().filter(|(_, chk)| chk.ok()).map(|(p, _)| (c.name.clone(), p.predicted.step_ns)))
+        .filter_map(|c| {
+            c.outcome.as_ref().ok().filter(|(_, chk)| chk.ok()).map(|(p, _)| (c.name.clone(), p.predicted.step_ns))
+        })
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
@@ -333,7 +382,15 @@ fn baseline_table(r: &SolveResult) -> Table {
     for c in &r.baselines {
         match &c.outcome {
             Ok((plan, chk)) => row(&mut t, &c.name, plan, chk.ok()),
-            Err(why) => t.row(vec![c.name.clone(), format!("no plan: {why}"), String::new(), String::new(), String::new(), String::new(), String::new()]),
+            Err(why) => t.row(vec![
+                c.name.clone(),
+                format!("no plan: {why}"),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+            ]),
         }
     }
     t

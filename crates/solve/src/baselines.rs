@@ -114,7 +114,8 @@ fn fill(inst: &Instance, order: &[usize], preference: impl Fn(usize, usize) -> V
             }
         };
         let fits = |p: u16, used: &[MaxTree]| {
-            used[p as usize].max(info.first, info.last) + i128::from(info.bytes) <= i128::from(inst.capacity[p as usize])
+            used[p as usize].max(info.first, info.last) + i128::from(info.bytes)
+                <= i128::from(inst.capacity[p as usize])
         };
         let Some(&p) = candidates.iter().find(|&&p| inst.allowed(t, p) && fits(p, &used)) else {
             return Err(format!("no pool has room for tensor '{}' ({} bytes)", info.name, info.bytes));

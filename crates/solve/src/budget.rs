@@ -11,7 +11,9 @@ pub enum Budget {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("budget '{text}': {reason}; use a size such as 64GB, 64GiB or 512MiB, or a share of peak live memory such as 0.25 or 25%")]
+#[error(
+    "budget '{text}': {reason}; use a size such as 64GB, 64GiB or 512MiB, or a share of peak live memory such as 0.25 or 25%"
+)]
 pub struct BudgetError {
     pub text: String,
     pub reason: String,

@@ -64,7 +64,10 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         let range = liveness.ranges[i];
         let size = t.bytes.div_ceil(PAGE) * PAGE;
         if pt.name != t.name || pt.bytes != size {
-            problem(format!("tensor {i}: the plan has '{}' of {} bytes, the model '{}' of {size}", pt.name, pt.bytes, t.name));
+            problem(format!(
+                "tensor {i}: the plan has '{}' of {} bytes, the model '{}' of {size}",
+                pt.name, pt.bytes, t.name
+            ));
         }
         let mut spans = Vec::new();
         let mut expect = range.first;
@@ -74,7 +77,10 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                 continue;
             };
             if s.from != expect || s.to < s.from {
-                problem(format!("tensor '{}': span {}..={} does not continue from step {expect}", t.name, s.from, s.to));
+                problem(format!(
+                    "tensor '{}': span {}..={} does not continue from step {expect}",
+                    t.name, s.from, s.to
+                ));
             }
             expect = s.to + 1;
             bytes[p][s.from.min(steps)] += i128::from(size);
@@ -82,7 +88,12 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
             spans.push((s.from, s.to, p));
         }
         if expect != range.last + 1 {
-            problem(format!("tensor '{}': the plan covers it up to step {}, it is live to {}", t.name, expect as i64 - 1, range.last));
+            problem(format!(
+                "tensor '{}': the plan covers it up to step {}, it is live to {}",
+                t.name,
+                expect as i64 - 1,
+                range.last
+            ));
         }
         where_.push(spans);
     }
@@ -117,7 +128,10 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         match changes.remove(&(t, m.before_step)) {
             Some((a, b)) if a == from && b == to => {}
             _ => {
-                problem(format!("move of '{}' {}→{} before step {} does not match its locations", m.tensor, m.from, m.to, m.before_step));
+                problem(format!(
+                    "move of '{}' {}→{} before step {} does not match its locations",
+                    m.tensor, m.from, m.to, m.before_step
+                ));
                 continue;
             }
         }
@@ -131,7 +145,12 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
             MoveKind::Async => {
                 let during = m.before_step.checked_sub(1).filter(|&s| s < steps && m.overlaps == Some(s));
                 let Some(during) = during else {
-                    problem(format!("async move of '{}' before step {} must overlap step {}", m.tensor, m.before_step, m.before_step as i64 - 1));
+                    problem(format!(
+                        "async move of '{}' before step {} must overlap step {}",
+                        m.tensor,
+                        m.before_step,
+                        m.before_step as i64 - 1
+                    ));
                     continue;
                 };
                 let node = model.node(model.schedule()[during]);
@@ -145,7 +164,12 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         }
     }
     for ((t, at), (a, b)) in changes {
-        problem(format!("tensor '{}' goes from {} to {} before step {at} without a move", model.tensors()[t].name, names[a], names[b]));
+        problem(format!(
+            "tensor '{}' goes from {} to {} before step {at} without a move",
+            model.tensors()[t].name,
+            names[a],
+            names[b]
+        ));
     }
 
     // Capacity, kernels and time, step by step.
@@ -153,7 +177,11 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
     let mut peak = vec![0u64; names.len()];
     let mut step_ns = sync_ns;
     if plan.kernels.len() != steps || plan.dram_bytes.len() != steps {
-        problem(format!("the plan lists {} kernels and {} DRAM figures for {steps} steps", plan.kernels.len(), plan.dram_bytes.len()));
+        problem(format!(
+            "the plan lists {} kernels and {} DRAM figures for {steps} steps",
+            plan.kernels.len(),
+            plan.dram_bytes.len()
+        ));
         return report;
     }
     for (i, &n) in model.schedule().iter().enumerate() {
@@ -167,13 +195,20 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
             let used = live[p] + if p == 0 { i128::from(scratch) } else { 0 };
             peak[p] = peak[p].max(used as u64);
             if used > i128::from(capacity[p]) {
-                problem(format!("step {i} ({}): {} holds {used} bytes, over its {} limit", node.name, names[p], capacity[p]));
+                problem(format!(
+                    "step {i} ({}): {} holds {used} bytes, over its {} limit",
+                    node.name, names[p], capacity[p]
+                ));
             }
             if p == 0 && used as u64 != plan.dram_bytes[i] {
-                problem(format!("step {i}: the plan predicts {} DRAM bytes, the replay finds {used}", plan.dram_bytes[i]));
+                problem(format!(
+                    "step {i}: the plan predicts {} DRAM bytes, the replay finds {used}",
+                    plan.dram_bytes[i]
+                ));
             }
         }
-        let config: Option<Vec<u16>> = node.operands().iter().map(|t| pool_at(t.index(), i).map(|p| p as u16)).collect();
+        let config: Option<Vec<u16>> =
+            node.operands().iter().map(|t| pool_at(t.index(), i).map(|p| p as u16)).collect();
         let Some(config) = config else {
             problem(format!("step {i} ({}): an operand has no location", node.name));
             continue;
@@ -186,7 +221,10 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         let pk = &plan.kernels[i];
         let named: Vec<&str> = config.iter().map(|&p| names[p as usize].as_str()).collect();
         if pk.node != node.name || pk.config != named || !close(pk.time_ns, time) || pk.source != source {
-            problem(format!("step {i} ({}): the plan says {:?} {:.0} ns ({:?}), the replay {named:?} {time:.0} ns ({source:?})", node.name, pk.config, pk.time_ns, pk.source));
+            problem(format!(
+                "step {i} ({}): the plan says {:?} {:.0} ns ({:?}), the replay {named:?} {time:.0} ns ({source:?})",
+                node.name, pk.config, pk.time_ns, pk.source
+            ));
         }
         step_ns += time.max(copies[i]);
     }

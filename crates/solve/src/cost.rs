@@ -144,11 +144,7 @@ impl Features {
     fn of(model: &Model, n: NodeId, _pools: usize) -> Features {
         let traffic: Vec<(f64, f64)> =
             node_traffic(model, n).into_iter().map(|(_, t)| (t.read as f64, t.written as f64)).collect();
-        Features {
-            flops: model.cost(n).flops as f64,
-            bytes: traffic.iter().map(|(r, w)| r + w).sum(),
-            traffic,
-        }
+        Features { flops: model.cost(n).flops as f64, bytes: traffic.iter().map(|(r, w)| r + w).sum(), traffic }
     }
 }
 
@@ -163,7 +159,13 @@ impl CostModel {
             .iter()
             .map(|&(r, w)| {
                 (0..pools)
-                    .map(|p| if p == 0 { 0.0 } else { r * self.read_extra_ns_per_byte[p] + w * self.write_extra_ns_per_byte[p] })
+                    .map(|p| {
+                        if p == 0 {
+                            0.0
+                        } else {
+                            r * self.read_extra_ns_per_byte[p] + w * self.write_extra_ns_per_byte[p]
+                        }
+                    })
                     .collect()
             })
             .collect();
@@ -171,7 +173,11 @@ impl CostModel {
     }
 }
 
-fn fit_global(pools: &SolvePools, features: &HashMap<u64, Features>, measured: &HashMap<(u64, Vec<u16>), f64>) -> CostModel {
+fn fit_global(
+    pools: &SolvePools,
+    features: &HashMap<u64, Features>,
+    measured: &HashMap<(u64, Vec<u16>), f64>,
+) -> CostModel {
     let n = pools.len();
     let dram = &pools.pools[0];
     let prior_read: Vec<f64> =
@@ -222,9 +228,8 @@ fn fit_global(pools: &SolvePools, features: &HashMap<u64, Features>, measured: &
             }
             rows.push((x, t - base));
         }
-        let prior: Vec<f64> = (1..n)
-            .flat_map(|p| [model.read_extra_ns_per_byte[p], model.write_extra_ns_per_byte[p]])
-            .collect();
+        let prior: Vec<f64> =
+            (1..n).flat_map(|p| [model.read_extra_ns_per_byte[p], model.write_extra_ns_per_byte[p]]).collect();
         if !rows.is_empty()
             && let Some(c) = nonnegative_fit(&rows, &prior)
         {
@@ -264,9 +269,8 @@ fn fit_kernel(prior: &KernelCost, rows: &[(&[u16], f64)], pools: usize) -> Kerne
     let Some(beta) = ridge(&data, &prior_vec, 1e-6) else {
         return prior.clone();
     };
-    let delta_ns = (0..ops)
-        .map(|o| (0..pools).map(|p| if p == 0 { 0.0 } else { beta[column(o, p)] }).collect())
-        .collect();
+    let delta_ns =
+        (0..ops).map(|o| (0..pools).map(|p| if p == 0 { 0.0 } else { beta[column(o, p)] }).collect()).collect();
     KernelCost { base_ns: beta[0], delta_ns, fitted: true }
 }
 
@@ -371,7 +375,10 @@ mod tests {
             })
             .collect();
         let beta = ridge(&rows, &[0.0, 0.0, 0.0], 1e-12).expect("solvable");
-        assert!((beta[0] - 500.0).abs() < 1e-3 && (beta[1] - 0.01).abs() < 1e-9 && (beta[2] - 3.0).abs() < 1e-6, "{beta:?}");
+        assert!(
+            (beta[0] - 500.0).abs() < 1e-3 && (beta[1] - 0.01).abs() < 1e-9 && (beta[2] - 3.0).abs() < 1e-6,
+            "{beta:?}"
+        );
     }
 
     #[test]

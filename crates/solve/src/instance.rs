@@ -126,8 +126,10 @@ impl Instance {
                 for t in node.outputs.iter().chain(&node.updates) {
                     tensors[t.index()].writes.push(step);
                 }
-                let shapes = |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
-                let scratch = scratch_len(node.op, &node.attrs, &shapes(&node.inputs), &shapes(&node.outputs)) as u64 * 4;
+                let shapes =
+                    |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
+                let scratch =
+                    scratch_len(node.op, &node.attrs, &shapes(&node.inputs), &shapes(&node.outputs)) as u64 * 4;
                 KernelInfo {
                     node: n,
                     name: node.name.clone(),

@@ -17,14 +17,14 @@ pub mod instance;
 pub mod placement;
 pub mod plan;
 pub mod pools;
-pub mod session;
 mod segtree;
+pub mod session;
 
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};
 pub use cost::{CostModel, Costs};
 pub use ilp::{Formulation, IlpOptions, IlpOutcome};
-pub use instance::{Instance, Infeasible};
+pub use instance::{Infeasible, Instance};
 pub use placement::{Move, MoveKind, Placement};
 pub use plan::Plan;
 pub use pools::{PoolFigures, SolvePools};

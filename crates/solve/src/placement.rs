@@ -62,7 +62,10 @@ impl Evaluation {
 impl Placement {
     /// Each tensor in one pool for life.
     pub fn fixed(inst: &Instance, pool_of: &[u16]) -> Placement {
-        Placement { spans: inst.tensors.iter().zip(pool_of).map(|(t, &p)| vec![(t.first, p)]).collect(), moves: Vec::new() }
+        Placement {
+            spans: inst.tensors.iter().zip(pool_of).map(|(t, &p)| vec![(t.first, p)]).collect(),
+            moves: Vec::new(),
+        }
     }
 
     pub fn pool_at(&self, tensor: usize, step: usize) -> u16 {

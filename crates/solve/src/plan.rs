@@ -4,7 +4,7 @@
 
 use crate::SolveError;
 use crate::cost::{CostModel, Costs, Source};
-use crate::ilp::{Formulation, IlpOutcome, ModelSize};
+use crate::ilp::{Formulation, IlpOutcome, ModelSize, WindowReport};
 use crate::instance::Instance;
 use crate::placement::{MoveKind, Placement};
 use crate::pools::PoolFigures;
@@ -76,6 +76,8 @@ pub struct SolverReport {
     pub size: ModelSize,
     /// The placement HiGHS started from, and its predicted step time.
     pub warm_start: Option<(String, f64)>,
+    /// The window-by-window improvement of the start (large async models).
+    pub windows: Option<WindowReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -130,7 +132,11 @@ pub struct PlanContext<'a> {
 }
 
 impl Plan {
-    pub fn new(ctx: &PlanContext<'_>, placement: &Placement, ilp: Option<(&IlpOutcome, Option<(String, f64)>)>) -> Plan {
+    pub fn new(
+        ctx: &PlanContext<'_>,
+        placement: &Placement,
+        ilp: Option<(&IlpOutcome, Option<(String, f64)>)>,
+    ) -> Plan {
         let inst = ctx.inst;
         let names = inst.pools.names();
         let eval = placement.evaluate(inst, ctx.costs);
@@ -223,6 +229,7 @@ impl Plan {
                 first_feasible_seconds: o.first_feasible_seconds,
                 size: o.size,
                 warm_start: warm,
+                windows: o.windows,
             }),
             kernels,
             tensors,

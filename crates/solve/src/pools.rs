@@ -44,18 +44,19 @@ impl SolvePools {
     /// else the stand-in device model for the pool's kind.
     pub fn from_host(layout: &HostLayout, baseline: Option<&DramBaseline>, probe: Option<&PoolsProbe>) -> SolvePools {
         let reference = DeviceModel::named("optane-dcpmm").ok();
-        let dram = baseline.map(|b| (b.read_gbps, b.write_gbps)).or_else(|| {
-            reference.as_ref().map(|d| (d.reference_dram.read_gbps, d.reference_dram.write_gbps))
-        });
+        let dram = baseline
+            .map(|b| (b.read_gbps, b.write_gbps))
+            .or_else(|| reference.as_ref().map(|d| (d.reference_dram.read_gbps, d.reference_dram.write_gbps)));
         let (dram_read, dram_write) = dram.unwrap_or((20.0, 15.0));
         let pools: Vec<PoolFigures> = layout
             .pools
             .iter()
             .map(|spec| {
                 let probed = probe.and_then(|p| p.pools.iter().find(|pp| pp.pool == spec.name));
-                let device = spec.device.clone().or_else(|| {
-                    stand_in_device(spec.kind.name()).and_then(|name| DeviceModel::named(name).ok())
-                });
+                let device = spec
+                    .device
+                    .clone()
+                    .or_else(|| stand_in_device(spec.kind.name()).and_then(|name| DeviceModel::named(name).ok()));
                 let (read_gbps, write_gbps, source) = if let Some(p) = probed {
                     (p.read_gbps.median, p.write_gbps.median, "probe")
                 } else if let (Some(d), true) = (&spec.device, baseline.is_some()) {

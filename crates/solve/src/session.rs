@@ -1,6 +1,7 @@
 //! One `placer solve`: budget, feasibility, baselines, the ILP (sync first when async is
 //! asked for, as its warm start), the plan, and the checker's verdict on all of them.
 
+use crate::SolveError;
 use crate::baselines::Baseline;
 use crate::budget::Budget;
 use crate::check::{CheckReport, check};
@@ -10,7 +11,6 @@ use crate::instance::Instance;
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
-use crate::SolveError;
 use placer_ir::Model;
 use placer_profile::tasks::Pin;
 
@@ -89,14 +89,16 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             baselines: Vec::new(),
         });
     }
-    inst.feasibility().map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: e.smallest_feasible })?;
+    inst.feasibility()
+        .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: e.smallest_feasible })?;
 
     let started = std::time::Instant::now();
     let mut baselines = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
     for b in Baseline::ALL {
         let outcome = b.place(&inst).map(|placement| {
-            let (plan, report) = plan_and_check(req, &inst, &placement, &context(b.name(), Some(Formulation::Static)), None);
+            let (plan, report) =
+                plan_and_check(req, &inst, &placement, &context(b.name(), Some(Formulation::Static)), None);
             if report.ok() && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t) {
                 best = Some((b.name().to_string(), placement, plan.predicted.step_ns));
             }
@@ -123,7 +125,10 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             log_file: req.options.log_file.as_ref().map(|p| p.with_extension("sync.log")),
             ..req.options.clone()
         };
-        progress(&format!("sync formulation first (its plan starts the async solve), limit {:.0} s", sync_opts.time_limit));
+        progress(&format!(
+            "sync formulation first (its plan starts the async solve), limit {:.0} s",
+            sync_opts.time_limit
+        ));
         let sync = ilp::solve(&inst, Some(&warm), &sync_opts)?;
         let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
         progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
@@ -134,7 +139,12 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     };
     let start_ns = start.evaluate(&inst, req.costs).step_ns;
     let opts = IlpOptions { time_limit, ..req.options.clone() };
-    progress(&format!("{} formulation: solving (limit {:.0} s, gap {:.2}%)", formulation.name(), opts.time_limit, opts.gap * 100.0));
+    progress(&format!(
+        "{} formulation: solving (limit {:.0} s, gap {:.2}%)",
+        formulation.name(),
+        opts.time_limit,
+        opts.gap * 100.0
+    ));
     let outcome = ilp::solve(&inst, Some(&start), &opts)?;
     let (plan, report) = plan_and_check(
         req,

@@ -1,131 +1,30 @@
-//! The ILP (DESIGN §2, §6): per tensor, a location per segment of its live range and a
-//! flow of transitions between segments; DRAM (and every capped pool) bounded at every
-//! step through a running-occupancy variable; kernels weighed by their additive cost.
-//!
-//! - static: one segment per tensor.
-//! - sync: segments break just before and just after every use, with blocking moves.
-//! - async: also within `async_window` steps of a use, with copies that overlap the
-//!   kernel before the break (only beside the longest kernels, where there is time to
-//!   hide them). A kernel with overlapped copies costs the larger of the two.
-//!
-//! The model is built as plain rows and columns first ([`Lp`]), so that a warm start can
-//! be written for any placement it can represent, then handed to HiGHS through good_lp.
+//! The formulation as plain columns and rows, with the bookkeeping to write a placement
+//! as column values (a warm start) and to read one back.
 
-use crate::SolveError;
+use super::{Formulation, IlpOptions, ModelSize};
 use crate::instance::Instance;
 use crate::placement::{Move, MoveKind, Placement};
-use good_lp::{Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Formulation {
-    Static,
-    Sync,
-    Async,
-}
-
-impl Formulation {
-    pub fn name(self) -> &'static str {
-        match self {
-            Formulation::Static => "static",
-            Formulation::Sync => "sync",
-            Formulation::Async => "async",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct IlpOptions {
-    pub formulation: Formulation,
-    /// HiGHS's time limit, seconds. A wall-clock guard stops waiting at 1.5× this plus
-    /// 20 s, since HiGHS can overrun its own limit.
-    pub time_limit: f64,
-    /// Relative gap at which the solve stops.
-    pub gap: f64,
-    /// Async only: how many steps before or after a use a copy may run.
-    pub async_window: usize,
-    /// Async only: copies overlap only the longest kernels, this share of them.
-    pub async_kernel_share: f64,
-    /// Tensors smaller than this keep one pool for life (a reduction: they cannot pay
-    /// for a move's bookkeeping, and they multiply the model).
-    pub small_tensor_bytes: u64,
-    /// Show HiGHS's log on the terminal.
-    pub verbose: bool,
-    /// Where HiGHS writes its log (it is read back for the time to the first feasible
-    /// plan).
-    pub log_file: Option<PathBuf>,
-}
-
-impl Default for IlpOptions {
-    fn default() -> Self {
-        IlpOptions {
-            formulation: Formulation::Sync,
-            time_limit: 300.0,
-            gap: 0.01,
-            async_window: 5,
-            async_kernel_share: 0.3,
-            small_tensor_bytes: 64 << 10,
-            verbose: false,
-            log_file: None,
-        }
-    }
-}
-
-/// Size of the model handed to the solver.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelSize {
-    pub variables: usize,
-    pub binaries: usize,
-    pub constraints: usize,
-    pub nonzeros: usize,
-}
-
-#[derive(Debug, Clone)]
-pub struct IlpOutcome {
-    pub placement: Placement,
-    /// "optimal", "gap limit", "time limit", or "guard: ..." when the solver overran.
-    pub status: String,
-    /// The solver's objective, ns: what the placement adds to the all-DRAM step time
-    /// (kernels under the additive fit, plus moves).
-    pub objective_ns: f64,
-    /// The best bound the solver proved on that, ns.
-    pub bound_ns: f64,
-    /// Relative gap on the objective (what the placement adds).
-    pub gap: f64,
-    /// Σ of every kernel's base (all-DRAM) time under the fit: objective + this is the
-    /// step time the solver optimised.
-    pub base_ns: f64,
-    pub build_seconds: f64,
-    pub solve_seconds: f64,
-    /// When the solver's log first shows a feasible plan (the warm start counts).
-    pub first_feasible_seconds: Option<f64>,
-    pub size: ModelSize,
-}
 
 #[derive(Debug, Clone, Copy)]
-struct Col {
-    lo: f64,
-    hi: f64,
-    integer: bool,
-    cost: f64,
+pub(super) struct Col {
+    pub(super) lo: f64,
+    pub(super) hi: f64,
+    pub(super) integer: bool,
+    pub(super) cost: f64,
 }
 
 #[derive(Debug, Clone)]
-struct Row {
-    terms: Vec<(usize, f64)>,
-    lo: f64,
-    hi: f64,
+pub(super) struct Row {
+    pub(super) terms: Vec<(usize, f64)>,
+    pub(super) lo: f64,
+    pub(super) hi: f64,
 }
 
 #[derive(Debug, Default)]
-struct Lp {
-    cols: Vec<Col>,
-    rows: Vec<Row>,
+pub(super) struct Lp {
+    pub(super) cols: Vec<Col>,
+    pub(super) rows: Vec<Row>,
 }
 
 impl Lp {
@@ -141,44 +40,44 @@ impl Lp {
 
 /// Transitions across one break in a tensor's live range.
 #[derive(Debug, Clone)]
-struct Break {
+pub(super) struct Break {
     /// The tensor is in the new segment from this step (`steps` for the wrap-around).
-    at: usize,
-    from_seg: usize,
-    to_seg: usize,
-    stay: Vec<Option<usize>>,
-    sync: Vec<(u16, u16, usize)>,
-    async_: Vec<(u16, u16, usize)>,
+    pub(super) at: usize,
+    pub(super) from_seg: usize,
+    pub(super) to_seg: usize,
+    pub(super) stay: Vec<Option<usize>>,
+    pub(super) sync: Vec<(u16, u16, usize)>,
+    pub(super) async_: Vec<(u16, u16, usize)>,
 }
 
 #[derive(Debug, Clone)]
-struct TensorVars {
+pub(super) struct TensorVars {
     /// First step of each segment.
-    starts: Vec<usize>,
+    pub(super) starts: Vec<usize>,
     /// `loc[segment][pool]`; empty for a pinned tensor.
-    loc: Vec<Vec<Option<usize>>>,
-    breaks: Vec<Break>,
+    pub(super) loc: Vec<Vec<Option<usize>>>,
+    pub(super) breaks: Vec<Break>,
 }
 
 impl TensorVars {
-    fn segment_at(&self, step: usize) -> usize {
+    pub(super) fn segment_at(&self, step: usize) -> usize {
         self.starts.partition_point(|&s| s <= step).saturating_sub(1)
     }
 }
 
-struct Built {
-    lp: Lp,
-    tensors: Vec<TensorVars>,
+pub(super) struct Built {
+    pub(super) lp: Lp,
+    pub(super) tensors: Vec<TensorVars>,
     /// Per step: the max(kernel, copies) variable of kernels that copies may overlap.
-    overlap: Vec<Option<usize>>,
+    pub(super) overlap: Vec<Option<usize>>,
     /// Per step: (column, µs) of every copy that may overlap the kernel.
-    copies_during: Vec<Vec<(usize, f64)>>,
+    pub(super) copies_during: Vec<Vec<(usize, f64)>>,
     /// `occupancy[pool][step]` for capped pools.
-    occupancy: Vec<Vec<Option<usize>>>,
-    offset_col: usize,
+    pub(super) occupancy: Vec<Vec<Option<usize>>>,
+    pub(super) offset_col: usize,
 }
 
-const NS_PER_UNIT: f64 = 1e3; // the model works in µs
+pub(super) const NS_PER_UNIT: f64 = 1e3; // the model works in µs
 
 fn break_steps(inst: &Instance, t: usize, opts: &IlpOptions, long: &[bool]) -> BTreeMap<usize, (bool, bool)> {
     let info = &inst.tensors[t];
@@ -187,7 +86,17 @@ fn break_steps(inst: &Instance, t: usize, opts: &IlpOptions, long: &[bool]) -> B
         return out;
     }
     let inside = |b: usize| b > info.first && b <= info.last;
-    let copy_ok = |b: usize| opts.formulation == Formulation::Async && long[b - 1] && info.writes.binary_search(&(b - 1)).is_err();
+    // A copy beside a kernel that could hide only a sliver of it is dominated by a
+    // blocking move: leave that cut out.
+    let cheapest =
+        inst.pools.move_ns_per_byte.iter().flatten().copied().filter(|&c| c > 0.0).fold(f64::INFINITY, f64::min);
+    let copy_ns = info.bytes as f64 * cheapest;
+    let copy_ok = |b: usize| {
+        opts.formulation == Formulation::Async
+            && long[b - 1]
+            && inst.kernels[b - 1].cost.base_ns >= opts.min_hidden_share * copy_ns
+            && info.writes.binary_search(&(b - 1)).is_err()
+    };
     for &u in &info.uses {
         for b in [u, u + 1] {
             if inside(b) {
@@ -214,7 +123,7 @@ fn long_kernels(inst: &Instance, share: f64) -> Vec<bool> {
     inst.kernels.iter().map(|k| k.cost.base_ns >= threshold).collect()
 }
 
-fn build(inst: &Instance, opts: &IlpOptions) -> Built {
+pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
     let steps = inst.steps();
     let pools = inst.pools.len();
     let long = long_kernels(inst, opts.async_kernel_share);
@@ -233,9 +142,8 @@ fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             starts
                 .iter()
                 .map(|_| {
-                    let cols: Vec<Option<usize>> = (0..pools as u16)
-                        .map(|p| allowed.contains(&p).then(|| lp.col(0.0, 1.0, true, 0.0)))
-                        .collect();
+                    let cols: Vec<Option<usize>> =
+                        (0..pools as u16).map(|p| allowed.contains(&p).then(|| lp.col(0.0, 1.0, true, 0.0))).collect();
                     let terms: Vec<(usize, f64)> = cols.iter().flatten().map(|&c| (c, 1.0)).collect();
                     lp.row(terms, 1.0, 1.0);
                     cols
@@ -243,11 +151,8 @@ fn build(inst: &Instance, opts: &IlpOptions) -> Built {
                 .collect()
         };
         let mut tv = TensorVars { starts, loc, breaks: Vec::new() };
-        let mut spec: Vec<(usize, usize, usize, bool, bool)> = breaks
-            .iter()
-            .enumerate()
-            .map(|(i, (&at, &(sync, copy)))| (at, i, i + 1, sync, copy))
-            .collect();
+        let mut spec: Vec<(usize, usize, usize, bool, bool)> =
+            breaks.iter().enumerate().map(|(i, (&at, &(sync, copy)))| (at, i, i + 1, sync, copy)).collect();
         if info.persistent && !breaks.is_empty() {
             spec.push((steps, breaks.len(), 0, true, false));
         }
@@ -262,7 +167,9 @@ fn build(inst: &Instance, opts: &IlpOptions) -> Built {
                         br.sync.push((p, q, lp.col(0.0, 1.0, false, cost)));
                     }
                     if copy {
-                        br.async_.push((p, q, lp.col(0.0, 1.0, false, 0.0)));
+                        // Binary: with both kinds on offer, a fractional split would
+                        // count only part of an in-flight copy against capacity.
+                        br.async_.push((p, q, lp.col(0.0, 1.0, true, 0.0)));
                     }
                 }
             }
@@ -428,7 +335,12 @@ fn build(inst: &Instance, opts: &IlpOptions) -> Built {
 }
 
 impl Built {
-    fn size(&self) -> ModelSize {
+    /// Σ cost·x: the objective at column values `x`.
+    pub(super) fn objective(&self, x: &[f64]) -> f64 {
+        self.lp.cols.iter().zip(x).map(|(c, v)| c.cost * v).sum()
+    }
+
+    pub(super) fn size(&self) -> ModelSize {
         ModelSize {
             variables: self.lp.cols.len(),
             binaries: self.lp.cols.iter().filter(|c| c.integer).count(),
@@ -439,7 +351,7 @@ impl Built {
 
     /// Column values for `placement`, or None when this model cannot represent it (a
     /// move where the model has no break, or of a kind it does not offer there).
-    fn values_for(&self, inst: &Instance, placement: &Placement) -> Option<Vec<f64>> {
+    pub(super) fn values_for(&self, inst: &Instance, placement: &Placement) -> Option<Vec<f64>> {
         let mut x = vec![0.0; self.lp.cols.len()];
         x[self.offset_col] = 1.0;
         let mut moves: BTreeMap<(usize, usize), &Move> = BTreeMap::new();
@@ -531,7 +443,7 @@ impl Built {
         total / NS_PER_UNIT
     }
 
-    fn placement_from(&self, inst: &Instance, x: &[f64]) -> Placement {
+    pub(super) fn placement_from(&self, inst: &Instance, x: &[f64]) -> Placement {
         let steps = inst.steps();
         let mut spans = Vec::with_capacity(inst.tensors.len());
         let mut moves = Vec::new();
@@ -569,183 +481,4 @@ impl Built {
         }
         Placement { spans, moves }
     }
-}
-
-/// Solves `inst` with the ILP; `warm` (any placement the model can represent, such as a
-/// baseline's or a simpler formulation's) is handed to HiGHS as a starting plan.
-pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Result<IlpOutcome, SolveError> {
-    let started = Instant::now();
-    let built = build(inst, opts);
-    let size = built.size();
-    let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum();
-    let start = warm.and_then(|w| built.values_for(inst, w));
-    let build_seconds = started.elapsed().as_secs_f64();
-    let (tx, rx) = mpsc::channel();
-    let lp_cols = built.lp.cols.clone();
-    let lp_rows = built.lp.rows.clone();
-    let thread_opts = opts.clone();
-    let log_file = opts.log_file.clone();
-    let solve_started = Instant::now();
-    std::thread::Builder::new()
-        .name("placer-highs".into())
-        .spawn(move || {
-            let _ = tx.send(run_highs(&lp_cols, &lp_rows, start.as_deref(), &thread_opts));
-        })
-        .map_err(|e| SolveError::Solver { reason: format!("cannot start the solver thread: {e}") })?;
-    let guard = Duration::from_secs_f64(opts.time_limit * 1.5 + 20.0);
-    let result = match rx.recv_timeout(guard) {
-        Ok(r) => r?,
-        Err(_) => {
-            let Some(w) = warm else {
-                return Err(SolveError::Solver {
-                    reason: format!("HiGHS overran its {} s time limit by more than half and has no plan", opts.time_limit),
-                });
-            };
-            let solve_seconds = solve_started.elapsed().as_secs_f64();
-            return Ok(IlpOutcome {
-                placement: w.clone(),
-                status: format!("guard: HiGHS overran its time limit; the plan is the warm start after {solve_seconds:.0} s"),
-                objective_ns: f64::NAN,
-                bound_ns: f64::NAN,
-                gap: f64::NAN,
-                base_ns,
-                build_seconds,
-                solve_seconds,
-                first_feasible_seconds: None,
-                size,
-            });
-        }
-    };
-    let solve_seconds = solve_started.elapsed().as_secs_f64();
-    let placement = built.placement_from(inst, &result.x);
-    Ok(IlpOutcome {
-        placement,
-        status: result.status,
-        objective_ns: result.objective * NS_PER_UNIT,
-        bound_ns: result.bound * NS_PER_UNIT,
-        gap: result.gap,
-        base_ns,
-        build_seconds,
-        solve_seconds,
-        first_feasible_seconds: log_file.as_deref().and_then(first_feasible_in_log),
-        size,
-    })
-}
-
-struct HighsResult {
-    x: Vec<f64>,
-    status: String,
-    objective: f64,
-    bound: f64,
-    gap: f64,
-}
-
-fn run_highs(cols: &[Col], rows: &[Row], start: Option<&[f64]>, opts: &IlpOptions) -> Result<HighsResult, SolveError> {
-    let err = |reason: String| SolveError::Solver { reason };
-    let mut vars = ProblemVariables::new();
-    let columns: Vec<Variable> = cols
-        .iter()
-        .map(|c| {
-            let def = variable().min(c.lo).max(c.hi);
-            vars.add(if c.integer { def.integer() } else { def })
-        })
-        .collect();
-    let objective: Expression = cols.iter().zip(&columns).filter(|(c, _)| c.cost != 0.0).map(|(c, &v)| c.cost * v).sum();
-    let mut problem = vars.minimise(objective).using(good_lp::solvers::highs::highs);
-    for row in rows {
-        let e: Expression = row.terms.iter().map(|&(c, a)| a * columns[c]).sum();
-        if row.lo == row.hi {
-            problem.add_constraint(constraint::eq(e, row.lo));
-        } else {
-            if row.lo.is_finite() {
-                problem.add_constraint(constraint::geq(e.clone(), row.lo));
-            }
-            if row.hi.is_finite() {
-                problem.add_constraint(constraint::leq(e, row.hi));
-            }
-        }
-    }
-    let mut model = problem.into_inner();
-    let set = |model: &mut highs::Model, name: &str, value: OptionValue<'_>| -> Result<(), SolveError> {
-        let r = match value {
-            OptionValue::F(v) => model.try_set_option(name, v),
-            OptionValue::B(v) => model.try_set_option(name, v),
-            OptionValue::S(v) => model.try_set_option(name, v),
-        };
-        r.map_err(|e| err(format!("HiGHS refused option {name}: {e:?}")))
-    };
-    set(&mut model, "output_flag", OptionValue::B(true))?;
-    set(&mut model, "log_to_console", OptionValue::B(opts.verbose))?;
-    if let Some(path) = &opts.log_file {
-        set(&mut model, "log_file", OptionValue::S(&path.to_string_lossy()))?;
-    }
-    set(&mut model, "time_limit", OptionValue::F(opts.time_limit))?;
-    set(&mut model, "mip_rel_gap", OptionValue::F(opts.gap))?;
-    if let Some(x) = start {
-        model.try_set_solution(Some(x), None, None, None).map_err(|e| err(format!("warm start refused: {e:?}")))?;
-    }
-    let solved = model.try_solve().map_err(|e| err(format!("HiGHS failed: {e:?}")))?;
-    let status = solved.status();
-    use highs::HighsModelStatus as S;
-    let status_text = match status {
-        S::Optimal => {
-            if solved.mip_gap() > 1e-9 { "gap limit" } else { "optimal" }
-        }
-        S::ReachedTimeLimit => "time limit",
-        S::Infeasible | S::UnboundedOrInfeasible => {
-            return Err(err("the model is infeasible: no placement meets the capacities".into()));
-        }
-        other => return Err(err(format!("HiGHS stopped with status {other:?}"))),
-    };
-    if solved.primal_solution_status() != highs::HighsSolutionStatus::Feasible {
-        return Err(err(format!("HiGHS found no feasible plan ({status_text})")));
-    }
-    let objective = solved.objective_value();
-    let bound = solved.double_info_value(c"mip_dual_bound").unwrap_or(objective);
-    let gap = solved.mip_gap();
-    Ok(HighsResult {
-        x: solved.get_solution().columns().to_vec(),
-        status: status_text.to_string(),
-        objective,
-        bound,
-        gap: if gap.is_finite() { gap.max(0.0) } else { 0.0 },
-    })
-}
-
-enum OptionValue<'a> {
-    F(f64),
-    B(bool),
-    S(&'a str),
-}
-
-/// Seconds at which HiGHS's branch-and-bound log first shows a finite best solution.
-/// HiGHS prints one row per event; the best-solution column follows the best bound, and
-/// the time is the last field ("12.3s").
-fn first_feasible_in_log(path: &std::path::Path) -> Option<f64> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut in_table = false;
-    for line in text.lines() {
-        if line.contains("BestBound") && line.contains("BestSol") {
-            in_table = true;
-            continue;
-        }
-        if !in_table {
-            continue;
-        }
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let Some(time) = fields.last().and_then(|f| f.strip_suffix('s')).and_then(|f| f.parse::<f64>().ok()) else {
-            if line.trim().is_empty() {
-                continue;
-            }
-            break;
-        };
-        // Columns: [src] nodes queue leaves expl% bestbound bestsol gap ...
-        let numeric: Vec<&str> = fields.iter().copied().skip_while(|f| f.parse::<f64>().is_err()).collect();
-        if let Some(best_sol) = numeric.get(5)
-            && best_sol.parse::<f64>().is_ok_and(f64::is_finite)
-        {
-            return Some(time);
-        }
-    }
-    None
 }

@@ -1,0 +1,194 @@
+//! The ILP (DESIGN §2, §6): per tensor, a location per segment of its live range and a
+//! flow of transitions between segments; DRAM (and every capped pool) bounded at every
+//! step through a running-occupancy variable; kernels weighed by their additive cost.
+//!
+//! - static: one segment per tensor.
+//! - sync: segments break just before and just after every use, with blocking moves.
+//! - async: also within `async_window` steps of a use, with copies that overlap the
+//!   kernel before the break (only beside the longest kernels, where there is time to
+//!   hide them). A kernel with overlapped copies costs the larger of the two.
+//!
+//! The model is built as plain rows and columns first ([`Lp`]), so that a warm start can
+//! be written for any placement it can represent, then handed to HiGHS through good_lp.
+
+mod build;
+mod highs;
+mod windows;
+
+use crate::SolveError;
+use crate::instance::Instance;
+use crate::placement::Placement;
+use build::{NS_PER_UNIT, build};
+use highs::{first_feasible_in_log, run_guarded};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Instant;
+pub use windows::WindowReport;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Formulation {
+    Static,
+    Sync,
+    Async,
+}
+
+impl Formulation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Formulation::Static => "static",
+            Formulation::Sync => "sync",
+            Formulation::Async => "async",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct IlpOptions {
+    pub formulation: Formulation,
+    /// HiGHS's time limit, seconds. A wall-clock guard stops waiting at 1.5× this plus
+    /// 20 s, since HiGHS can overrun its own limit.
+    pub time_limit: f64,
+    /// The solve stops when its proven gap is at most this share of the step time
+    /// (standard MIP gap for an objective of step time; the gap on what the placement
+    /// adds is reported too).
+    pub gap: f64,
+    /// Async only: how many steps before or after a use a copy may run.
+    pub async_window: usize,
+    /// Async only: copies overlap only the longest kernels, this share of them.
+    pub async_kernel_share: f64,
+    /// Async only: a copy may overlap a kernel only if the kernel could hide at least
+    /// this share of it.
+    pub min_hidden_share: f64,
+    /// Tensors smaller than this keep one pool for life (a reduction: they cannot pay
+    /// for a move's bookkeeping, and they multiply the model).
+    pub small_tensor_bytes: u64,
+    /// Async models with more binaries than this are improved window by window before
+    /// the whole model is solved.
+    pub windows_above_binaries: usize,
+    /// Show HiGHS's log on the terminal.
+    pub verbose: bool,
+    /// Where HiGHS writes its log (it is read back for the time to the first feasible
+    /// plan).
+    pub log_file: Option<PathBuf>,
+}
+
+impl Default for IlpOptions {
+    fn default() -> Self {
+        IlpOptions {
+            formulation: Formulation::Sync,
+            time_limit: 300.0,
+            gap: 0.01,
+            async_window: 5,
+            async_kernel_share: 0.3,
+            min_hidden_share: 0.25,
+            small_tensor_bytes: 64 << 10,
+            windows_above_binaries: 20_000,
+            verbose: false,
+            log_file: None,
+        }
+    }
+}
+
+/// Size of the model handed to the solver.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSize {
+    pub variables: usize,
+    pub binaries: usize,
+    pub constraints: usize,
+    pub nonzeros: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct IlpOutcome {
+    pub placement: Placement,
+    /// "optimal", "gap limit", "time limit", or "guard: ..." when the solver overran.
+    pub status: String,
+    /// The solver's objective, ns: what the placement adds to the all-DRAM step time
+    /// (kernels under the additive fit, plus moves).
+    pub objective_ns: f64,
+    /// The best bound the solver proved on that, ns.
+    pub bound_ns: f64,
+    /// Relative gap on the objective (what the placement adds).
+    pub gap: f64,
+    /// Σ of every kernel's base (all-DRAM) time under the fit: objective + this is the
+    /// step time the solver optimised.
+    pub base_ns: f64,
+    pub build_seconds: f64,
+    pub solve_seconds: f64,
+    /// When the solver's log first shows a feasible plan (the warm start counts).
+    pub first_feasible_seconds: Option<f64>,
+    pub size: ModelSize,
+    /// The window-by-window improvement of the start, when it ran.
+    pub windows: Option<WindowReport>,
+}
+
+/// Solves `inst` with the ILP; `warm` (any placement the model can represent, such as a
+/// baseline's or a simpler formulation's) is handed to HiGHS as a starting plan.
+///
+/// For large async models, the start is first improved window by window over the
+/// schedule (each a small MIP with everything outside the window fixed), then the whole
+/// model gets the remaining time: HiGHS alone finds good async plans too slowly there.
+pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Result<IlpOutcome, SolveError> {
+    let started = Instant::now();
+    let built = build(inst, opts);
+    let size = built.size();
+    let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum();
+    let mut start = warm.and_then(|w| built.values_for(inst, w));
+    let build_seconds = started.elapsed().as_secs_f64();
+    let solve_started = Instant::now();
+    let mut first_feasible = start.as_ref().map(|_| 0.0);
+    let mut windows_report = None;
+    if let Some(x) = &mut start
+        && opts.formulation == Formulation::Async
+        && size.binaries > opts.windows_above_binaries
+    {
+        windows_report = Some(windows::polish(&built, inst, x, opts.time_limit * WINDOW_SHARE_OF_TIME));
+    }
+    // Stop at an absolute gap of `gap` × the step time the start promises (an upper
+    // bound on the optimum), since the objective leaves out the kernels' base times.
+    let start_excess = start.as_ref().map_or(0.0, |x| built.objective(x)).max(0.0);
+    let abs_gap = opts.gap * (base_ns / NS_PER_UNIT + start_excess);
+    let time_left = (opts.time_limit - solve_started.elapsed().as_secs_f64()).max(opts.time_limit * 0.1);
+    let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, time_left, opts)?;
+    let solve_seconds = solve_started.elapsed().as_secs_f64();
+    let Some(result) = result else {
+        let Some(x) = start else {
+            return Err(SolveError::Solver {
+                reason: format!("HiGHS overran its {} s time limit by more than half and has no plan", opts.time_limit),
+            });
+        };
+        return Ok(IlpOutcome {
+            placement: built.placement_from(inst, &x),
+            status: format!("guard: HiGHS overran its time limit; the plan is its start, after {solve_seconds:.0} s"),
+            objective_ns: built.objective(&x) * NS_PER_UNIT,
+            bound_ns: f64::NAN,
+            gap: f64::NAN,
+            base_ns,
+            build_seconds,
+            solve_seconds,
+            first_feasible_seconds: first_feasible,
+            size,
+            windows: windows_report,
+        });
+    };
+    if first_feasible.is_none() {
+        first_feasible = opts.log_file.as_deref().and_then(first_feasible_in_log);
+    }
+    Ok(IlpOutcome {
+        placement: built.placement_from(inst, &result.x),
+        status: result.status,
+        objective_ns: result.objective * NS_PER_UNIT,
+        bound_ns: result.bound * NS_PER_UNIT,
+        gap: result.gap,
+        base_ns,
+        build_seconds,
+        solve_seconds,
+        first_feasible_seconds: first_feasible,
+        size,
+        windows: windows_report,
+    })
+}
+
+/// Share of the time limit the windows may use.
+const WINDOW_SHARE_OF_TIME: f64 = 0.85;

@@ -1,0 +1,205 @@
+//! The solver end to end on small zoo models, with two or three synthetic pools whose
+//! figures are fixed here (no host, no profile: every kernel time comes from the cost
+//! model, which is then exactly what the ILP weighs).
+
+use placer_ir::Model;
+use placer_profile::tasks::Pin;
+use placer_solve::cost::Costs;
+use placer_solve::ilp::{Formulation, IlpOptions};
+use placer_solve::{Budget, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult, check, solve};
+
+fn pool(name: &str, capacity: u64, read: f64, write: f64) -> PoolFigures {
+    PoolFigures {
+        name: name.into(),
+        kind: if name == "dram" { "dram".into() } else { "pmem".into() },
+        capacity,
+        emulated_as: None,
+        read_gbps: read,
+        write_gbps: write,
+        source: "test".into(),
+    }
+}
+
+fn two_pools() -> SolvePools {
+    SolvePools {
+        pools: vec![pool("dram", 64 << 30, 30.0, 25.0), pool("pmem", 512 << 30, 10.0, 4.0)],
+        move_ns_per_byte: vec![vec![0.0, 1.0 / 3.5], vec![1.0 / 9.0, 0.0]],
+        moves_measured: true,
+    }
+}
+
+fn three_pools(cxl_capacity: u64) -> SolvePools {
+    SolvePools {
+        pools: vec![
+            pool("dram", 64 << 30, 30.0, 25.0),
+            pool("cxl", cxl_capacity, 20.0, 15.0),
+            pool("pmem", 512 << 30, 10.0, 4.0),
+        ],
+        move_ns_per_byte: vec![
+            vec![0.0, 1.0 / 10.0, 1.0 / 3.5],
+            vec![1.0 / 12.0, 0.0, 1.0 / 3.0],
+            vec![1.0 / 9.0, 1.0 / 8.0, 0.0],
+        ],
+        moves_measured: true,
+    }
+}
+
+fn zoo(name: &str, batch: u64) -> Model {
+    placer_zoo::build(name, batch).expect("zoo model")
+}
+
+fn options(formulation: Formulation) -> IlpOptions {
+    IlpOptions { formulation, time_limit: 60.0, gap: 0.0, small_tensor_bytes: 0, ..IlpOptions::default() }
+}
+
+fn run(
+    model: &Model,
+    pools: SolvePools,
+    budget: &str,
+    options: IlpOptions,
+    pins: Vec<Pin>,
+) -> Result<SolveResult, SolveError> {
+    let costs = Costs::new(model, &pools, &[]);
+    let request = SolveRequest {
+        model,
+        costs: &costs,
+        pools,
+        budget: Budget::parse(budget).expect("budget"),
+        pins,
+        options,
+        profile: None,
+    };
+    solve(&request, &mut |_| {})
+}
+
+fn best_baseline(r: &SolveResult) -> f64 {
+    r.baselines
+        .iter()
+        .filter_map(|c| c.outcome.as_ref().ok())
+        .filter(|(_, chk)| chk.ok())
+        .map(|(p, _)| p.predicted.step_ns)
+        .fold(f64::INFINITY, f64::min)
+}
+
+#[test]
+fn every_formulation_gives_a_checked_plan_no_worse_than_any_baseline() {
+    for (name, batch) in [("lenet-mnist", 16), ("mlp", 32)] {
+        let model = zoo(name, batch);
+        let mut times = Vec::new();
+        for f in [Formulation::Static, Formulation::Sync, Formulation::Async] {
+            let r = run(&model, two_pools(), "25%", options(f), Vec::new()).expect("solved");
+            assert!(r.check.ok(), "{name} {f:?}: {:?}", r.check.problems);
+            assert_eq!(r.plan.formulation, Some(f));
+            let t = r.plan.predicted.step_ns;
+            assert!(
+                t <= best_baseline(&r) * (1.0 + 1e-9),
+                "{name} {f:?}: ILP {t} > best baseline {}",
+                best_baseline(&r)
+            );
+            assert!(r.plan.pool_peak_bytes[0] <= r.budget_bytes, "{name} {f:?}: DRAM over budget");
+            assert!(t >= r.all_dram_ns * (1.0 - 1e-9), "{name} {f:?}: faster than all-DRAM");
+            times.push(t);
+        }
+        // Each formulation contains the one before it, and each is solved to optimality.
+        assert!(times[1] <= times[0] * (1.0 + 1e-6) && times[2] <= times[1] * (1.0 + 1e-6), "{name}: {times:?}");
+    }
+}
+
+#[test]
+fn moves_appear_when_they_pay() {
+    // Tight budget, cheap moves: the sync plan must move something and beat static.
+    let model = zoo("mlp", 64);
+    let mut pools = two_pools();
+    pools.move_ns_per_byte = vec![vec![0.0, 0.001], vec![0.001, 0.0]];
+    let fixed = run(&model, pools.clone(), "30%", options(Formulation::Static), Vec::new()).expect("static");
+    let moving = run(&model, pools, "30%", options(Formulation::Sync), Vec::new()).expect("sync");
+    assert!(moving.check.ok(), "{:?}", moving.check.problems);
+    assert!(!moving.plan.moves.is_empty(), "no moves");
+    assert!(moving.plan.predicted.step_ns < fixed.plan.predicted.step_ns);
+}
+
+#[test]
+fn three_pools_with_a_small_middle_tier() {
+    let model = zoo("lenet-mnist", 32);
+    let r = run(&model, three_pools(2 << 20), "20%", options(Formulation::Sync), Vec::new()).expect("solved");
+    assert!(r.check.ok(), "{:?}", r.check.problems);
+    assert!(r.plan.pool_peak_bytes[1] <= 2 << 20, "cxl over its capacity");
+    let used: Vec<bool> = r.plan.pool_peak_bytes.iter().map(|&b| b > 0).collect();
+    assert_eq!(used, [true, true, true], "every tier should hold something: {:?}", r.plan.pool_peak_bytes);
+}
+
+#[test]
+fn a_budget_above_peak_needs_no_placement() {
+    let model = zoo("lenet-mnist", 8);
+    let r = run(&model, two_pools(), "64GiB", options(Formulation::Sync), Vec::new()).expect("solved");
+    assert!(r.no_placement_needed && r.check.ok());
+    assert!(r.plan.moves.is_empty() && r.plan.tensors.iter().all(|t| t.placement.iter().all(|s| s.pool == "dram")));
+    assert!((r.plan.predicted.step_ns - r.all_dram_ns).abs() < 1e-6);
+}
+
+#[test]
+fn pinned_tensors_over_the_budget_name_the_smallest_feasible_budget() {
+    let model = zoo("mlp", 16);
+    let names = vec!["dram".to_string(), "pmem".to_string()];
+    let pins = vec![Pin::parse("role=weight:dram", &model, &names).expect("pin")];
+    let err = run(&model, two_pools(), "1MiB", options(Formulation::Sync), pins.clone()).expect_err("infeasible");
+    let SolveError::Infeasible { reason, smallest_feasible } = &err else { panic!("{err}") };
+    assert!(reason.contains("must be in DRAM") && reason.contains("fc1.weight"), "{reason}");
+    // The budget it names is enough, and one byte less is not.
+    let ok = run(&model, two_pools(), &format!("{smallest_feasible}B"), options(Formulation::Sync), pins.clone());
+    let ok = ok.expect("the named budget is feasible");
+    assert!(ok.check.ok());
+    let short = run(&model, two_pools(), &format!("{}B", smallest_feasible - 1), options(Formulation::Sync), pins);
+    assert!(matches!(short, Err(SolveError::Infeasible { .. })));
+}
+
+#[test]
+fn the_checker_catches_tampered_plans() {
+    let model = zoo("mlp", 64);
+    let mut pools = two_pools();
+    pools.move_ns_per_byte = vec![vec![0.0, 0.001], vec![0.001, 0.0]];
+    let r = run(&model, pools.clone(), "30%", options(Formulation::Sync), Vec::new()).expect("solved");
+    let costs = Costs::new(&model, &pools, &[]);
+    let budget = r.budget_bytes;
+    assert!(check(&model, &r.plan, &costs, &pools, budget).ok());
+    assert!(!r.plan.moves.is_empty());
+
+    let mut tampered = Vec::new();
+    let mut p = r.plan.clone();
+    p.predicted.step_ns *= 0.9;
+    tampered.push(("a better predicted time", p));
+    let mut p = r.plan.clone();
+    p.moves.pop();
+    tampered.push(("a move removed", p));
+    let mut p = r.plan.clone();
+    p.kernels[3].time_ns *= 0.5;
+    tampered.push(("a faster kernel", p));
+    let mut p = r.plan.clone();
+    let moved = p.moves[0].tensor.clone();
+    let t = p.tensors.iter_mut().find(|t| t.name == moved).expect("moved tensor");
+    let last = t.placement.len() - 1;
+    t.placement[last].pool = if t.placement[last].pool == "dram" { "pmem".into() } else { "dram".into() };
+    tampered.push(("a span in another pool", p));
+    let mut p = r.plan.clone();
+    let t = p.tensors.iter_mut().find(|t| t.placement.len() == 1).expect("a tensor that stays");
+    t.placement[0].to = t.placement[0].to.saturating_sub(1);
+    tampered.push(("a live range cut short", p));
+    for (what, plan) in &tampered {
+        let report = check(&model, plan, &costs, &pools, budget);
+        assert!(!report.ok(), "{what} went unnoticed");
+    }
+    let report = check(&model, &r.plan, &costs, &pools, r.plan.pool_peak_bytes[0] - 1);
+    assert!(report.problems.iter().any(|p| p.contains("over its")), "{:?}", report.problems);
+}
+
+#[test]
+fn windows_improve_an_async_start_and_keep_it_valid() {
+    let model = zoo("lenet-mnist", 64);
+    let opts = IlpOptions { windows_above_binaries: 0, time_limit: 30.0, ..options(Formulation::Async) };
+    let r = run(&model, two_pools(), "20%", opts, Vec::new()).expect("solved");
+    assert!(r.check.ok(), "{:?}", r.check.problems);
+    let solver = r.plan.solver.as_ref().expect("solver report");
+    let w = solver.windows.expect("windows ran");
+    assert!(w.windows > 0 && w.after_ns <= w.before_ns + 1e-6, "{w:?}");
+    assert!(r.plan.predicted.step_ns <= best_baseline(&r) * (1.0 + 1e-9));
+}

@@ -1,0 +1,121 @@
+//! End-to-end tests of `placer solve`: a real (short) profile in, a checked plan out,
+//! and the ways a budget or a profile can be wrong.
+
+use std::path::Path;
+
+mod common;
+use common::{placer, text};
+
+const LENET: &str = "configs/models/lenet-mnist-b256.json";
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+fn zoo(dir: &Path, name: &str, batch: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{name}-{batch}.json"));
+    let out = placer(&["zoo", name, "--batch", batch, "-o", s(&path)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    path
+}
+
+#[test]
+fn solve_turns_a_profile_into_a_checked_plan() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = zoo(dir.path(), "lenet-mnist", "8");
+    let ckpt_dir = dir.path().join("ckpt");
+    let out = placer(&[
+        "profile",
+        s(&model),
+        "--rounds",
+        "1",
+        "--reps",
+        "3",
+        "--max-reps",
+        "3",
+        "--warmup",
+        "1",
+        "--checkpoint-dir",
+        s(&ckpt_dir),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ckpt = std::fs::read_dir(&ckpt_dir).expect("checkpoints").flatten().map(|e| e.path()).next().expect("one");
+    let plan_path = dir.path().join("plan.json");
+    let out = placer(&[
+        "solve",
+        s(&model),
+        "--budget",
+        "25%",
+        "--profile",
+        s(&ckpt),
+        "--formulation",
+        "async",
+        "--baselines",
+        "--no-probe",
+        "-o",
+        s(&plan_path),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for needle in ["HiGHS", "check ", "ok: capacity at every step", "first-touch", "all-slow", "EMULATED", "wrote"] {
+        assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
+    }
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_path).expect("plan")).expect("json");
+    assert_eq!(plan["strategy"], "ilp");
+    assert_eq!(plan["formulation"], "async");
+    assert_eq!(plan["emulated"], true);
+    let kernels = plan["kernels"].as_array().expect("kernels");
+    let measured = kernels.iter().filter(|k| k["source"] == "measured").count();
+    assert!(measured * 2 > kernels.len(), "only {measured} of {} kernel times measured", kernels.len());
+    let budget = plan["budget_bytes"].as_u64().expect("budget");
+    assert!(plan["dram_bytes"].as_array().expect("dram").iter().all(|b| b.as_u64().is_some_and(|b| b <= budget)));
+
+    // The same profile does not fit another model.
+    let other = zoo(dir.path(), "lenet-mnist", "16");
+    let out =
+        placer(&["solve", s(&other), "--budget", "25%", "--profile", s(&ckpt), "--no-probe", "-o", s(&plan_path)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("measured on model"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn bad_budgets_are_refused_with_the_accepted_forms() {
+    for budget in ["64 GBs", "-1GB", "0", "150%", "64"] {
+        let out = placer(&["solve", LENET, "--budget", budget, "--no-probe", "-o", "/dev/null"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{budget}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{budget}: {stderr}");
+        assert!(
+            stderr.contains(&format!("budget '{budget}'")) && stderr.contains("64GiB") && stderr.contains("25%"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_impossible_budget_names_the_step_tensors_and_smallest_budget() {
+    let out =
+        placer(&["solve", LENET, "--budget", "64KiB", "--pin", "role=weight:dram", "--no-probe", "-o", "/dev/null"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("at step") && stderr.contains("weight") && stderr.contains("smallest feasible budget"),
+        "{stderr}"
+    );
+    let out =
+        placer(&["solve", LENET, "--budget", "25%", "--pin", "role=weight:nowhere", "--no-probe", "-o", "/dev/null"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown pool 'nowhere'"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_budget_above_peak_needs_no_placement() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plan = dir.path().join("plan.json");
+    let out = placer(&["solve", LENET, "--budget", "64GiB", "--no-probe", "-o", s(&plan)]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(stdout.contains("every tensor stays in DRAM"), "{stdout}");
+    assert!(plan.exists());
+}
