@@ -50,6 +50,9 @@ pub struct Args {
     /// Async: a copy may overlap a kernel only if the kernel could hide this share of it.
     #[arg(long, default_value_t = 0.25)]
     min_hidden: f64,
+    /// Async, large models: about how many binaries each improvement window frees.
+    #[arg(long, default_value_t = 6000, hide = true)]
+    window_binaries: usize,
     /// Tensors smaller than this keep one pool for life (sync and async).
     #[arg(long, default_value = "64KiB")]
     small_tensor: String,
@@ -117,6 +120,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             async_window: args.async_window,
             async_kernel_share: args.async_share,
             min_hidden_share: args.min_hidden,
+            window_binaries: args.window_binaries,
             small_tensor_bytes: small_tensor,
             verbose: args.verbose,
             log_file: Some(log_file.clone()),

@@ -66,6 +66,8 @@ pub struct IlpOptions {
     /// Async models with more binaries than this are improved window by window before
     /// the whole model is solved.
     pub windows_above_binaries: usize,
+    /// About how many binaries each window frees.
+    pub window_binaries: usize,
     /// Show HiGHS's log on the terminal.
     pub verbose: bool,
     /// Where HiGHS writes its log (it is read back for the time to the first feasible
@@ -84,6 +86,7 @@ impl Default for IlpOptions {
             min_hidden_share: 0.25,
             small_tensor_bytes: 64 << 10,
             windows_above_binaries: 20_000,
+            window_binaries: 6_000,
             verbose: false,
             log_file: None,
         }
@@ -143,7 +146,7 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
         && opts.formulation == Formulation::Async
         && size.binaries > opts.windows_above_binaries
     {
-        windows_report = Some(windows::polish(&built, inst, x, opts.time_limit * WINDOW_SHARE_OF_TIME));
+        windows_report = Some(windows::polish(&built, inst, x, opts.time_limit * WINDOW_SHARE_OF_TIME, opts.window_binaries));
     }
     // Stop at an absolute gap of `gap` × the step time the start promises (an upper
     // bound on the optimum), since the objective leaves out the kernels' base times.
@@ -191,4 +194,4 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
 }
 
 /// Share of the time limit the windows may use.
-const WINDOW_SHARE_OF_TIME: f64 = 0.85;
+const WINDOW_SHARE_OF_TIME: f64 = 0.9;

@@ -12,9 +12,6 @@ use crate::instance::Instance;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Binaries per window: small enough for HiGHS to solve in seconds.
-const BINARIES_PER_WINDOW: f64 = 6_000.0;
-
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WindowReport {
     pub windows: usize,
@@ -25,12 +22,12 @@ pub struct WindowReport {
     pub seconds: f64,
 }
 
-pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64) -> WindowReport {
+pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64, window_binaries: usize) -> WindowReport {
     let started = Instant::now();
     let steps = inst.steps().max(1);
     let binaries = built.lp.cols.iter().filter(|c| c.integer).count().max(1);
     let per_step = binaries as f64 / steps as f64;
-    let width = ((BINARIES_PER_WINDOW / per_step) as usize).clamp(16, steps);
+    let width = ((window_binaries as f64 / per_step) as usize).clamp(16, steps);
     let stride = (width / 2).max(1);
     let sweep: Vec<usize> = (0..steps).step_by(stride).collect();
     let before = built.objective(x);
