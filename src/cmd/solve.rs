@@ -45,13 +45,13 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     async_window: usize,
     /// Async: copies may overlap only the longest kernels, this share of them.
-    #[arg(long, default_value_t = 0.3)]
+    #[arg(long, default_value_t = 1.0)]
     async_share: f64,
     /// Async: a copy may overlap a kernel only if the kernel could hide this share of it.
     #[arg(long, default_value_t = 0.25)]
     min_hidden: f64,
     /// Async, large models: about how many binaries each improvement window frees.
-    #[arg(long, default_value_t = 6000, hide = true)]
+    #[arg(long, default_value_t = 1500, hide = true)]
     window_binaries: usize,
     /// Tensors smaller than this keep one pool for life (sync and async).
     #[arg(long, default_value = "64KiB")]

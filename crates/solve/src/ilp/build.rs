@@ -239,7 +239,9 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
                 lp.cols[c].cost += a;
             }
         } else {
-            let v = lp.col(0.0, f64::INFINITY, false, 1.0);
+            // v can never be below the kernel's constant part plus its cheapest terms.
+            let floor = constant + terms.iter().map(|&(_, a)| a.min(0.0)).sum::<f64>();
+            let v = lp.col(floor, f64::INFINITY, false, 1.0);
             let mut kernel_row: Vec<(usize, f64)> = terms.iter().map(|&(c, a)| (c, -a)).collect();
             kernel_row.push((v, 1.0));
             lp.row(kernel_row, constant, f64::INFINITY);
@@ -338,6 +340,13 @@ impl Built {
     /// Σ cost·x: the objective at column values `x`.
     pub(super) fn objective(&self, x: &[f64]) -> f64 {
         self.lp.cols.iter().zip(x).map(|(c, v)| c.cost * v).sum()
+    }
+
+    /// The objective's floor over the columns' bounds alone (Σ cost × the bound it
+    /// prefers), when that is finite.
+    pub(super) fn trivial_bound(&self) -> Option<f64> {
+        let bound: f64 = self.lp.cols.iter().map(|c| c.cost * if c.cost >= 0.0 { c.lo } else { c.hi }).sum();
+        bound.is_finite().then_some(bound)
     }
 
     pub(super) fn size(&self) -> ModelSize {

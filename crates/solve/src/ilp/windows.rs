@@ -2,8 +2,9 @@
 //! a small MIP in which only the locations and transitions that fall inside it are
 //! free (plus, for every tensor, the first transition after it, so that a change made
 //! inside can be undone); everything else keeps the start's values. Occupancy and
-//! overlap variables stay free everywhere, since a change inside a window shifts them
-//! further on. Each window's start is the current plan, so no window makes it worse.
+//! overlap variables are free from the window's start to the end of the last segment
+//! it frees, since a change inside shifts them that far. Each window starts from the
+//! current plan, so no window makes it worse.
 
 use super::IlpOptions;
 use super::build::{Built, Col, Row};
@@ -22,7 +23,14 @@ pub struct WindowReport {
     pub seconds: f64,
 }
 
-pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64, window_binaries: usize) -> WindowReport {
+pub(super) fn polish(
+    built: &Built,
+    inst: &Instance,
+    x: &mut [f64],
+    seconds: f64,
+    window_binaries: usize,
+    good_enough: f64,
+) -> WindowReport {
     let started = Instant::now();
     let steps = inst.steps().max(1);
     let binaries = built.lp.cols.iter().filter(|c| c.integer).count().max(1);
@@ -31,6 +39,7 @@ pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64
     let stride = (width / 2).max(1);
     let sweep: Vec<usize> = (0..steps).step_by(stride).collect();
     let before = built.objective(x);
+    let rows_of = rows_of_columns(built);
     let (mut improved, mut windows) = (0, 0);
     // Sweep after sweep (each offset by a quarter window so that window edges move)
     // while a sweep still gains something and time is left.
@@ -39,14 +48,14 @@ pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64
         let sweep_start = built.objective(x);
         for (i, &a) in sweep.iter().enumerate() {
             let left = seconds - started.elapsed().as_secs_f64();
-            if left <= 0.5 {
+            if left <= 0.5 || built.objective(x) <= good_enough {
                 break;
             }
             // Spread what is left over the rest of this sweep, at most 10 s a window.
             let limit = (left / (sweep.len() - i) as f64).min(10.0);
             let a = (a + shift).min(steps - 1);
-            let free = free_columns(built, a, (a + width).min(steps));
-            let (cols, rows, map) = restrict(built, x, &free);
+            let free = free_columns(built, inst, a, (a + width).min(steps));
+            let (cols, rows, map) = restrict(built, &rows_of, x, &free);
             let sub_start: Vec<f64> = map.iter().map(|&c| x[c]).collect();
             let quiet = IlpOptions { verbose: false, log_file: None, ..IlpOptions::default() };
             let current: f64 = map.iter().map(|&c| built.lp.cols[c].cost * x[c]).sum();
@@ -61,7 +70,8 @@ pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64
             }
         }
         let gained = sweep_start - built.objective(x);
-        if seconds - started.elapsed().as_secs_f64() <= 0.5 || gained <= 1e-3 * sweep_start.abs() {
+        let done = built.objective(x) <= good_enough;
+        if done || seconds - started.elapsed().as_secs_f64() <= 0.5 || gained <= 1e-3 * sweep_start.abs() {
             break;
         }
     }
@@ -75,21 +85,19 @@ pub(super) fn polish(built: &Built, inst: &Instance, x: &mut [f64], seconds: f64
 }
 
 /// Which columns may change for the window `a..b`.
-fn free_columns(built: &Built, a: usize, b: usize) -> Vec<bool> {
+fn free_columns(built: &Built, inst: &Instance, a: usize, b: usize) -> Vec<bool> {
     let mut free = vec![false; built.lp.cols.len()];
-    for cols in built.occupancy.iter().flatten().flatten() {
-        free[*cols] = true;
-    }
-    for v in built.overlap.iter().flatten() {
-        free[*v] = true;
-    }
     let inside = |s: usize| a <= s && s < b;
-    for tv in &built.tensors {
+    // The last step a change made here can reach: the end of a free segment.
+    let mut extent = b.min(inst.steps()) .saturating_sub(1);
+    for (t, tv) in built.tensors.iter().enumerate() {
+        let end_of = |s: usize| tv.starts.get(s + 1).map_or(inst.tensors[t].last, |&next| next - 1);
         for (s, cols) in tv.loc.iter().enumerate() {
             if inside(tv.starts[s]) {
                 for c in cols.iter().flatten() {
                     free[*c] = true;
                 }
+                extent = extent.max(end_of(s));
             }
         }
         let mut after = false;
@@ -106,13 +114,22 @@ fn free_columns(built: &Built, a: usize, b: usize) -> Vec<bool> {
             }
         }
     }
+    // Occupancy and overlap variables from the window to the extent follow the change.
+    for cols in &built.occupancy {
+        for c in cols[a.min(cols.len())..(extent + 1).min(cols.len())].iter().flatten() {
+            free[*c] = true;
+        }
+    }
+    for v in built.overlap[a.min(built.overlap.len())..(extent + 1).min(built.overlap.len())].iter().flatten() {
+        free[*v] = true;
+    }
     free
 }
 
 /// The model with every column that is not free fixed at its value in `x`: returns the
 /// free columns, the rows that touch one (bounds shifted by the fixed part), and each
 /// new column's index in the full model.
-fn restrict(built: &Built, x: &[f64], free: &[bool]) -> (Vec<Col>, Vec<Row>, Vec<usize>) {
+fn restrict(built: &Built, rows_of: &[Vec<u32>], x: &[f64], free: &[bool]) -> (Vec<Col>, Vec<Row>, Vec<usize>) {
     let mut index = vec![usize::MAX; free.len()];
     let mut map = Vec::new();
     for (c, &f) in free.iter().enumerate() {
@@ -121,13 +138,14 @@ fn restrict(built: &Built, x: &[f64], free: &[bool]) -> (Vec<Col>, Vec<Row>, Vec
             map.push(c);
         }
     }
+    let mut touched: Vec<u32> = map.iter().flat_map(|&c| rows_of[c].iter().copied()).collect();
+    touched.sort_unstable();
+    touched.dedup();
     let cols = map.iter().map(|&c| built.lp.cols[c]).collect();
-    let rows = built
-        .lp
-        .rows
+    let rows = touched
         .iter()
-        .filter(|r| r.terms.iter().any(|&(c, _)| free[c]))
-        .map(|r| {
+        .map(|&r| {
+            let r = &built.lp.rows[r as usize];
             let fixed: f64 = r.terms.iter().filter(|&&(c, _)| !free[c]).map(|&(c, a)| a * x[c]).sum();
             Row {
                 terms: r.terms.iter().filter(|&&(c, _)| free[c]).map(|&(c, a)| (index[c], a)).collect(),
@@ -137,4 +155,15 @@ fn restrict(built: &Built, x: &[f64], free: &[bool]) -> (Vec<Col>, Vec<Row>, Vec
         })
         .collect();
     (cols, rows, map)
+}
+
+/// For every column, the rows it appears in.
+fn rows_of_columns(built: &Built) -> Vec<Vec<u32>> {
+    let mut rows_of = vec![Vec::new(); built.lp.cols.len()];
+    for (r, row) in built.lp.rows.iter().enumerate() {
+        for &(c, _) in &row.terms {
+            rows_of[c].push(r as u32);
+        }
+    }
+    rows_of
 }
