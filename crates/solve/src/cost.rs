@@ -344,11 +344,13 @@ fn gauss(mut a: Vec<Vec<f64>>) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(col, pivot);
-        for row in col + 1..n {
-            let f = a[row][col] / a[col][col];
+        let (done, rest) = a.split_at_mut(col + 1);
+        let pivot_row = &done[col];
+        for row in rest.iter_mut() {
+            let f = row[col] / pivot_row[col];
             if f != 0.0 {
-                for k in col..=n {
-                    a[row][k] -= f * a[col][k];
+                for (r, p) in row[col..].iter_mut().zip(&pivot_row[col..]) {
+                    *r -= f * p;
                 }
             }
         }

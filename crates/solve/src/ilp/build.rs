@@ -257,7 +257,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
     // Capacity: occupancy[p][i] = occupancy[p][i-1] + what arrives in p at i - what
     // leaves; bounded by the capacity minus what is fixed there (scratch, pinned).
     let mut occupancy = vec![vec![None; steps]; pools];
-    for p in 0..pools {
+    for (p, occupancy_of_p) in occupancy.iter_mut().enumerate() {
         let mut fixed = vec![0i128; steps + 1];
         let mut possible = vec![0i128; steps + 1];
         for (t, info) in inst.tensors.iter().enumerate() {
@@ -329,7 +329,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
                 row.push((occ, 1.0));
                 lp.row(row, f64::NEG_INFINITY, hi);
             }
-            occupancy[p][i] = Some(occ);
+            occupancy_of_p[i] = Some(occ);
             prev = Some(occ);
         }
     }

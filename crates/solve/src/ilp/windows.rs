@@ -89,7 +89,7 @@ fn free_columns(built: &Built, inst: &Instance, a: usize, b: usize) -> Vec<bool>
     let mut free = vec![false; built.lp.cols.len()];
     let inside = |s: usize| a <= s && s < b;
     // The last step a change made here can reach: the end of a free segment.
-    let mut extent = b.min(inst.steps()) .saturating_sub(1);
+    let mut extent = b.min(inst.steps()).saturating_sub(1);
     for (t, tv) in built.tensors.iter().enumerate() {
         let end_of = |s: usize| tv.starts.get(s + 1).map_or(inst.tensors[t].last, |&next| next - 1);
         for (s, cols) in tv.loc.iter().enumerate() {
