@@ -19,7 +19,7 @@ limit=${TIME_LIMIT:-300}
 cargo build --release -q
 placer=target/release/placer
 work=$(mktemp -d)
-echo "| model | kernels | formulation | budget | variables | binaries | constraints | solve s | first feasible s | status | gap of step | gap of placement cost | step / all-DRAM | best baseline / plan |"
+echo "| model | kernels | formulation | budget | variables | binaries | constraints | solve s (all stages) | first feasible s | status | gap of step | gap of placement cost | step / all-DRAM | best baseline / plan |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
   "$placer" zoo "$m" --batch "$batch" -o "$work/$m.json" >/dev/null 2>&1
@@ -40,11 +40,13 @@ size = s.get("size", {})
 all_dram = re.search(r"= ([0-9.]+)× all-DRAM", log)
 best = re.search(r"best baseline +\S+ [0-9.]+ ms \(([0-9.]+)× the plan\)", log)
 ff = s.get("first_feasible_seconds")
-print("| {} | {} | {} | {} | {:,} | {:,} | {:,} | {:.1} | {} | {} | {:.3}% | {:.2}% | {} | {} |".format(
+def pct(v, digits):
+    return "-" if v is None else f"{100 * v:.{digits}f}%"
+print("| {} | {} | {} | {} | {:,} | {:,} | {:,} | {:.1f} | {} | {} | {} | {} | {} | {} |".format(
     sys.argv[2], len(plan["kernels"]), sys.argv[3], sys.argv[4],
     size.get("variables", 0), size.get("binaries", 0), size.get("constraints", 0),
-    s.get("solve_seconds", 0.0), "-" if ff is None else f"{ff:.1f}", s.get("status", plan["strategy"]),
-    100 * s.get("gap_of_step", 0.0), 100 * s.get("gap", 0.0),
+    s.get("total_seconds") or s.get("solve_seconds") or 0.0, "-" if ff is None else f"{ff:.1f}",
+    s.get("status", plan["strategy"]), pct(s.get("gap_of_step"), 3), pct(s.get("gap"), 1),
     all_dram.group(1) if all_dram else "-", best.group(1) if best else "-"))
 PY
     done

@@ -282,13 +282,14 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
         t.row(vec![
             "solver".into(),
             format!(
-                "HiGHS {}: proven gap {:.3}% of the step time ({:.2}% of what the placement adds), {:.1} s (+{:.1} s to build), first feasible {}; {} variables ({} binary), {} constraints, {} nonzeros",
+                "HiGHS {}: proven gap {:.3}% of the step time ({:.2}% of what the placement adds); {:.1} s in all, {:.1} s in the last stage (+{:.1} s to build it); first feasible plan at {}; {} variables ({} binary), {} constraints, {} nonzeros",
                 s.status,
                 s.gap_of_step * 100.0,
                 s.gap * 100.0,
+                s.total_seconds,
                 s.solve_seconds,
                 s.build_seconds,
-                s.first_feasible_seconds.map_or("not in log".into(), |f| format!("at {f:.1} s")),
+                s.first_feasible_seconds.map_or("(not in the log)".into(), |f| format!("{f:.2} s")),
                 count(s.size.variables as u64),
                 count(s.size.binaries as u64),
                 count(s.size.constraints as u64),

@@ -72,6 +72,10 @@ pub struct SolverReport {
     pub gap_of_step: f64,
     pub build_seconds: f64,
     pub solve_seconds: f64,
+    /// From the start of `solve` (instance, baselines, every ILP stage) to the plan.
+    pub total_seconds: f64,
+    /// From the start of `solve` to the first feasible plan: the warm start's
+    /// heuristics, or HiGHS's first solution when it had no start.
     pub first_feasible_seconds: Option<f64>,
     pub size: ModelSize,
     /// The placement HiGHS started from, and its predicted step time.
@@ -226,6 +230,7 @@ impl Plan {
                 gap_of_step: (o.objective_ns - o.bound_ns).max(0.0) / (o.objective_ns + o.base_ns),
                 build_seconds: o.build_seconds,
                 solve_seconds: o.solve_seconds,
+                total_seconds: o.build_seconds + o.solve_seconds,
                 first_feasible_seconds: o.first_feasible_seconds,
                 size: o.size,
                 warm_start: warm,

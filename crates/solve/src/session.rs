@@ -60,9 +60,19 @@ fn plan_and_check(
 
 /// Runs the whole solve. `progress` receives one line per stage.
 pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<SolveResult, SolveError> {
+    let began = std::time::Instant::now();
     let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
     let peak = unlimited.peak_bytes;
-    let budget = req.budget.resolve(peak);
+    // A budget above what DRAM can hold is capped at DRAM's capacity.
+    let asked = req.budget.resolve(peak);
+    let budget = asked.min(req.pools.pools[0].capacity);
+    if budget < asked {
+        progress(&format!(
+            "the budget ({}) is more than DRAM holds; planning for its capacity ({})",
+            placer_host::fmt_bytes(asked),
+            placer_host::fmt_bytes(budget)
+        ));
+    }
     let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
     let all_dram_ns = all_dram.evaluate(&unlimited, req.costs).step_ns;
     let mut inst = unlimited;
@@ -92,7 +102,6 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: e.smallest_feasible })?;
 
-    let started = std::time::Instant::now();
     let mut baselines = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
     for b in Baseline::ALL {
@@ -106,7 +115,8 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         });
         baselines.push(Candidate { name: b.name().to_string(), outcome });
     }
-    progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), started.elapsed().as_secs_f64() * 1e3));
+    let first_plan_seconds = began.elapsed().as_secs_f64();
+    progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), first_plan_seconds * 1e3));
     let Some((warm_name, warm, warm_ns)) = best else {
         return Err(SolveError::Infeasible {
             reason: "no baseline placement fits the budget and pool capacities, so the solver has no start; \
@@ -146,13 +156,17 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         opts.gap * 100.0
     ));
     let outcome = ilp::solve(&inst, Some(&start), &opts)?;
-    let (plan, report) = plan_and_check(
+    let (mut plan, report) = plan_and_check(
         req,
         &inst,
         &outcome.placement,
         &context("ilp", Some(formulation)),
         Some((&outcome, Some((start_label, start_ns)))),
     );
+    if let Some(s) = &mut plan.solver {
+        s.total_seconds = began.elapsed().as_secs_f64();
+        s.first_feasible_seconds = Some(first_plan_seconds);
+    }
     Ok(SolveResult {
         budget_bytes: budget,
         peak_bytes: peak,

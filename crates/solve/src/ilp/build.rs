@@ -70,6 +70,8 @@ pub(super) struct Built {
     pub(super) tensors: Vec<TensorVars>,
     /// Per step: the max(kernel, copies) variable of kernels that copies may overlap.
     pub(super) overlap: Vec<Option<usize>>,
+    /// (column, floor) of every overlap variable: the least it can be.
+    pub(super) overlap_floor: Vec<(usize, f64)>,
     /// Per step: (column, µs) of every copy that may overlap the kernel.
     pub(super) copies_during: Vec<Vec<(usize, f64)>>,
     /// `occupancy[pool][step]` for capped pools.
@@ -210,6 +212,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
         }
     }
     let mut overlap = vec![None; steps];
+    let mut overlap_floor = Vec::new();
     for (i, k) in inst.kernels.iter().enumerate() {
         let mut constant = k.cost.base_ns / NS_PER_UNIT;
         let mut terms: Vec<(usize, f64)> = Vec::new();
@@ -240,8 +243,11 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             }
         } else {
             // v can never be below the kernel's constant part plus its cheapest terms.
+            // Kept for the box bound, not as the column's bound: as a bound it slowed
+            // HiGHS's window solves several times over on DenseNet-264.
             let floor = constant + terms.iter().map(|&(_, a)| a.min(0.0)).sum::<f64>();
-            let v = lp.col(floor, f64::INFINITY, false, 1.0);
+            let v = lp.col(0.0, f64::INFINITY, false, 1.0);
+            overlap_floor.push((v, floor));
             let mut kernel_row: Vec<(usize, f64)> = terms.iter().map(|&(c, a)| (c, -a)).collect();
             kernel_row.push((v, 1.0));
             lp.row(kernel_row, constant, f64::INFINITY);
@@ -333,7 +339,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             prev = Some(occ);
         }
     }
-    Built { lp, tensors, overlap, copies_during, occupancy, offset_col }
+    Built { lp, tensors, overlap, overlap_floor, copies_during, occupancy, offset_col }
 }
 
 impl Built {
@@ -343,9 +349,14 @@ impl Built {
     }
 
     /// The objective's floor over the columns' bounds alone (Σ cost × the bound it
-    /// prefers), when that is finite.
+    /// prefers, overlap variables at their floor), when that is finite.
     pub(super) fn trivial_bound(&self) -> Option<f64> {
-        let bound: f64 = self.lp.cols.iter().map(|c| c.cost * if c.cost >= 0.0 { c.lo } else { c.hi }).sum();
+        let mut lo: Vec<f64> = self.lp.cols.iter().map(|c| c.lo).collect();
+        for &(v, floor) in &self.overlap_floor {
+            lo[v] = lo[v].max(floor);
+        }
+        let bound: f64 =
+            self.lp.cols.iter().zip(&lo).map(|(c, &l)| c.cost * if c.cost >= 0.0 { l } else { c.hi }).sum();
         bound.is_finite().then_some(bound)
     }
 
