@@ -259,16 +259,16 @@ fn header(
     t.row(vec![
         "cost model".into(),
         format!(
-            "base fitted to {} all-DRAM times, pools to {} others; extra ns/byte read {}",
+            "base fitted to {} all-DRAM times, pools to {} others; extra ns per byte read/written: {}",
             m.base_fitted_from,
             m.pools_fitted_from,
             (1..pools.len())
                 .map(|p| format!(
-                    "{} {:.3}, write {:.3}",
+                    "{} {:.3}/{:.3}",
                     pools.pools[p].name, m.read_extra_ns_per_byte[p], m.write_extra_ns_per_byte[p]
                 ))
                 .collect::<Vec<_>>()
-                .join("; ")
+                .join(", ")
         ),
     ]);
     t.row(vec!["budget".into(), budget.to_string()]);

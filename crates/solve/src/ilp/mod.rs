@@ -169,18 +169,20 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
     let abs_gap = opts.gap * base_ns / NS_PER_UNIT;
     // No plan can score below what the columns' bounds allow (for async: every kernel
     // at its all-DRAM time); a start that close to it needs no solver.
-    // After windows, the whole model is not handed to HiGHS either way: its root LP is
-    // no tighter than the box bound, and on DenseNet-264 presolving it alone outran the
-    // time left.
+    // After windows that used most of the time, the whole model is not handed to HiGHS:
+    // its root LP is no tighter than the box bound, and on DenseNet-264 presolving it
+    // alone outran the time left.
+    let time_left = opts.time_limit - solve_started.elapsed().as_secs_f64();
+    let whole_model_hopeless = windows_report.is_some() && time_left < WHOLE_MODEL_SHARE_OF_TIME * opts.time_limit;
     if let (Some(x), Some(bound)) = (&start, built.trivial_bound())
-        && (built.objective(x) - bound <= abs_gap || windows_report.is_some())
+        && (built.objective(x) - bound <= abs_gap || whole_model_hopeless)
     {
         let objective = built.objective(x);
         let gap = if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
         let status = if objective - bound <= abs_gap { "gap limit (box bound)" } else { "time limit (box bound)" };
         return Ok(outcome(x, status.into(), bound, gap, first_feasible));
     }
-    let time_left = (opts.time_limit - solve_started.elapsed().as_secs_f64()).max(opts.time_limit * 0.1);
+    let time_left = time_left.max(opts.time_limit * 0.1);
     let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, time_left, opts)?;
     let Some(result) = result else {
         let Some(x) = start else {
@@ -204,3 +206,6 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
 
 /// Share of the time limit the windows may use.
 const WINDOW_SHARE_OF_TIME: f64 = 0.95;
+/// When windows stall with at least this share of the time left, the whole model gets
+/// it; otherwise the box bound is the bound.
+const WHOLE_MODEL_SHARE_OF_TIME: f64 = 0.3;

@@ -40,9 +40,9 @@ pub(super) fn polish(
     let sweep: Vec<usize> = (0..steps).step_by(stride).collect();
     let before = built.objective(x);
     let rows_of = rows_of_columns(built);
-    let (mut improved, mut windows) = (0, 0);
-    // Sweep after sweep (each offset by a quarter window so that window edges move)
-    // while a sweep still gains something and time is left.
+    let (mut improved, mut windows, mut stalled) = (0, 0, 0);
+    // Sweep after sweep (every other one offset by a quarter window, so that window
+    // edges move) while sweeps still gain something and time is left.
     for round in 0.. {
         let shift = (round % 2) * stride / 2;
         let sweep_start = built.objective(x);
@@ -70,8 +70,10 @@ pub(super) fn polish(
             }
         }
         let gained = sweep_start - built.objective(x);
+        stalled = if gained <= 1e-3 * sweep_start.abs() { stalled + 1 } else { 0 };
         let done = built.objective(x) <= good_enough;
-        if done || seconds - started.elapsed().as_secs_f64() <= 0.5 || gained <= 1e-3 * sweep_start.abs() {
+        // Two sweeps in a row without gain have tried both window offsets: stuck.
+        if done || seconds - started.elapsed().as_secs_f64() <= 0.5 || stalled >= 2 {
             break;
         }
     }
