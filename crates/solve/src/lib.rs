@@ -36,9 +36,10 @@ use std::path::PathBuf;
 pub enum SolveError {
     #[error(transparent)]
     Budget(#[from] BudgetError),
-    /// No placement can meet the budget; `reason` names the step and tensors.
+    /// No placement can meet the budget; `reason` names the step and tensors, and the
+    /// smallest feasible budget when it is known.
     #[error("{reason}")]
-    Infeasible { reason: String, smallest_feasible: u64 },
+    Infeasible { reason: String, smallest_feasible: Option<u64> },
     #[error("{reason}")]
     Mismatch { reason: String },
     #[error("solver: {reason}")]

@@ -100,7 +100,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         });
     }
     inst.feasibility()
-        .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: e.smallest_feasible })?;
+        .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
 
     let mut baselines = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
@@ -115,17 +115,20 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         });
         baselines.push(Candidate { name: b.name().to_string(), outcome });
     }
-    let first_plan_seconds = began.elapsed().as_secs_f64();
-    progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), first_plan_seconds * 1e3));
-    let Some((warm_name, warm, warm_ns)) = best else {
-        return Err(SolveError::Infeasible {
-            reason: "no baseline placement fits the budget and pool capacities, so the solver has no start; \
-                     raise the budget or free a pool"
-                .into(),
-            smallest_feasible: budget,
-        });
+    let first_plan_seconds = best.as_ref().map(|_| began.elapsed().as_secs_f64());
+    progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
+    // With no baseline that fits (pools too small for any static placement), the ILP
+    // starts from nothing: moves may still make a plan possible.
+    let (warm, warm_label) = match best {
+        Some((name, placement, ns)) => {
+            progress(&format!("warm start: {name}, predicted {:.3} ms", ns / 1e6));
+            (Some(placement), Some((name, ns)))
+        }
+        None => {
+            progress("no baseline fits: the solver starts without a plan");
+            (None, None)
+        }
     };
-    progress(&format!("warm start: {warm_name}, predicted {:.3} ms", warm_ns / 1e6));
 
     let formulation = req.options.formulation;
     let (start, start_label, time_limit) = if formulation == Formulation::Async {
@@ -139,15 +142,14 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             "sync formulation first (its plan starts the async solve), limit {:.0} s",
             sync_opts.time_limit
         ));
-        let sync = ilp::solve(&inst, Some(&warm), &sync_opts)?;
+        let sync = ilp::solve(&inst, warm.as_ref(), &sync_opts)?;
         let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
         progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
         let left = (req.options.time_limit - sync.build_seconds - sync.solve_seconds).max(req.options.time_limit / 3.0);
-        (sync.placement, format!("sync ILP ({})", sync.status), left)
+        (Some(sync.placement), Some((format!("sync ILP ({})", sync.status), sync_ns)), left)
     } else {
-        (warm, warm_name, req.options.time_limit)
+        (warm, warm_label, req.options.time_limit)
     };
-    let start_ns = start.evaluate(&inst, req.costs).step_ns;
     let opts = IlpOptions { time_limit, ..req.options.clone() };
     progress(&format!(
         "{} formulation: solving (limit {:.0} s, gap {:.2}%)",
@@ -155,17 +157,19 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         opts.time_limit,
         opts.gap * 100.0
     ));
-    let outcome = ilp::solve(&inst, Some(&start), &opts)?;
+    let outcome = ilp::solve(&inst, start.as_ref(), &opts)?;
     let (mut plan, report) = plan_and_check(
         req,
         &inst,
         &outcome.placement,
         &context("ilp", Some(formulation)),
-        Some((&outcome, Some((start_label, start_ns)))),
+        Some((&outcome, start_label)),
     );
     if let Some(s) = &mut plan.solver {
         s.total_seconds = began.elapsed().as_secs_f64();
-        s.first_feasible_seconds = Some(first_plan_seconds);
+        if let Some(first) = first_plan_seconds {
+            s.first_feasible_seconds = Some(first);
+        }
     }
     Ok(SolveResult {
         budget_bytes: budget,

@@ -143,7 +143,7 @@ fn pinned_tensors_over_the_budget_name_the_smallest_feasible_budget() {
     let names = vec!["dram".to_string(), "pmem".to_string()];
     let pins = vec![Pin::parse("role=weight:dram", &model, &names).expect("pin")];
     let err = run(&model, two_pools(), "1MiB", options(Formulation::Sync), pins.clone()).expect_err("infeasible");
-    let SolveError::Infeasible { reason, smallest_feasible } = &err else { panic!("{err}") };
+    let SolveError::Infeasible { reason, smallest_feasible: Some(smallest_feasible) } = &err else { panic!("{err}") };
     assert!(reason.contains("must be in DRAM") && reason.contains("fc1.weight"), "{reason}");
     // The budget it names is enough, and one byte less is not.
     let ok = run(&model, two_pools(), &format!("{smallest_feasible}B"), options(Formulation::Sync), pins.clone());

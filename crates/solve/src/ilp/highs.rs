@@ -107,7 +107,12 @@ fn run_highs(
         }
         S::ReachedTimeLimit => "time limit",
         S::Infeasible | S::UnboundedOrInfeasible => {
-            return Err(err("the model is infeasible: no placement meets the capacities".into()));
+            return Err(SolveError::Infeasible {
+                reason: "no placement meets the capacities with the moves this formulation allows: the other pools \
+                         are too small to take what DRAM cannot (try a larger budget, or sync/async moves)"
+                    .into(),
+                smallest_feasible: None,
+            });
         }
         other => return Err(err(format!("HiGHS stopped with status {other:?}"))),
     };
