@@ -61,7 +61,7 @@ fn bench(c: &mut Criterion) {
     let opts = IlpOptions { formulation: Formulation::Static, gap: 0.0, ..IlpOptions::default() };
     let mut group = c.benchmark_group("resnet50-b32");
     group.sample_size(10);
-    group.bench_function("static ILP to optimality", |b| b.iter(|| ilp::solve(&inst, Some(&warm), &opts)));
+    group.bench_function("static ILP to optimality", |b| b.iter(|| ilp::solve(&inst, Some(&warm), &opts, &mut |_| {})));
     group.finish();
 }
 

@@ -142,7 +142,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             "sync formulation first (its plan starts the async solve), limit {:.0} s",
             sync_opts.time_limit
         ));
-        let sync = ilp::solve(&inst, warm.as_ref(), &sync_opts)?;
+        let sync = ilp::solve(&inst, warm.as_ref(), &sync_opts, progress)?;
         let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
         progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
         let left = (req.options.time_limit - sync.build_seconds - sync.solve_seconds).max(req.options.time_limit / 3.0);
@@ -157,7 +157,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         opts.time_limit,
         opts.gap * 100.0
     ));
-    let outcome = ilp::solve(&inst, start.as_ref(), &opts)?;
+    let outcome = ilp::solve(&inst, start.as_ref(), &opts, progress)?;
     let (mut plan, report) = plan_and_check(
         req,
         &inst,

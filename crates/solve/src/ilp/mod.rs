@@ -132,7 +132,15 @@ pub struct IlpOutcome {
 /// For large async models, the start is first improved window by window over the
 /// schedule (each a small MIP with everything outside the window fixed), then the whole
 /// model gets the remaining time: HiGHS alone finds good async plans too slowly there.
-pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Result<IlpOutcome, SolveError> {
+///
+/// `progress` hears about long stages (the windows report every few seconds); pass
+/// `&mut |_| {}` to ignore it.
+pub fn solve(
+    inst: &Instance,
+    warm: Option<&Placement>,
+    opts: &IlpOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<IlpOutcome, SolveError> {
     let started = Instant::now();
     let built = build(inst, opts);
     let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum();
@@ -149,7 +157,8 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
         // (every term of the objective is a non-negative cost).
         let target = opts.gap * base_ns / NS_PER_UNIT;
         let budget = opts.time_limit * WINDOW_SHARE_OF_TIME;
-        windows_report = Some(windows::polish(&built, inst, x, budget, opts.window_binaries, target));
+        let limits = windows::Limits { seconds: budget, binaries: opts.window_binaries, good_enough: target };
+        windows_report = Some(windows::polish(&built, inst, x, &limits, progress));
     }
     let outcome = |x: &[f64], status: String, bound: f64, gap: f64, first_feasible: Option<f64>| IlpOutcome {
         placement: built.placement_from(inst, x),
@@ -183,6 +192,9 @@ pub fn solve(inst: &Instance, warm: Option<&Placement>, opts: &IlpOptions) -> Re
         return Ok(outcome(x, status.into(), bound, gap, first_feasible));
     }
     let time_left = time_left.max(opts.time_limit * 0.1);
+    if windows_report.is_some() {
+        progress(&format!("windows stalled; HiGHS gets the whole model for {time_left:.0} s"));
+    }
     let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, time_left, opts)?;
     let Some(result) = result else {
         let Some(x) = start else {

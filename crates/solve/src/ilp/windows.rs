@@ -23,14 +23,26 @@ pub struct WindowReport {
     pub seconds: f64,
 }
 
+/// How long the windows may run, how big each is, and when the plan is good enough.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Limits {
+    pub(super) seconds: f64,
+    pub(super) binaries: usize,
+    /// Stop once the objective is at most this.
+    pub(super) good_enough: f64,
+}
+
+/// How often the windows report progress.
+const REPORT_EVERY_SECONDS: f64 = 10.0;
+
 pub(super) fn polish(
     built: &Built,
     inst: &Instance,
     x: &mut [f64],
-    seconds: f64,
-    window_binaries: usize,
-    good_enough: f64,
+    limits: &Limits,
+    progress: &mut dyn FnMut(&str),
 ) -> WindowReport {
+    let Limits { seconds, binaries: window_binaries, good_enough } = *limits;
     let started = Instant::now();
     let steps = inst.steps().max(1);
     let binaries = built.lp.cols.iter().filter(|c| c.integer).count().max(1);
@@ -41,6 +53,7 @@ pub(super) fn polish(
     let before = built.objective(x);
     let rows_of = rows_of_columns(built);
     let (mut improved, mut windows, mut stalled) = (0, 0, 0);
+    let mut next_report = REPORT_EVERY_SECONDS;
     // Sweep after sweep (every other one offset by a quarter window, so that window
     // edges move) while sweeps still gain something and time is left.
     for round in 0.. {
@@ -60,6 +73,16 @@ pub(super) fn polish(
             let quiet = IlpOptions { verbose: false, log_file: None, ..IlpOptions::default() };
             let current: f64 = map.iter().map(|&c| built.lp.cols[c].cost * x[c]).sum();
             windows += 1;
+            if started.elapsed().as_secs_f64() >= next_report {
+                next_report += REPORT_EVERY_SECONDS;
+                progress(&format!(
+                    "windows: {windows} solved in {:.0} s (sweep {}), placement cost {:.3} ms, target {:.3} ms",
+                    started.elapsed().as_secs_f64(),
+                    round + 1,
+                    built.objective(x) * super::NS_PER_UNIT / 1e6,
+                    good_enough * super::NS_PER_UNIT / 1e6
+                ));
+            }
             if let Ok(Some(r)) = run_guarded(&cols, &rows, Some(sub_start), 1e-6, limit.max(1.0), &quiet)
                 && r.objective < current - 1e-9
             {
