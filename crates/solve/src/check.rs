@@ -82,9 +82,9 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                     t.name, s.from, s.to
                 ));
             }
-            expect = s.to + 1;
+            expect = s.to.saturating_add(1);
             bytes[p][s.from.min(steps)] += i128::from(size);
-            bytes[p][(s.to + 1).min(steps)] -= i128::from(size);
+            bytes[p][s.to.saturating_add(1).min(steps)] -= i128::from(size);
             spans.push((s.from, s.to, p));
         }
         if expect != range.last + 1 {

@@ -184,6 +184,9 @@ fn the_checker_catches_tampered_plans() {
     let t = p.tensors.iter_mut().find(|t| t.placement.len() == 1).expect("a tensor that stays");
     t.placement[0].to = t.placement[0].to.saturating_sub(1);
     tampered.push(("a live range cut short", p));
+    let mut p = r.plan.clone();
+    p.tensors[0].placement[0].to = usize::MAX;
+    tampered.push(("a span to the end of time", p));
     for (what, plan) in &tampered {
         let report = check(&model, plan, &costs, &pools, budget);
         assert!(!report.ok(), "{what} went unnoticed");
