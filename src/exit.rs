@@ -3,7 +3,8 @@
 //! 0 success; 1 a failure of the tool or the system (cannot write a file, not enough
 //! memory for the model);
 //! 2 bad input (an invalid model, an unknown name, a bad option value, a checkpoint from
-//! another model or host), as clap does for bad arguments; 3 `placer compare` found
+//! another model or host, a malformed budget or one no placement can meet), as clap does
+//! for bad arguments; 3 `placer compare` found
 //! the profiles disagree beyond `--tolerance`.
 
 use placer_exec::ExecError;
@@ -73,8 +74,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 SolveError::Solver { .. } => FAILURE,
             };
         }
-        if let Some(e) = cause.downcast_ref::<placer_solve::BudgetError>() {
-            let _ = e;
+        if cause.downcast_ref::<placer_solve::BudgetError>().is_some() {
             return BAD_INPUT;
         }
         if let Some(e) = cause.downcast_ref::<IrError>() {
