@@ -5,10 +5,10 @@
 //! - static: one segment per tensor.
 //! - sync: segments break just before and just after every use, with blocking moves.
 //! - async: also within `async_window` steps of a use, with copies that overlap the
-//!   kernel before the break (only beside the longest kernels, where there is time to
-//!   hide them). A kernel with overlapped copies costs the larger of the two.
+//!   kernel before the break (beside kernels long enough to hide a fair share of the
+//!   copy). A kernel with overlapped copies costs the larger of the two.
 //!
-//! The model is built as plain rows and columns first ([`Lp`]), so that a warm start can
+//! The model is built as plain rows and columns first (`build::Lp`), so that a warm start can
 //! be written for any placement it can represent, then handed to HiGHS through good_lp.
 
 mod build;
