@@ -5,7 +5,7 @@
 //!   granularity, scratch space, per-kernel costs ([`cost`]) and move costs ([`pools`]).
 //! - [`ilp`] builds the static, synchronous or asynchronous formulation (DESIGN §2, §6)
 //!   and solves it with HiGHS through good_lp, warm-started from [`baselines`].
-//! - [`plan`] is the file format; [`check`] verifies any plan independently of how it
+//! - [`plan`] is the file format; [`check`](mod@check) verifies any plan independently of how it
 //!   was made.
 
 pub mod baselines;
