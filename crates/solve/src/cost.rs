@@ -90,8 +90,7 @@ impl Costs {
         for (i, &s) in signatures.iter().enumerate() {
             first_of.entry(s).or_insert(NodeId(i as u32));
         }
-        let features: HashMap<u64, Features> =
-            first_of.iter().map(|(&s, &n)| (s, Features::of(model, n, n_pools))).collect();
+        let features: HashMap<u64, Features> = first_of.iter().map(|(&s, &n)| (s, Features::of(model, n))).collect();
         let measured: HashMap<(u64, Vec<u16>), f64> = measurements
             .iter()
             .filter(|m| features.get(&m.signature).is_some_and(|f| f.traffic.len() == m.config.len()))
@@ -141,7 +140,7 @@ struct Features {
 }
 
 impl Features {
-    fn of(model: &Model, n: NodeId, _pools: usize) -> Features {
+    fn of(model: &Model, n: NodeId) -> Features {
         let traffic: Vec<(f64, f64)> =
             node_traffic(model, n).into_iter().map(|(_, t)| (t.read as f64, t.written as f64)).collect();
         Features { flops: model.cost(n).flops as f64, bytes: traffic.iter().map(|(r, w)| r + w).sum(), traffic }

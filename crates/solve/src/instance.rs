@@ -54,10 +54,8 @@ pub struct Instance {
     pub pools: SolvePools,
     /// Bytes each pool may hold: the budget for pool 0, the capacity for the others.
     pub capacity: Vec<u64>,
-    /// Live bytes at each step if everything sat in DRAM, scratch included.
-    pub live_bytes: Vec<u64>,
+    /// The most bytes live at one step if everything sat in DRAM, scratch included.
     pub peak_bytes: u64,
-    pub peak_step: usize,
 }
 
 /// Why a budget cannot be met.
@@ -149,17 +147,16 @@ impl Instance {
             delta[t.last + 1] -= i128::from(t.bytes);
         }
         let mut live = 0i128;
-        let live_bytes: Vec<u64> = (0..steps)
+        let peak_bytes = (0..steps)
             .map(|i| {
                 live += delta[i];
                 live as u64 + kernels[i].scratch_bytes
             })
-            .collect();
-        let (peak_step, peak_bytes) =
-            live_bytes.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best });
+            .max()
+            .unwrap_or(0);
         let mut capacity: Vec<u64> = pools.pools.iter().map(|p| p.capacity).collect();
         capacity[0] = budget;
-        Instance { tensors, kernels, pools, capacity, live_bytes, peak_bytes, peak_step }
+        Instance { tensors, kernels, pools, capacity, peak_bytes }
     }
 
     pub fn steps(&self) -> usize {
