@@ -7,6 +7,7 @@
 //! for bad arguments; 3 `placer compare` found
 //! the profiles disagree beyond `--tolerance`.
 
+use placer_eval::EvalError;
 use placer_exec::ExecError;
 use placer_host::HostError;
 use placer_ir::IrError;
@@ -65,14 +66,22 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             }
         }
         if let Some(e) = cause.downcast_ref::<SolveError>() {
-            return match e {
-                SolveError::Budget(_)
-                | SolveError::Infeasible { .. }
-                | SolveError::Mismatch { .. }
-                | SolveError::PlanFile { .. }
-                | SolveError::Usage { .. } => BAD_INPUT,
-                SolveError::Solver { .. } => FAILURE,
-            };
+            return solve_code(e);
+        }
+        if let Some(e) = cause.downcast_ref::<EvalError>() {
+            match e {
+                // Transparent: the inner error is not a cause of its own in the chain.
+                EvalError::Solve(e) => return solve_code(e),
+                EvalError::Host(e) => {
+                    if let Some(code) = host_code(e) {
+                        return code;
+                    }
+                }
+                EvalError::Usage { .. } => return BAD_INPUT,
+                EvalError::Report { .. } => return FAILURE,
+                // Classified below, as its own cause.
+                EvalError::Exec { .. } => {}
+            }
         }
         if cause.downcast_ref::<placer_solve::BudgetError>().is_some() {
             return BAD_INPUT;
@@ -85,24 +94,12 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
         if let Some(e) = cause.downcast_ref::<ExecError>() {
             return match e {
-                ExecError::UnsupportedType { .. } | ExecError::NoIterations => BAD_INPUT,
+                ExecError::UnsupportedType { .. } | ExecError::NoIterations | ExecError::Plan { .. } => BAD_INPUT,
                 _ => FAILURE,
             };
         }
-        if let Some(e) = cause.downcast_ref::<HostError>() {
-            match e {
-                HostError::Topology { .. }
-                | HostError::HostFile { .. }
-                | HostError::Device { .. }
-                | HostError::UnknownDevice { .. }
-                | HostError::NotThisHost { .. }
-                | HostError::Usage { .. } => return BAD_INPUT,
-                // A pool error is classified below, as its own cause.
-                HostError::Pool(_) => {}
-                HostError::Hwloc { .. } | HostError::NoDram | HostError::Probe { .. } | HostError::Cache { .. } => {
-                    return FAILURE;
-                }
-            }
+        if let Some(code) = cause.downcast_ref::<HostError>().and_then(host_code) {
+            return code;
         }
         if let Some(e) = cause.downcast_ref::<PoolError>() {
             return match e {
@@ -111,7 +108,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 | PoolError::Full { .. }
                 | PoolError::OutOfMemory { .. }
                 | PoolError::BadView { .. }
-                | PoolError::BackendUnavailable { .. } => FAILURE,
+                | PoolError::BackendUnavailable { .. }
+                | PoolError::Arena { .. } => FAILURE,
             };
         }
         if let Some(e) = cause.downcast_ref::<ZooError>() {
@@ -122,4 +120,31 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+/// `None` for a pool error, which is classified as its own cause.
+fn host_code(e: &HostError) -> Option<u8> {
+    match e {
+        HostError::Topology { .. }
+        | HostError::HostFile { .. }
+        | HostError::Device { .. }
+        | HostError::UnknownDevice { .. }
+        | HostError::NotThisHost { .. }
+        | HostError::Usage { .. } => Some(BAD_INPUT),
+        HostError::Pool(_) => None,
+        HostError::Hwloc { .. } | HostError::NoDram | HostError::Probe { .. } | HostError::Cache { .. } => {
+            Some(FAILURE)
+        }
+    }
+}
+
+fn solve_code(e: &SolveError) -> u8 {
+    match e {
+        SolveError::Budget(_)
+        | SolveError::Infeasible { .. }
+        | SolveError::Mismatch { .. }
+        | SolveError::PlanFile { .. }
+        | SolveError::Usage { .. } => BAD_INPUT,
+        SolveError::Solver { .. } => FAILURE,
+    }
 }

@@ -1,12 +1,17 @@
-//! `placer run MODEL [--iterations N] [--warmup W] [--place ROLE=POOL ...] [--json]`
+//! `placer run MODEL [--iterations N] [--warmup W] [--place ROLE=POOL ...] [--json]`, or
+//! `placer run MODEL --plan plan.json [--compare-baselines]`.
 
 use super::host_args::HostArgs;
+use super::plans;
 use crate::table::{Table, bytes};
 use anyhow::Context;
+use placer_eval::{Comparison, Contender, EvalError, MeasureOptions};
 use placer_exec::{Executor, Placement, RunOptions, RunSummary};
 use placer_ir::{Model, Role};
 use placer_pools::{PoolId, PoolSet};
-use std::path::PathBuf;
+use placer_solve::ilp::IlpOptions;
+use placer_solve::{Budget, Plan, SolveRequest};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -27,8 +32,16 @@ pub struct Args {
     /// Put every tensor of a role in a pool, e.g. `--place activation=pmem`; `all=POOL`
     /// for every tensor. Later options override earlier ones. Default: all in the first
     /// pool (local DRAM).
-    #[arg(long, value_name = "ROLE=POOL")]
+    #[arg(long, value_name = "ROLE=POOL", conflicts_with = "plan")]
     place: Vec<String>,
+    /// Execute this plan (from `placer solve`): tensors at their planned pools and
+    /// offsets, moves as planned; reports measured against predicted.
+    #[arg(long, value_name = "PLAN")]
+    plan: Option<PathBuf>,
+    /// With --plan: also run every baseline at the plan's budget and all-DRAM,
+    /// interleaved step by step in this process.
+    #[arg(long, requires = "plan")]
+    compare_baselines: bool,
     /// Print the summary as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -65,6 +78,9 @@ fn placement(model: &Model, pools: &PoolSet, options: &[String]) -> anyhow::Resu
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = placer_ir::load_model(&args.model)?;
+    if let Some(path) = &args.plan {
+        return run_plan(&args, &model, path);
+    }
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
     let placement = placement(&model, &pools, &args.place)?;
@@ -76,6 +92,77 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print!("{}", render(&summary, exec.pools()));
+    }
+    Ok(())
+}
+
+/// A plan's name in tables: the strategy, and the formulation for an ILP plan.
+pub fn plan_label(plan: &Plan) -> String {
+    match plan.formulation {
+        Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),
+        _ => plan.strategy.clone(),
+    }
+}
+
+/// The baselines at `plan`'s budget and the all-DRAM reference, costed from the plan's
+/// own profile when it is still there.
+fn baseline_contenders(model: &Model, host: &mut placer_host::Host, plan: &Plan) -> anyhow::Result<Vec<Contender>> {
+    let profile = plan.profile.as_deref().map(Path::new).filter(|p| p.exists());
+    if let (Some(named), None) = (&plan.profile, profile) {
+        println!("note: the plan's profile {named} is gone; baselines are costed by the cost model alone");
+    }
+    let inputs = super::solve::solve_inputs(model, host, profile, &[], true)?;
+    let request = SolveRequest {
+        model,
+        costs: &inputs.costs,
+        pools: inputs.pools,
+        budget: Budget::Bytes(plan.budget_bytes),
+        pins: inputs.pins,
+        options: IlpOptions::default(),
+        profile: profile.map(|p| p.display().to_string()),
+    };
+    let (all_dram, candidates) = placer_solve::baselines(&request)?;
+    let mut out = Vec::new();
+    for c in candidates {
+        match c.outcome {
+            Ok((plan, check)) if check.ok() => out.push(Contender { name: c.name, plan }),
+            Ok(_) => println!("note: baseline {} failed the plan checker; left out", c.name),
+            Err(why) => println!("note: baseline {} has no plan: {why}", c.name),
+        }
+    }
+    out.push(Contender { name: "all-dram".into(), plan: all_dram });
+    Ok(out)
+}
+
+fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
+    let plan = Plan::load(path)?;
+    let mut host = args.host.open()?;
+    let mut contenders = vec![Contender { name: plan_label(&plan), plan }];
+    if args.compare_baselines {
+        contenders.extend(baseline_contenders(model, &mut host, &contenders[0].plan)?);
+    }
+    let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
+    let mut progress = |line: &str| println!("  {line}");
+    let mut pools = || host.pool_set().map_err(EvalError::Host);
+    let measured = placer_eval::measure(model, &mut pools, &contenders, &options, &mut progress)?;
+    let pools = host.pool_set()?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&measured)?);
+        return Ok(());
+    }
+    print!("{}", plans::facts(&measured[0], &pools).render());
+    println!(
+        "
+kernels furthest from their prediction"
+    );
+    print!("{}", plans::kernels(&measured[0], model, args.top).render());
+    if measured.len() > 1 {
+        println!(
+            "
+side by side, interleaved ({} timed steps each)",
+            args.iterations
+        );
+        print!("{}", plans::comparison(&Comparison::new(&measured)).render());
     }
     Ok(())
 }

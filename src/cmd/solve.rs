@@ -89,18 +89,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let small_tensor = placer_host::parse_bytes(&args.small_tensor)
         .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
     let mut host = args.host.open()?;
-    let pools = solve_pools(&mut host, args.no_probe)?;
-    let profile = args.profile.as_deref().map(checkpoint::load).transpose()?;
-    if let (Some(p), Some(path)) = (&profile, &args.profile) {
-        check_profile(p, &model, &pools, path)?;
-    }
-    let names = pools.names();
-    let mut pins: Vec<Pin> = Vec::new();
-    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(&args.pin) {
-        pins.push(Pin::parse(text, &model, &names)?);
-    }
-    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
-    let costs = Costs::new(&model, &pools, &measurements);
+    let SolveInputs { pools, costs, pins, profile } =
+        solve_inputs(&model, &mut host, args.profile.as_deref(), &args.pin, args.no_probe)?;
     let formulation = match args.formulation {
         FormulationArg::Static => Formulation::Static,
         FormulationArg::Sync => Formulation::Sync,
@@ -151,6 +141,39 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools));
     }
     Ok(())
+}
+
+/// What a solve needs besides the model and the budget.
+pub(crate) struct SolveInputs {
+    pub pools: SolvePools,
+    pub costs: Costs,
+    pub pins: Vec<Pin>,
+    pub profile: Option<Profile>,
+}
+
+/// Pools and move costs for `host`, kernel costs from the profile at `profile_path`
+/// (checked against the model and pools) and the cost model, and the pins (the
+/// profile's and `extra_pins`).
+pub(crate) fn solve_inputs(
+    model: &placer_ir::Model,
+    host: &mut Host,
+    profile_path: Option<&std::path::Path>,
+    extra_pins: &[String],
+    no_probe: bool,
+) -> anyhow::Result<SolveInputs> {
+    let pools = solve_pools(host, no_probe)?;
+    let profile = profile_path.map(checkpoint::load).transpose()?;
+    if let (Some(p), Some(path)) = (&profile, profile_path) {
+        check_profile(p, model, &pools, path)?;
+    }
+    let names = pools.names();
+    let mut pins: Vec<Pin> = Vec::new();
+    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
+        pins.push(Pin::parse(text, model, &names)?);
+    }
+    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
+    let costs = Costs::new(model, &pools, &measurements);
+    Ok(SolveInputs { pools, costs, pins, profile })
 }
 
 /// Pools with their capacities and bandwidths, and move costs from the cached probe (or

@@ -7,8 +7,9 @@
 use crate::ExecError;
 use crate::clock::ClockInfo;
 use crate::data::{Fill, SplitMix64, fill_plan};
+use crate::invoke::invoke;
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
-use placer_kernels::dispatch::{self, Arg, In, Out};
+use placer_kernels::dispatch;
 use placer_kernels::traffic::{Traffic, node_traffic};
 use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns, busy_wait_until};
 use serde::Serialize;
@@ -112,11 +113,12 @@ impl<'m> Executor<'m> {
         let scratch_bytes = (scratch_len * 4) as u64;
         let scratch = pools
             .allocate(PoolId(0), scratch_bytes)
-            .map_err(|source| ExecError::Scratch { bytes: scratch_bytes, source })?;
+            .map_err(|source| ExecError::Scratch { bytes: scratch_bytes, error: source })?;
         let mut buffers = Vec::with_capacity(model.tensors().len());
         for (t, &pool) in model.tensors().iter().zip(&placement.0) {
-            let buffer =
-                pools.allocate(pool, t.bytes).map_err(|source| ExecError::Pool { tensor: t.name.clone(), source })?;
+            let buffer = pools
+                .allocate(pool, t.bytes)
+                .map_err(|source| ExecError::Pool { tensor: t.name.clone(), error: source })?;
             buffers.push(Some(buffer));
         }
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
@@ -140,7 +142,7 @@ impl<'m> Executor<'m> {
             let mut rng = SplitMix64::new(seed ^ (u64::from(t.0) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
             let tensor = &self.model.tensors()[t.index()];
             let buffer = self.buffer_mut(t)?;
-            let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), source };
+            let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), error: source };
             match plan[t.index()] {
                 Fill::Zero if write_zeros => buffer.bytes_mut().fill(0),
                 Fill::Zero => {}
@@ -214,7 +216,7 @@ impl<'m> Executor<'m> {
     pub fn read_f32(&self, t: TensorId) -> Result<&[f32], ExecError> {
         let tensor = self.model.tensor(t);
         let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&tensor.name))?;
-        buffer.as_f32().map_err(|source| ExecError::Pool { tensor: tensor.name.clone(), source })
+        buffer.as_f32().map_err(|source| ExecError::Pool { tensor: tensor.name.clone(), error: source })
     }
 
     /// The model's loss after the last step, if it has one.
@@ -235,7 +237,7 @@ impl<'m> Executor<'m> {
             }
             Err((original, source)) => {
                 self.buffers[t.index()] = Some(original);
-                Err(ExecError::Pool { tensor: name, source })
+                Err(ExecError::Pool { tensor: name, error: source })
             }
         }
     }
@@ -252,7 +254,7 @@ impl<'m> Executor<'m> {
             }
             Err((original, source)) => {
                 self.buffers[t.index()] = Some(original);
-                Err(ExecError::Pool { tensor: name, source })
+                Err(ExecError::Pool { tensor: name, error: source })
             }
         }
     }
@@ -309,38 +311,17 @@ impl<'m> Executor<'m> {
 
     fn invoke(&mut self, n: NodeId, written: &mut [(TensorId, Buffer)]) -> Result<f64, ExecError> {
         let model = self.model;
-        let node = model.node(n);
-        let view_err = |t: TensorId| {
-            let name = model.tensor(t).name.clone();
-            move |source| ExecError::Pool { tensor: name, source }
-        };
-        let mut inputs = Vec::with_capacity(node.inputs.len());
-        for &t in &node.inputs {
-            let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&model.tensor(t).name))?;
-            let data = match model.tensor(t).dtype {
-                DType::I32 => In::I32(buffer.as_i32().map_err(view_err(t))?),
-                _ => In::F32(buffer.as_f32().map_err(view_err(t))?),
-            };
-            inputs.push(Arg { shape: model.tensor(t).shape.as_slice(), data });
-        }
-        let mut outs = Vec::with_capacity(written.len());
-        for (t, buffer) in written.iter_mut() {
-            let t = *t;
-            let data = match model.tensor(t).dtype {
-                DType::I32 => Out::I32(buffer.as_i32_mut().map_err(view_err(t))?),
-                _ => Out::F32(buffer.as_f32_mut().map_err(view_err(t))?),
-            };
-            outs.push(Arg { shape: model.tensor(t).shape.as_slice(), data });
-        }
-        let (updates, outputs) = outs.split_at_mut(node.updates.len());
+        let inputs = model
+            .node(n)
+            .inputs
+            .iter()
+            .map(|&t| self.buffers[t.index()].as_ref().map(Buffer::bytes).ok_or_else(|| missing(&model.tensor(t).name)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outs = written.iter_mut().map(|(_, b)| b.bytes_mut()).collect();
         let scratch_bytes = self.scratch.len_bytes() as u64;
         let scratch =
-            self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: scratch_bytes, source })?;
-        let start = Instant::now();
-        let result = dispatch::run(node.op, &node.attrs, &inputs, updates, outputs, scratch);
-        let elapsed = start.elapsed().as_nanos() as f64;
-        result.map_err(|source| ExecError::Kernel { node: node.name.clone(), op: node.op, source })?;
-        Ok(elapsed)
+            self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: scratch_bytes, error: source })?;
+        invoke(model, n, &inputs, outs, scratch)
     }
 
     /// Runs the whole schedule once.
@@ -415,7 +396,7 @@ impl<'m> Executor<'m> {
 /// them, which real slow memory does not. Waits shorter than the broadcast itself spin
 /// on this thread only. (An asynchronous `spawn_broadcast` was tried first: its leftover
 /// jobs made later parallel kernels up to 2x slower.)
-fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
+pub(crate) fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
     if ns <= 0.0 {
         return 0.0;
     }
@@ -429,7 +410,7 @@ fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
 }
 
 /// Median cost of an empty broadcast issued from inside the pool, as steps issue them.
-fn broadcast_cost_ns() -> f64 {
+pub(crate) fn broadcast_cost_ns() -> f64 {
     rayon::scope(|_| {
         let mut samples: Vec<f64> = (0..64)
             .map(|_| {

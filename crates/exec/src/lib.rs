@@ -3,13 +3,19 @@
 //! between kernels.
 
 mod clock;
+mod copier;
 mod data;
 mod executor;
+mod invoke;
+mod plan_run;
+mod planned;
 mod stats;
 mod summary;
 
 pub use clock::ClockInfo;
 pub use executor::{EmulatedPoolUse, Executor, Placement, RunOptions, RunReport, StepTimes};
+pub use plan_run::{PlanExecutor, PlanRunReport, PlanStepTimes};
+pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, reserved_bytes};
 pub use stats::Stats;
 pub use summary::{KernelRow, OpRow, RunSummary};
 
@@ -17,12 +23,14 @@ use placer_ir::DType;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExecError {
-    #[error("tensor '{tensor}': {source}")]
-    Pool { tensor: String, source: placer_pools::PoolError },
-    #[error("scratch space of {bytes} bytes: {source}")]
-    Scratch { bytes: u64, source: placer_pools::PoolError },
-    #[error("node '{node}' ({op}): {source}")]
-    Kernel { node: String, op: placer_ir::Op, source: placer_kernels::KernelError },
+    // The inner errors are part of the message rather than `source`s, so `{:#}` shows
+    // them once.
+    #[error("tensor '{tensor}': {error}")]
+    Pool { tensor: String, error: placer_pools::PoolError },
+    #[error("scratch space of {bytes} bytes: {error}")]
+    Scratch { bytes: u64, error: placer_pools::PoolError },
+    #[error("node '{node}' ({op}): {error}")]
+    Kernel { node: String, op: placer_ir::Op, error: placer_kernels::KernelError },
     #[error("tensor '{tensor}' has element type {dtype}, which the CPU kernels do not support (only f32 and i32)")]
     UnsupportedType { tensor: String, dtype: DType },
     #[error("placement lists {given} pools for {expected} tensors")]
@@ -31,6 +39,10 @@ pub enum ExecError {
     /// refuses; reported rather than panicking all the same.
     #[error("tensor '{tensor}' is read and written by the same node")]
     BufferInUse { tensor: String },
+    #[error("plan: {reason}")]
+    Plan { reason: String },
+    #[error("background copy: {reason}")]
+    Copy { reason: String },
     #[error("iterations must be at least 1")]
     NoIterations,
 }

@@ -5,6 +5,9 @@
 
 use std::fmt::Write as _;
 
+mod timeline;
+pub use timeline::{Timeline, TimelineBar, TimelineRow};
+
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mark {
@@ -304,7 +307,7 @@ fn tick_label(v: f64) -> String {
     }
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

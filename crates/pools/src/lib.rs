@@ -15,6 +15,7 @@ mod emulation;
 mod pool;
 mod set;
 
+pub use alloc::arena::{Arenas, CopyJob, Slot};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{NumaBinder, PagePlacement};
@@ -49,6 +50,10 @@ pub enum PoolError {
     BadView { len: usize, what: &'static str },
     #[error("{backend} is not available: {reason}")]
     BackendUnavailable { backend: String, reason: String },
+    /// A plan asked the arena for something unsound (overlapping or unplaced bytes):
+    /// a bug in the plan or its executor, never ignored.
+    #[error("arena of pool {pool}: {reason}")]
+    Arena { pool: u16, reason: String },
     #[error("pool '{pool}': cannot bind {bytes} bytes to NUMA node(s) {nodes}: {reason}")]
     Bind { pool: String, nodes: String, bytes: u64, reason: String },
 }

@@ -57,6 +57,18 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
     }
     let capacity: Vec<u64> =
         pools.pools.iter().enumerate().map(|(i, p)| if i == 0 { budget } else { p.capacity }).collect();
+    for (p, (&arena, &cap)) in plan.arena_bytes.iter().zip(&capacity).enumerate() {
+        if arena > cap {
+            let need = plan.phase_peak_bytes.get(p).copied().unwrap_or(0);
+            problem(format!(
+                "{}'s arena of {arena} bytes (its busiest phase holds {need}) is over its {cap} byte limit",
+                names[p]
+            ));
+        }
+    }
+    if plan.arena_bytes.len() != names.len() {
+        problem(format!("the plan lays out {} arenas for {} pools", plan.arena_bytes.len(), names.len()));
+    }
     let mut bytes = vec![vec![0i128; steps + 1]; names.len()];
     // Where each tensor is at each of its live steps, as spans of pool indices.
     let mut where_: Vec<Vec<(usize, usize, usize)>> = Vec::with_capacity(plan.tensors.len());
@@ -83,6 +95,9 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                 ));
             }
             expect = s.to.saturating_add(1);
+            if plan.arena_bytes.get(p).is_none_or(|&arena| s.offset.saturating_add(size) > arena) {
+                problem(format!("tensor '{}': span {}..={} lies outside {}'s arena", t.name, s.from, s.to, s.pool));
+            }
             bytes[p][s.from.min(steps)] += i128::from(size);
             bytes[p][s.to.saturating_add(1).min(steps)] -= i128::from(size);
             spans.push((s.from, s.to, p));
@@ -190,6 +205,10 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         let scratch = (scratch_len(node.op, &node.attrs, &shapes(&node.inputs), &shapes(&node.outputs)) as u64 * 4)
             .div_ceil(PAGE)
             * PAGE;
+        let scratch_end = plan.kernels.get(i).map_or(0, |k| k.scratch_offset) + scratch;
+        if scratch > 0 && plan.arena_bytes.first().is_none_or(|&arena| scratch_end > arena) {
+            problem(format!("step {i} ({}): its scratch lies outside DRAM's arena", node.name));
+        }
         for p in 0..names.len() {
             live[p] += bytes[p][i];
             let used = live[p] + if p == 0 { i128::from(scratch) } else { 0 };

@@ -12,8 +12,10 @@ pub mod baselines;
 pub mod budget;
 pub mod check;
 pub mod cost;
+pub mod execute;
 pub mod ilp;
 pub mod instance;
+pub mod layout;
 pub mod placement;
 pub mod plan;
 pub mod pools;
@@ -23,12 +25,13 @@ pub mod session;
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};
 pub use cost::{CostModel, Costs};
+pub use execute::exec_plan;
 pub use ilp::{Formulation, IlpOptions, IlpOutcome};
 pub use instance::{Infeasible, Instance};
 pub use placement::{Move, MoveKind, Placement};
 pub use plan::Plan;
 pub use pools::{PoolFigures, SolvePools};
-pub use session::{Candidate, SolveRequest, SolveResult, solve};
+pub use session::{Candidate, SolveRequest, SolveResult, baselines, solve};
 
 use std::path::PathBuf;
 

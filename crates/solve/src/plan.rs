@@ -6,6 +6,7 @@ use crate::SolveError;
 use crate::cost::{CostModel, Costs, Source};
 use crate::ilp::{Formulation, IlpOutcome, ModelSize, WindowReport};
 use crate::instance::Instance;
+use crate::layout::lay_out;
 use crate::placement::{MoveKind, Placement};
 use crate::pools::PoolFigures;
 use placer_ir::Model;
@@ -13,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 pub const PLAN_FORMAT: &str = "placer-plan";
-pub const PLAN_VERSION: u32 = 1;
+/// Version 2 added arena offsets (`offset`, `scratch_offset`, `arena_bytes`).
+pub const PLAN_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -46,6 +48,13 @@ pub struct Plan {
     /// Predicted DRAM bytes in use at each step (scratch and in-flight copies included).
     pub dram_bytes: Vec<u64>,
     pub pool_peak_bytes: Vec<u64>,
+    /// Bytes each pool's arena reserves: every span and scratch sits at a planned
+    /// offset in it, so this is what the plan uses, fragmentation included. DRAM's is
+    /// within the budget.
+    pub arena_bytes: Vec<u64>,
+    /// The most bytes live in one phase (a blocking copy holds both ends): what a
+    /// perfect packing would need.
+    pub phase_peak_bytes: Vec<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -94,6 +103,8 @@ pub struct PlanKernel {
     pub source: Source,
     /// Async copies that run during this kernel, ns.
     pub copies_ns: f64,
+    /// Where its scratch sits in DRAM's arena.
+    pub scratch_offset: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -101,6 +112,8 @@ pub struct PlanSpan {
     pub from: usize,
     pub to: usize,
     pub pool: String,
+    /// Where it sits in the pool's arena.
+    pub offset: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -144,6 +157,7 @@ impl Plan {
         let inst = ctx.inst;
         let names = inst.pools.names();
         let eval = placement.evaluate(inst, ctx.costs);
+        let layout = lay_out(ctx.model, inst, placement);
         let kernels: Vec<PlanKernel> = inst
             .kernels
             .iter()
@@ -155,13 +169,15 @@ impl Plan {
                 time_ns: eval.kernel_ns[i],
                 source: eval.sources[i],
                 copies_ns: eval.async_ns[i],
+                scratch_offset: layout.scratch[i],
             })
             .collect();
         let tensors = inst
             .tensors
             .iter()
             .zip(&placement.spans)
-            .map(|(t, spans)| PlanTensor {
+            .zip(&layout.offsets)
+            .map(|((t, spans), offsets)| PlanTensor {
                 name: t.name.clone(),
                 bytes: t.bytes,
                 placement: spans
@@ -171,6 +187,7 @@ impl Plan {
                         from,
                         to: spans.get(j + 1).map_or(t.last, |s| s.0 - 1),
                         pool: names[pool as usize].clone(),
+                        offset: offsets[j],
                     })
                     .collect(),
             })
@@ -241,6 +258,8 @@ impl Plan {
             moves,
             pool_peak_bytes: (0..inst.pools.len()).map(|p| eval.peak(p)).collect(),
             dram_bytes: eval.bytes[0].clone(),
+            arena_bytes: layout.arena_bytes,
+            phase_peak_bytes: layout.phase_peak_bytes,
         }
     }
 

@@ -8,6 +8,7 @@ use crate::check::{CheckReport, check};
 use crate::cost::Costs;
 use crate::ilp::{self, Formulation, IlpOptions};
 use crate::instance::Instance;
+use crate::layout::lay_out;
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
@@ -39,11 +40,21 @@ pub struct SolveResult {
     pub peak_bytes: u64,
     /// The budget holds every tensor at every step: the plan keeps all in DRAM.
     pub no_placement_needed: bool,
-    /// Everything in DRAM with no budget: the reference time.
+    /// Everything in DRAM with no budget: the reference time, and its plan.
     pub all_dram_ns: f64,
+    pub all_dram: Plan,
     pub plan: Plan,
     pub check: CheckReport,
     pub baselines: Vec<Candidate>,
+}
+
+/// The fastest baseline that fits `inst`, as a warm start.
+fn best_fitting(inst: &Instance, req: &SolveRequest<'_>) -> Option<Placement> {
+    Baseline::ALL
+        .iter()
+        .filter_map(|b| b.place(inst).ok())
+        .filter(|p| p.fits(&p.evaluate(inst, req.costs), &inst.capacity))
+        .min_by(|a, b| a.evaluate(inst, req.costs).step_ns.total_cmp(&b.evaluate(inst, req.costs).step_ns))
 }
 
 fn plan_and_check(
@@ -56,6 +67,87 @@ fn plan_and_check(
     let plan = Plan::new(ctx, placement, ilp);
     let report = check(req.model, &plan, req.costs, &req.pools, inst.capacity[0]);
     (plan, report)
+}
+
+/// How many times a placement is redone with DRAM's limit lowered by what its layout
+/// overshot. Packing usually fits the first time (docs/solving.md).
+const REFITS: usize = 4;
+
+/// Places with `place`; when the laid-out DRAM arena is over the budget (fragmentation,
+/// or a blocking copy holding both ends), lowers DRAM's limit by the overshoot and
+/// places again. Returns the placement and how many bytes the limit was lowered by.
+fn fitted<E>(
+    model: &Model,
+    inst: &Instance,
+    mut place: impl FnMut(&Instance) -> Result<Placement, E>,
+    refused: impl Fn(u64, u64) -> E,
+) -> Result<(Placement, u64), E> {
+    let budget = inst.capacity[0];
+    let mut tight = inst.clone();
+    for _ in 0..REFITS {
+        let placement = place(&tight)?;
+        let arena = lay_out(model, inst, &placement).arena_bytes[0];
+        if arena <= budget {
+            return Ok((placement, budget - tight.capacity[0]));
+        }
+        let over = (arena - budget).div_ceil(crate::instance::PAGE) * crate::instance::PAGE;
+        tight.capacity[0] = tight.capacity[0].saturating_sub(over);
+    }
+    let placement = place(&tight)?;
+    let arena = lay_out(model, inst, &placement).arena_bytes[0];
+    if arena <= budget { Ok((placement, budget - tight.capacity[0])) } else { Err(refused(arena, budget)) }
+}
+
+fn overshoot_reason(arena: u64, budget: u64) -> String {
+    format!(
+        "its DRAM arena still needs {} over the {} budget after {REFITS} tighter re-plans",
+        placer_host::fmt_bytes(arena - budget),
+        placer_host::fmt_bytes(budget)
+    )
+}
+
+/// Every baseline at the request's budget, laid out and checked, and the all-DRAM
+/// reference: what `placer run --compare-baselines` runs beside a plan.
+pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), SolveError> {
+    let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
+    let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
+    let reference = PlanContext {
+        model: req.model,
+        inst: &unlimited,
+        costs: req.costs,
+        strategy: "all-dram".into(),
+        formulation: None,
+        profile: req.profile.clone(),
+    };
+    let all_dram_plan = Plan::new(&reference, &all_dram, None);
+    let mut inst = unlimited;
+    inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
+    inst.feasibility()
+        .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
+    let candidates = Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b).0).collect();
+    Ok((all_dram_plan, candidates))
+}
+
+/// One baseline, fitted to the budget, planned and checked; also its placement when the
+/// checker passed it.
+fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (Candidate, Option<Placement>) {
+    let ctx = PlanContext {
+        model: req.model,
+        inst,
+        costs: req.costs,
+        strategy: b.name().to_string(),
+        formulation: Some(Formulation::Static),
+        profile: req.profile.clone(),
+    };
+    let mut good = None;
+    let outcome = fitted(req.model, inst, |i| b.place(i), overshoot_reason).map(|(placement, _)| {
+        let (plan, report) = plan_and_check(req, inst, &placement, &ctx, None);
+        if report.ok() {
+            good = Some(placement);
+        }
+        (plan, report)
+    });
+    (Candidate { name: b.name().to_string(), outcome }, good)
 }
 
 /// Runs the whole solve. `progress` receives one line per stage.
@@ -75,6 +167,15 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     }
     let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
     let all_dram_ns = all_dram.evaluate(&unlimited, req.costs).step_ns;
+    let reference = PlanContext {
+        model: req.model,
+        inst: &unlimited,
+        costs: req.costs,
+        strategy: "all-dram".into(),
+        formulation: None,
+        profile: req.profile.clone(),
+    };
+    let all_dram_plan = Plan::new(&reference, &all_dram, None);
     let mut inst = unlimited;
     inst.capacity[0] = budget;
     let context = |strategy: &str, formulation: Option<Formulation>| PlanContext {
@@ -94,6 +195,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             peak_bytes: peak,
             no_placement_needed: true,
             all_dram_ns,
+            all_dram: all_dram_plan,
             plan,
             check,
             baselines: Vec::new(),
@@ -105,15 +207,13 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     let mut baselines = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
     for b in Baseline::ALL {
-        let outcome = b.place(&inst).map(|placement| {
-            let (plan, report) =
-                plan_and_check(req, &inst, &placement, &context(b.name(), Some(Formulation::Static)), None);
-            if report.ok() && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t) {
-                best = Some((b.name().to_string(), placement, plan.predicted.step_ns));
-            }
-            (plan, report)
-        });
-        baselines.push(Candidate { name: b.name().to_string(), outcome });
+        let (candidate, placement) = baseline_candidate(req, &inst, b);
+        if let (Some(placement), Ok((plan, _))) = (placement, &candidate.outcome)
+            && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t)
+        {
+            best = Some((b.name().to_string(), placement, plan.predicted.step_ns));
+        }
+        baselines.push(candidate);
     }
     let first_plan_seconds = best.as_ref().map(|_| began.elapsed().as_secs_f64());
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
@@ -157,7 +257,29 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         opts.time_limit,
         opts.gap * 100.0
     ));
-    let outcome = ilp::solve(&inst, start.as_ref(), &opts, progress)?;
+    let mut first = true;
+    let mut outcome = None;
+    let (_, lowered) = fitted(
+        req.model,
+        &inst,
+        |tight| {
+            // The first attempt starts from the sync plan (or a baseline); a re-plan
+            // under a lower limit starts from the best baseline that fits it.
+            let warm = if std::mem::take(&mut first) { start.clone() } else { best_fitting(tight, req) };
+            let o = ilp::solve(tight, warm.as_ref(), &opts, progress)?;
+            let placement = o.placement.clone();
+            outcome = Some(o);
+            Ok(placement)
+        },
+        |arena, budget| SolveError::Solver { reason: overshoot_reason(arena, budget) },
+    )?;
+    let outcome = outcome.ok_or_else(|| SolveError::Solver { reason: "the solver produced no plan".into() })?;
+    if lowered > 0 {
+        progress(&format!(
+            "the first plan's DRAM arena did not pack within the budget: re-planned with DRAM's limit {} lower",
+            placer_host::fmt_bytes(lowered)
+        ));
+    }
     let (mut plan, report) = plan_and_check(
         req,
         &inst,
@@ -176,6 +298,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         peak_bytes: peak,
         no_placement_needed: false,
         all_dram_ns,
+        all_dram: all_dram_plan,
         plan,
         check: report,
         baselines,

@@ -1,6 +1,7 @@
 //! The allocators behind [`crate::Backend`]. This is one of the two places in placer
 //! where `unsafe` is allowed (the other is `memkind-sys`).
 
+pub(crate) mod arena;
 pub(crate) mod heap;
 #[cfg(feature = "memkind")]
 pub(crate) mod memkind;

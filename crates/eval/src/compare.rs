@@ -1,0 +1,71 @@
+//! Plans measured side by side, as rows a person (or a script) can compare: measured
+//! against predicted, and speedups over first-touch and all-DRAM from the same
+//! interleaved run.
+
+use crate::measure::Measured;
+use serde::Serialize;
+
+/// The reference strategies' names, as contenders are named.
+pub const FIRST_TOUCH: &str = "first-touch";
+pub const ALL_DRAM: &str = "all-dram";
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub name: String,
+    pub measured_ms: f64,
+    /// Median absolute deviation of the step, ms.
+    pub mad_ms: f64,
+    pub predicted_ms: f64,
+    /// (measured − predicted) / predicted.
+    pub error: f64,
+    /// First-touch's measured time over this one's: above 1 is faster than first-touch.
+    pub speedup_vs_first_touch: Option<f64>,
+    /// This one's measured time over all-DRAM's: 1 is as fast as unlimited DRAM.
+    pub slowdown_vs_all_dram: Option<f64>,
+    pub dram_reserved_bytes: u64,
+    pub dram_peak_bytes: u64,
+    pub budget_bytes: u64,
+    pub blocking_moves: usize,
+    pub background_moves: usize,
+    pub bytes_moved: u64,
+    pub last_loss: Option<f32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    pub rows: Vec<Row>,
+}
+
+impl Comparison {
+    pub fn new(measured: &[Measured]) -> Comparison {
+        let time_of = |name: &str| measured.iter().find(|m| m.name == name).map(|m| m.step_ns.median);
+        let (first_touch, all_dram) = (time_of(FIRST_TOUCH), time_of(ALL_DRAM));
+        let rows = measured
+            .iter()
+            .map(|m| {
+                let t = m.step_ns.median;
+                Row {
+                    name: m.name.clone(),
+                    measured_ms: t / 1e6,
+                    mad_ms: m.step_ns.mad / 1e6,
+                    predicted_ms: m.predicted_step_ns / 1e6,
+                    error: m.prediction_error(),
+                    speedup_vs_first_touch: first_touch.map(|f| f / t),
+                    slowdown_vs_all_dram: all_dram.map(|a| t / a),
+                    dram_reserved_bytes: m.report.reserved_bytes.first().copied().unwrap_or(0),
+                    dram_peak_bytes: m.report.peak_bytes.first().copied().unwrap_or(0),
+                    budget_bytes: m.budget_bytes,
+                    blocking_moves: m.report.blocking_moves,
+                    background_moves: m.report.background_moves,
+                    bytes_moved: m.report.bytes_moved,
+                    last_loss: m.report.losses.last().copied(),
+                }
+            })
+            .collect();
+        Comparison { rows }
+    }
+
+    pub fn row(&self, name: &str) -> Option<&Row> {
+        self.rows.iter().find(|r| r.name == name)
+    }
+}

@@ -1,0 +1,124 @@
+//! A placement plan as the executor needs it: where each tensor sits (pool and arena
+//! offset) over the schedule, which copies run when, and where each kernel's scratch
+//! goes. Built by the solver from plan.json; validated here against the model so that a
+//! hand-edited plan gets an error, not a wrong run.
+//!
+//! Before kernel `s`: wait for the background copies it needs, then the blocking copies,
+//! those out of DRAM first. Then kernel `s` itself, with its scratch, its outputs, and
+//! the background copies it overlaps. (The solver's layout, crates/solve/src/layout.rs,
+//! assigns offsets on exactly these phases.)
+
+use crate::ExecError;
+use placer_ir::{Model, TensorId};
+use placer_pools::{PoolId, Slot};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedSpan {
+    /// First step of the span.
+    pub from: usize,
+    pub pool: PoolId,
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyKind {
+    /// Blocks before kernel `before_step`.
+    Blocking,
+    /// Runs on the copy thread during kernel `before_step - 1`; kernel `before_step`
+    /// waits for it.
+    Background,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedMove {
+    pub tensor: TensorId,
+    /// The span the tensor moves into; 0 for a weight returning at the end of the step.
+    pub to_span: usize,
+    /// The tensor is in its new place from this step on (the schedule's length: the end
+    /// of the step).
+    pub before_step: usize,
+    pub kind: CopyKind,
+}
+
+#[derive(Debug, Clone)]
+pub struct ExecPlan {
+    /// Per tensor, its spans in order; the first starts at the tensor's first step.
+    pub spans: Vec<Vec<PlannedSpan>>,
+    pub moves: Vec<PlannedMove>,
+    /// Per step: the arena offset of the kernel's scratch in pool 0.
+    pub scratch_offsets: Vec<u64>,
+    /// Bytes to reserve per pool.
+    pub arena_bytes: Vec<u64>,
+    /// The DRAM budget the plan was made for: pool 0's arena must not exceed it.
+    pub budget_bytes: u64,
+}
+
+/// Bytes a tensor reserves in an arena: whole pages, as the plan counted them.
+pub fn reserved_bytes(bytes: u64) -> u64 {
+    bytes.div_ceil(4096) * 4096
+}
+
+impl ExecPlan {
+    /// Where tensor `t` is during step `step`: its slot, sized to the tensor's bytes.
+    pub(crate) fn slot(&self, model: &Model, t: TensorId, span: usize) -> Slot {
+        let s = self.spans[t.index()][span];
+        Slot { pool: s.pool, offset: s.offset, len: model.tensor(t).bytes }
+    }
+
+    pub(crate) fn span_at(&self, t: TensorId, step: usize) -> usize {
+        let spans = &self.spans[t.index()];
+        spans.partition_point(|s| s.from <= step).saturating_sub(1)
+    }
+
+    /// Checks the plan's shape against the model and `pools` pools: one span list per
+    /// tensor, steps inside the schedule, moves between existing spans, a budget that
+    /// holds DRAM's arena.
+    pub fn validate(&self, model: &Model, pools: usize) -> Result<(), ExecError> {
+        let steps = model.schedule().len();
+        let bad = |reason: String| Err(ExecError::Plan { reason });
+        if self.spans.len() != model.tensors().len() || self.scratch_offsets.len() != steps {
+            return bad(format!(
+                "it places {} tensors and {} kernels; the model has {} and {steps}",
+                self.spans.len(),
+                self.scratch_offsets.len(),
+                model.tensors().len()
+            ));
+        }
+        if self.arena_bytes.len() != pools {
+            return bad(format!("it reserves memory in {} pools; the host has {pools}", self.arena_bytes.len()));
+        }
+        if self.arena_bytes[0] > self.budget_bytes {
+            return bad(format!(
+                "its DRAM arena of {} bytes is over its own budget of {} bytes",
+                self.arena_bytes[0], self.budget_bytes
+            ));
+        }
+        for (t, spans) in self.spans.iter().enumerate() {
+            let name = &model.tensors()[t].name;
+            if spans.is_empty() || spans.windows(2).any(|w| w[0].from >= w[1].from) {
+                return bad(format!("tensor '{name}' has no spans or spans out of order"));
+            }
+            for s in spans {
+                let end = s.offset + reserved_bytes(model.tensors()[t].bytes);
+                if s.pool.index() >= pools || end > self.arena_bytes[s.pool.index()] || s.from > steps {
+                    return bad(format!("tensor '{name}' has a span outside its pool's arena or the schedule"));
+                }
+            }
+        }
+        for m in &self.moves {
+            let spans = self.spans.get(m.tensor.index()).map_or(0, Vec::len);
+            let name = model.tensors().get(m.tensor.index()).map_or("?", |t| t.name.as_str());
+            let returning = m.to_span == 0 && m.before_step == steps;
+            let lands =
+                m.to_span < spans && (returning || self.spans[m.tensor.index()][m.to_span].from == m.before_step);
+            let overlaps_a_kernel = m.kind == CopyKind::Blocking || m.before_step >= 1;
+            if !lands || !overlaps_a_kernel || m.before_step > steps || (returning && spans < 2) {
+                return bad(format!(
+                    "the move of tensor '{name}' before step {} matches none of its spans",
+                    m.before_step
+                ));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! plan.json as the executor takes it: names resolved to tensor and pool ids on this
+//! host, each move tied to the span it enters.
+
+use crate::SolveError;
+use crate::placement::MoveKind;
+use crate::plan::Plan;
+use placer_exec::{CopyKind, ExecPlan, PlannedMove, PlannedSpan};
+use placer_ir::{Model, TensorId};
+use placer_pools::PoolSet;
+use std::collections::HashMap;
+
+/// Resolves `plan` against `model` and the host's `pools`.
+pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan, SolveError> {
+    let mismatch = |reason: String| SolveError::Mismatch { reason };
+    if plan.model_hash != model.content_hash() {
+        return Err(mismatch(format!(
+            "the plan is for model '{}' ({}), not '{}' ({})",
+            plan.model,
+            &plan.model_hash[..plan.model_hash.len().min(16)],
+            model.name(),
+            &model.content_hash()[..16]
+        )));
+    }
+    let mut pool_ids = HashMap::new();
+    let mut arena_bytes = vec![0; pools.pools().len()];
+    for (figures, &bytes) in plan.pools.iter().zip(&plan.arena_bytes) {
+        let id = pools.find(&figures.name).map_err(|e| mismatch(format!("the plan's pool '{}': {e}", figures.name)))?;
+        arena_bytes[id.index()] = bytes;
+        pool_ids.insert(figures.name.as_str(), id);
+    }
+    let steps = model.schedule().len();
+    if plan.tensors.len() != model.tensors().len() || plan.kernels.len() != steps {
+        return Err(mismatch("the plan does not list the model's tensors and kernels".into()));
+    }
+    let mut spans = Vec::with_capacity(plan.tensors.len());
+    for (pt, t) in plan.tensors.iter().zip(model.tensors()) {
+        if pt.name != t.name {
+            return Err(mismatch(format!("the plan names tensor '{}' where the model has '{}'", pt.name, t.name)));
+        }
+        let resolved = pt
+            .placement
+            .iter()
+            .map(|s| {
+                let pool =
+                    *pool_ids.get(s.pool.as_str()).ok_or_else(|| mismatch(format!("unknown pool '{}'", s.pool)))?;
+                Ok(PlannedSpan { from: s.from, pool, offset: s.offset })
+            })
+            .collect::<Result<Vec<_>, SolveError>>()?;
+        spans.push(resolved);
+    }
+    let index: HashMap<&str, usize> = model.tensors().iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+    let mut moves = Vec::with_capacity(plan.moves.len());
+    for m in &plan.moves {
+        let t = *index
+            .get(m.tensor.as_str())
+            .ok_or_else(|| mismatch(format!("a move names unknown tensor '{}'", m.tensor)))?;
+        let to_span = if m.before_step == steps {
+            0
+        } else {
+            spans[t].iter().position(|s| s.from == m.before_step).ok_or_else(|| {
+                mismatch(format!("the move of '{}' before step {} enters none of its spans", m.tensor, m.before_step))
+            })?
+        };
+        let kind = match m.kind {
+            MoveKind::Sync => CopyKind::Blocking,
+            MoveKind::Async => CopyKind::Background,
+        };
+        moves.push(PlannedMove { tensor: TensorId(t as u32), to_span, before_step: m.before_step, kind });
+    }
+    Ok(ExecPlan {
+        spans,
+        moves,
+        scratch_offsets: plan.kernels.iter().map(|k| k.scratch_offset).collect(),
+        arena_bytes,
+        budget_bytes: plan.budget_bytes,
+    })
+}
