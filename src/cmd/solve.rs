@@ -182,10 +182,10 @@ fn solve_pools(host: &mut Host, no_probe: bool) -> anyhow::Result<SolvePools> {
     let this_host = matches!(host.layout.topology.source, Source::ThisHost);
     let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
     let probed_here = |host: &Host| {
-        host.cache
-            .as_ref()
-            .and_then(|c| c.probe.as_ref())
-            .is_some_and(|p| names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n)))
+        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
+            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
+                && p.copies.iter().all(|c| c.interference_ns_per_byte.is_some())
+        })
     };
     if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
         println!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)");
@@ -264,6 +264,15 @@ fn header(
     }
     let how = if pools.moves_measured { "measured copies" } else { "estimated: read + write" };
     t.row(vec!["moves".into(), format!("{} ({how})", moves.join(", "))]);
+    let slowdown: Vec<String> = (0..pools.len())
+        .flat_map(|i| (0..pools.len()).filter(move |&j| j != i).map(move |j| (i, j)))
+        .map(|(i, j)| {
+            format!("{}→{} {:.3} ns/B", pools.pools[i].name, pools.pools[j].name, pools.interference_ns_per_byte[i][j])
+        })
+        .collect();
+    if !slowdown.is_empty() {
+        t.row(vec!["copy beside a kernel".into(), format!("slows it by {}", slowdown.join(", "))]);
+    }
     let m = &costs.model;
     let times = match (profile, &args.profile) {
         (Some(p), Some(path)) => format!(
@@ -340,11 +349,12 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
     t.row(vec![
         "predicted".into(),
         format!(
-            "{} per step = {:.3}× all-DRAM ({}); kernels {}, blocking moves {}, exposed copies {}",
+            "{} per step = {:.3}× all-DRAM ({}); kernels {} (+{} slowed by copies beside them), blocking moves {}, exposed copies {}",
             ms(p.step_ns),
             p.step_ns / r.all_dram_ns,
             ms(r.all_dram_ns),
             ms(p.kernel_ns),
+            ms(p.interference_ns),
             ms(p.sync_move_ns),
             ms(p.exposed_copy_ns)
         ),

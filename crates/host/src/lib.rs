@@ -12,6 +12,7 @@ pub mod cache;
 pub mod device;
 pub mod discover;
 pub mod hostfile;
+pub mod interference;
 pub mod layout;
 pub mod measure;
 pub mod probe;

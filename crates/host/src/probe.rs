@@ -50,6 +50,10 @@ pub struct CopyProbe {
     pub from: String,
     pub to: String,
     pub gbps: Spread,
+    /// Kernel time lost per byte this copy moves in the background (absent in caches
+    /// written before it was measured).
+    #[serde(default)]
+    pub interference_ns_per_byte: Option<Spread>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,11 +154,15 @@ pub fn probe_copy(
         let waited = busy_wait_ns(extra).as_secs_f64();
         samples.push(gbps(bytes, secs + waited));
     }
-    let probe =
-        CopyProbe { from: pools.pool(from).name.clone(), to: pools.pool(to).name.clone(), gbps: Spread::of(samples) };
     pools.free(src);
     pools.free(dst);
-    Ok(probe)
+    let interference = crate::interference::interference_ns_per_byte(pools, from, to, options.repeats.max(3))?;
+    Ok(CopyProbe {
+        from: pools.pool(from).name.clone(),
+        to: pools.pool(to).name.clone(),
+        gbps: Spread::of(samples),
+        interference_ns_per_byte: Some(interference),
+    })
 }
 
 /// Every pool, then every ordered pair of pools.

@@ -132,6 +132,7 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         }
     }
     let mut copies = vec![0.0; steps];
+    let mut slowdown = vec![0.0; steps];
     let mut sync_ns = 0.0;
     for m in &plan.moves {
         let (Some(&t), Some(&from), Some(&to)) =
@@ -173,6 +174,7 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                     problem(format!("async move of '{}' overlaps '{}', which writes it", m.tensor, node.name));
                 }
                 copies[during] += ns;
+                slowdown[during] += size as f64 * pools.interference_ns_per_byte[from][to];
                 bytes[to][during] += i128::from(size);
                 bytes[to][during + 1] -= i128::from(size);
             }
@@ -245,7 +247,13 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                 node.name, pk.config, pk.time_ns, pk.source
             ));
         }
-        step_ns += time.max(copies[i]);
+        if !close(pk.interference_ns, slowdown[i]) {
+            problem(format!(
+                "step {i} ({}): the plan says copies slow it by {:.0} ns, the replay {:.0} ns",
+                node.name, pk.interference_ns, slowdown[i]
+            ));
+        }
+        step_ns += (time + slowdown[i]).max(copies[i]);
     }
     if !close(plan.predicted.step_ns, step_ns) {
         problem(format!("predicted step time {:.0} ns; the replay finds {step_ns:.0} ns", plan.predicted.step_ns));

@@ -41,8 +41,10 @@ pub struct Evaluation {
     pub sources: Vec<Source>,
     /// Per step: the async copies that run during that kernel, ns.
     pub async_ns: Vec<f64>,
+    /// Per step: what those copies slow the kernel by, ns (`interference_ns_per_byte`).
+    pub interference_ns: Vec<f64>,
     pub sync_ns: f64,
-    /// Σ max(kernel, async copies during it) + sync copies.
+    /// Σ max(kernel + its slowdown, async copies during it) + sync copies.
     pub step_ns: f64,
     /// Bytes in each pool at each step (`bytes[pool][step]`), scratch and in-flight
     /// async copies included.
@@ -88,6 +90,7 @@ impl Placement {
             sources.push(s);
         }
         let mut async_ns = vec![0.0; steps];
+        let mut interference_ns = vec![0.0; steps];
         let mut sync_ns = 0.0;
         let mut delta = vec![vec![0i128; steps + 1]; inst.pools.len()];
         for m in &self.moves {
@@ -97,6 +100,8 @@ impl Placement {
                 MoveKind::Sync => sync_ns += ns,
                 MoveKind::Async => {
                     async_ns[m.at - 1] += ns;
+                    interference_ns[m.at - 1] +=
+                        t.bytes as f64 * inst.pools.interference_ns_per_byte[m.from as usize][m.to as usize];
                     delta[m.to as usize][m.at - 1] += i128::from(t.bytes);
                     delta[m.to as usize][m.at] -= i128::from(t.bytes);
                 }
@@ -126,8 +131,8 @@ impl Placement {
                     .collect()
             })
             .collect();
-        let step_ns = kernel_ns.iter().zip(&async_ns).map(|(k, a)| k.max(*a)).sum::<f64>() + sync_ns;
-        Evaluation { kernel_ns, sources, async_ns, sync_ns, step_ns, bytes }
+        let step_ns = (0..steps).map(|i| (kernel_ns[i] + interference_ns[i]).max(async_ns[i])).sum::<f64>() + sync_ns;
+        Evaluation { kernel_ns, sources, async_ns, interference_ns, sync_ns, step_ns, bytes }
     }
 
     /// Whether every pool stays within `capacity` at every step.

@@ -37,6 +37,7 @@ pub struct Plan {
     pub peak_live_bytes: u64,
     pub move_ns_per_byte: Vec<Vec<f64>>,
     pub moves_measured: bool,
+    pub interference_ns_per_byte: Vec<Vec<f64>>,
     /// The checkpoint the kernel times come from, if any.
     pub profile: Option<String>,
     pub cost_model: CostModel,
@@ -59,9 +60,11 @@ pub struct Plan {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Predicted {
-    /// Σ max(kernel, copies it hides) + blocking moves.
+    /// Σ max(kernel + slowdown from copies beside it, those copies) + blocking moves.
     pub step_ns: f64,
     pub kernel_ns: f64,
+    /// Σ of what background copies slow their kernels by.
+    pub interference_ns: f64,
     pub sync_move_ns: f64,
     /// Copy time that did not fit under its kernel.
     pub exposed_copy_ns: f64,
@@ -103,6 +106,8 @@ pub struct PlanKernel {
     pub source: Source,
     /// Async copies that run during this kernel, ns.
     pub copies_ns: f64,
+    /// What those copies slow the kernel by, ns.
+    pub interference_ns: f64,
     /// Where its scratch sits in DRAM's arena.
     pub scratch_offset: u64,
 }
@@ -169,6 +174,7 @@ impl Plan {
                 time_ns: eval.kernel_ns[i],
                 source: eval.sources[i],
                 copies_ns: eval.async_ns[i],
+                interference_ns: eval.interference_ns[i],
                 scratch_offset: layout.scratch[i],
             })
             .collect();
@@ -206,7 +212,9 @@ impl Plan {
             })
             .collect();
         let kernel_ns: f64 = eval.kernel_ns.iter().sum();
-        let hidden: f64 = eval.kernel_ns.iter().zip(&eval.async_ns).map(|(k, a)| k.max(*a)).sum();
+        let slowed: Vec<f64> = eval.kernel_ns.iter().zip(&eval.interference_ns).map(|(k, i)| k + i).collect();
+        let hidden: f64 = slowed.iter().zip(&eval.async_ns).map(|(k, a)| k.max(*a)).sum();
+        let interference_ns: f64 = eval.interference_ns.iter().sum();
         let emulated = inst.pools.any_emulated();
         Plan {
             format: PLAN_FORMAT.into(),
@@ -229,13 +237,15 @@ impl Plan {
             peak_live_bytes: inst.peak_bytes,
             move_ns_per_byte: inst.pools.move_ns_per_byte.clone(),
             moves_measured: inst.pools.moves_measured,
+            interference_ns_per_byte: inst.pools.interference_ns_per_byte.clone(),
             profile: ctx.profile.clone(),
             cost_model: ctx.costs.model.clone(),
             predicted: Predicted {
                 step_ns: eval.step_ns,
                 kernel_ns,
+                interference_ns,
                 sync_move_ns: eval.sync_ns,
-                exposed_copy_ns: hidden - kernel_ns,
+                exposed_copy_ns: hidden - kernel_ns - interference_ns,
                 measured_kernels: eval.sources.len() - eval.estimated(),
                 estimated_kernels: eval.estimated(),
             },

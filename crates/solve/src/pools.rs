@@ -26,6 +26,10 @@ pub struct SolvePools {
     /// True when every pair's cost comes from a measured copy (`placer topo --probe`);
     /// otherwise estimated as a read from one pool then a write to the other.
     pub moves_measured: bool,
+    /// `interference_ns_per_byte[from][to]`: kernel time lost per byte such a copy
+    /// moves in the background, beside the kernel (measured by the probe; otherwise
+    /// estimated as a copy's time at DRAM's bandwidth, the CPU time it takes).
+    pub interference_ns_per_byte: Vec<Vec<f64>>,
 }
 
 /// The device model whose figures stand in for a pool nobody measured, by kind.
@@ -84,12 +88,17 @@ impl SolvePools {
         let n = pools.len();
         let mut measured = true;
         let mut move_ns_per_byte = vec![vec![0.0; n]; n];
+        let mut interference_ns_per_byte = vec![vec![0.0; n]; n];
         for (i, from) in pools.iter().enumerate() {
             for (j, to) in pools.iter().enumerate() {
                 if i == j {
                     continue;
                 }
                 let copy = probe.and_then(|p| p.copies.iter().find(|c| c.from == from.name && c.to == to.name));
+                interference_ns_per_byte[i][j] = match copy.and_then(|c| c.interference_ns_per_byte) {
+                    Some(s) if s.median.is_finite() => s.median,
+                    _ => 1.0 / dram_read + 1.0 / dram_write,
+                };
                 move_ns_per_byte[i][j] = match copy {
                     Some(c) if c.gbps.median > 0.0 => 1.0 / c.gbps.median,
                     _ => {
@@ -99,7 +108,7 @@ impl SolvePools {
                 };
             }
         }
-        SolvePools { pools, move_ns_per_byte, moves_measured: measured && n > 1 }
+        SolvePools { pools, move_ns_per_byte, moves_measured: measured && n > 1, interference_ns_per_byte }
     }
 
     pub fn len(&self) -> usize {

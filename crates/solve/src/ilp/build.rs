@@ -72,8 +72,8 @@ pub(super) struct Built {
     pub(super) overlap: Vec<Option<usize>>,
     /// (column, floor) of every overlap variable: the least it can be.
     pub(super) overlap_floor: Vec<(usize, f64)>,
-    /// Per step: (column, µs) of every copy that may overlap the kernel.
-    pub(super) copies_during: Vec<Vec<(usize, f64)>>,
+    /// Per step: (column, µs, µs of kernel slowdown) of every copy that may overlap the kernel.
+    pub(super) copies_during: Vec<Vec<(usize, f64, f64)>>,
     /// `occupancy[pool][step]` for capped pools.
     pub(super) occupancy: Vec<Vec<Option<usize>>>,
     pub(super) offset_col: usize,
@@ -202,12 +202,15 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
     }
 
     // Kernels: base + Σ δ·loc; where copies may overlap, v ≥ that and v ≥ Σ copies.
-    let mut copies_during: Vec<Vec<(usize, f64)>> = vec![Vec::new(); steps];
+    // Per step: (column, copy µs, µs the copy costs the kernel beside it).
+    let mut copies_during: Vec<Vec<(usize, f64, f64)>> = vec![Vec::new(); steps];
     for (t, tv) in tensors.iter().enumerate() {
         for br in &tv.breaks {
             for &(p, q, c) in &br.async_ {
-                let ns = inst.tensors[t].bytes as f64 * inst.pools.move_ns_per_byte[p as usize][q as usize];
-                copies_during[br.at - 1].push((c, ns / NS_PER_UNIT));
+                let bytes = inst.tensors[t].bytes as f64;
+                let ns = bytes * inst.pools.move_ns_per_byte[p as usize][q as usize];
+                let slowdown = bytes * inst.pools.interference_ns_per_byte[p as usize][q as usize];
+                copies_during[br.at - 1].push((c, ns / NS_PER_UNIT, slowdown / NS_PER_UNIT));
             }
         }
     }
@@ -248,10 +251,12 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             let floor = constant + terms.iter().map(|&(_, a)| a.min(0.0)).sum::<f64>();
             let v = lp.col(0.0, f64::INFINITY, false, 1.0);
             overlap_floor.push((v, floor));
+            // The kernel, slowed by the copies beside it; and the copies themselves.
             let mut kernel_row: Vec<(usize, f64)> = terms.iter().map(|&(c, a)| (c, -a)).collect();
+            kernel_row.extend(copies_during[i].iter().map(|&(c, _, slowdown)| (c, -slowdown)));
             kernel_row.push((v, 1.0));
             lp.row(kernel_row, constant, f64::INFINITY);
-            let mut copy_row: Vec<(usize, f64)> = copies_during[i].iter().map(|&(c, a)| (c, -a)).collect();
+            let mut copy_row: Vec<(usize, f64)> = copies_during[i].iter().map(|&(c, a, _)| (c, -a)).collect();
             copy_row.push((v, 1.0));
             lp.row(copy_row, 0.0, f64::INFINITY);
             offset -= base;
@@ -415,8 +420,9 @@ impl Built {
         }
         for (i, v) in self.overlap.iter().enumerate() {
             if let Some(v) = v {
-                let copies: f64 = self.copies_during[i].iter().map(|&(c, a)| a * x[c]).sum();
-                x[*v] = self.kernel_units(inst, &x, i).max(copies);
+                let copies: f64 = self.copies_during[i].iter().map(|&(c, a, _)| a * x[c]).sum();
+                let slowdown: f64 = self.copies_during[i].iter().map(|&(c, _, s)| s * x[c]).sum();
+                x[*v] = (self.kernel_units(inst, &x, i) + slowdown).max(copies);
             }
         }
         let steps = inst.steps();
