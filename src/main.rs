@@ -23,11 +23,13 @@ enum Command {
     Compare(cmd::compare::Args),
     /// Summarise a model: sizes, live memory, largest tensors, configurations per node.
     Inspect(cmd::inspect::Args),
+    /// The main job: profile, solve, run the plan beside the baselines, write a report.
+    Pipeline(cmd::pipeline::Args),
     /// Measure every kernel in every memory configuration, in simultaneous passes.
     Profile(cmd::profile::Args),
     /// Choose where every tensor lives, and when it moves, under a DRAM budget.
     Solve(cmd::solve::Args),
-    /// Run training steps for real and time every kernel.
+    /// Run training steps for real and time every kernel, or execute a plan.
     Run(cmd::run::Args),
     /// List this host's memory pools (or another host's, from hwloc XML); --probe measures them.
     Topo(cmd::topo::Args),
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compare(args) => cmd::compare::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
+        Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Profile(args) => cmd::profile::run(args),
         Command::Run(args) => cmd::run::run(args),
         Command::Solve(args) => cmd::solve::run(args),

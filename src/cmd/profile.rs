@@ -98,14 +98,33 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", plan_table(&plan, options.protocol.rounds).render());
         return Ok(());
     }
-    let bar = indicatif::ProgressBar::new((plan.passes.len() * options.protocol.rounds as usize) as u64);
+    let started = Instant::now();
+    let (profile, resumed) = measure(&model, pools, &plan, &path, args.fresh, options.mode.max_simultaneous == 1)?;
+    match args.export.as_deref() {
+        Some("csv") => print!("{}", export::csv(&profile)),
+        Some(_) => println!("{}", export::json(&profile)?),
+        None => print!("{}", render(&plan, &profile, &path, resumed, started.elapsed().as_secs_f64())),
+    }
+    Ok(())
+}
+
+/// Runs (or resumes) the profile `plan` into the checkpoint at `path`, with a progress
+/// bar; returns the profile and how many passes were already done.
+pub(crate) fn measure(
+    model: &placer_ir::Model,
+    pools: placer_pools::PoolSet,
+    plan: &placer_profile::Plan,
+    path: &std::path::Path,
+    fresh: bool,
+    single: bool,
+) -> anyhow::Result<(placer_profile::Profile, usize)> {
+    let bar = indicatif::ProgressBar::new((plan.passes.len() * plan.header.protocol.rounds as usize) as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} passes, {msg}, ETA {eta}")
             .map_err(|e| anyhow::anyhow!("progress bar template: {e}"))?
             .progress_chars("=> "),
     );
-    bar.set_prefix(if options.mode.max_simultaneous == 1 { "single" } else { "simultaneous" });
-    let started = Instant::now();
+    bar.set_prefix(if single { "single" } else { "simultaneous" });
     let mut resumed = 0;
     let mut on_pass = |p: Progress| {
         if p.passes_done == p.resumed {
@@ -117,14 +136,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         bar.set_message(format!("{} measurements", p.measurements));
     };
-    let profile = session::run(&model, pools, &plan, &path, args.fresh, &mut on_pass)?;
+    let profile = session::run(model, pools, plan, path, fresh, &mut on_pass)?;
     bar.finish_and_clear();
-    match args.export.as_deref() {
-        Some("csv") => print!("{}", export::csv(&profile)),
-        Some(_) => println!("{}", export::json(&profile)?),
-        None => print!("{}", render(&plan, &profile, &path, resumed, started.elapsed().as_secs_f64())),
-    }
-    Ok(())
+    Ok((profile, resumed))
 }
 
 /// What was planned: model, host, mode, configurations after each rule, passes.

@@ -143,7 +143,7 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     }
     let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
     let mut progress = |line: &str| println!("  {line}");
-    let mut pools = || host.pool_set().map_err(EvalError::Host);
+    let mut pools = || host.pool_set().map_err(EvalError::from);
     let measured = placer_eval::measure(model, &mut pools, &contenders, &options, &mut progress)?;
     let pools = host.pool_set()?;
     if args.json {

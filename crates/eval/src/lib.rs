@@ -11,19 +11,33 @@ pub mod report;
 
 pub use compare::{Comparison, Row};
 pub use measure::{Contender, MeasureOptions, Measured, measure};
+pub use report::{Report, SweepPoint};
 
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
+    // Boxed: the inner errors are large, and this one travels through every `?`.
     #[error(transparent)]
-    Solve(#[from] placer_solve::SolveError),
+    Solve(Box<placer_solve::SolveError>),
     #[error("running the {strategy} plan: {error}")]
-    Exec { strategy: String, error: placer_exec::ExecError },
+    Exec { strategy: String, error: Box<placer_exec::ExecError> },
     #[error(transparent)]
-    Host(#[from] placer_host::HostError),
+    Host(Box<placer_host::HostError>),
     #[error("report {path}: {reason}", path = path.display())]
     Report { path: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+}
+
+impl From<placer_solve::SolveError> for EvalError {
+    fn from(e: placer_solve::SolveError) -> Self {
+        EvalError::Solve(Box::new(e))
+    }
+}
+
+impl From<placer_host::HostError> for EvalError {
+    fn from(e: placer_host::HostError) -> Self {
+        EvalError::Host(Box::new(e))
+    }
 }

@@ -76,11 +76,11 @@ pub fn measure(
         let pools = pools()?;
         let plan = exec_plan(&c.plan, model, &pools)?;
         let exec = PlanExecutor::new(model, pools, plan, options.seed)
-            .map_err(|source| EvalError::Exec { strategy: c.name.clone(), error: source })?;
+            .map_err(|source| EvalError::Exec { strategy: c.name.clone(), error: Box::new(source) })?;
         executors.push(exec);
     }
     let step = |exec: &mut PlanExecutor<'_>, name: &str| {
-        exec.step().map_err(|source| EvalError::Exec { strategy: name.to_string(), error: source })
+        exec.step().map_err(|source| EvalError::Exec { strategy: name.to_string(), error: Box::new(source) })
     };
     let clock = ClockInfo::measure();
     let mut times: Vec<Vec<PlanStepTimes>> = vec![Vec::with_capacity(options.iterations); contenders.len()];

@@ -1,1 +1,297 @@
-//! The pipeline report (written below).
+//! The report directory `placer pipeline` writes: summary.md for people, plan.json and
+//! measured.json for programs, and SVG plots of DRAM over the schedule, predicted
+//! against measured kernel times, the placement timeline and (with a sweep) step time
+//! against budget.
+
+use crate::EvalError;
+use crate::compare::{ALL_DRAM, Comparison, FIRST_TOUCH};
+use crate::measure::Measured;
+use placer_ir::Model;
+use placer_plot::{COLORS, Chart, HLine, Mark, Series, Timeline, TimelineBar, TimelineRow};
+use placer_solve::Plan;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One budget of a sweep: every strategy's measured step there.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPoint {
+    /// Share of peak live memory.
+    pub share: f64,
+    pub budget_bytes: u64,
+    pub comparison: Comparison,
+}
+
+/// Everything the report shows.
+#[derive(Debug)]
+pub struct Report<'a> {
+    pub model: &'a Model,
+    /// The plan `placer solve` chose (the ILP's), written as plan.json.
+    pub plan: &'a Plan,
+    pub measured: &'a [Measured],
+    /// (label, text) facts shown at the top: host, profile, budget, solver.
+    pub facts: Vec<(String, String)>,
+    pub sweep: Option<&'a [SweepPoint]>,
+}
+
+const MIB: f64 = 1048576.0;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EvalError + '_ {
+    move |e| EvalError::Report { path: path.to_path_buf(), reason: e.to_string() }
+}
+
+fn to_json<T: Serialize + ?Sized>(dir: &Path, value: &T) -> Result<String, EvalError> {
+    serde_json::to_string_pretty(value)
+        .map_err(|e| EvalError::Report { path: dir.to_path_buf(), reason: e.to_string() })
+}
+
+fn save(dir: &Path, name: &str, text: &str, written: &mut Vec<PathBuf>) -> Result<(), EvalError> {
+    let path = dir.join(name);
+    std::fs::write(&path, text).map_err(io(&path))?;
+    written.push(path);
+    Ok(())
+}
+
+impl Report<'_> {
+    /// Writes the report into `dir` (created if need be); returns the files written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, EvalError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let mut written = Vec::new();
+        save(dir, "plan.json", &to_json(dir, self.plan)?, &mut written)?;
+        save(dir, "measured.json", &to_json(dir, self.measured)?, &mut written)?;
+        save(dir, "dram.svg", &self.dram_chart().to_svg(), &mut written)?;
+        save(dir, "kernels.svg", &self.kernel_chart().to_svg(), &mut written)?;
+        save(dir, "timeline.svg", &self.timeline().to_svg(), &mut written)?;
+        if let Some(sweep) = self.sweep {
+            save(dir, "sweep.svg", &sweep_chart(sweep).to_svg(), &mut written)?;
+            save(dir, "sweep.json", &to_json(dir, sweep)?, &mut written)?;
+        }
+        save(dir, "summary.md", &self.summary(), &mut written)?;
+        Ok(written)
+    }
+
+    fn ilp(&self) -> Option<&Measured> {
+        self.measured.first()
+    }
+
+    fn emulated(&self) -> Option<String> {
+        let m = self.ilp()?;
+        let pools: Vec<String> = self
+            .measured
+            .iter()
+            .flat_map(|m| m.report.emulated.iter())
+            .map(|e| format!("'{}' as {}", e.pool, e.device))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        (!pools.is_empty() || !m.report.emulated.is_empty()).then(|| pools.join(", "))
+    }
+
+    fn dram_chart(&self) -> Chart {
+        let mut chart = Chart::new(
+            &format!("{}: DRAM in use at each kernel, measured by the arena", self.model.name()),
+            "schedule step",
+            "DRAM in use, MiB",
+        );
+        chart.y_unit = MIB;
+        for (i, name) in [self.plan_name(), FIRST_TOUCH, ALL_DRAM].iter().enumerate() {
+            if let Some(m) = self.measured.iter().find(|m| m.name == *name) {
+                chart.series.push(Series {
+                    label: m.name.clone(),
+                    color: COLORS[i].into(),
+                    mark: Mark::Line,
+                    points: m.dram_bytes.iter().enumerate().map(|(s, &b)| (s as f64, b as f64)).collect(),
+                });
+            }
+        }
+        chart.hlines.push(HLine {
+            y: self.plan.budget_bytes as f64,
+            label: format!("budget {:.1} MiB", self.plan.budget_bytes as f64 / MIB),
+            color: "#555".into(),
+        });
+        chart
+    }
+
+    fn plan_name(&self) -> &str {
+        self.ilp().map_or("", |m| m.name.as_str())
+    }
+
+    fn kernel_chart(&self) -> Chart {
+        let mut chart = Chart::new(
+            &format!("{}: each kernel of the plan, predicted against measured (median)", self.model.name()),
+            "predicted µs",
+            "measured µs",
+        );
+        if let Some(m) = self.ilp() {
+            let points: Vec<(f64, f64)> =
+                m.predicted_kernel_ns.iter().zip(&m.kernel_ns).map(|(p, k)| (p / 1e3, k / 1e3)).collect();
+            let top = points.iter().map(|p| p.0.max(p.1)).fold(0.0, f64::max);
+            chart.series.push(Series {
+                label: "measured = predicted".into(),
+                color: "#999".into(),
+                mark: Mark::Line,
+                points: vec![(0.0, 0.0), (top, top)],
+            });
+            chart.series.push(Series { label: m.name.clone(), color: COLORS[0].into(), mark: Mark::Points, points });
+        }
+        chart
+    }
+
+    fn timeline(&self) -> Timeline {
+        let pools: Vec<&str> = self.plan.pools.iter().map(|p| p.name.as_str()).collect();
+        let mut t = Timeline::new(
+            &format!("{}: where each tensor lives over the schedule ({})", self.model.name(), self.plan.strategy),
+            "schedule step",
+        );
+        t.categories =
+            pools.iter().enumerate().map(|(i, p)| (p.to_string(), COLORS[i % COLORS.len()].into())).collect();
+        // Tensors that move first, then the largest: the rows a reader looks for.
+        let mut order: Vec<usize> = (0..self.plan.tensors.len()).collect();
+        order.sort_by_key(|&i| {
+            let t = &self.plan.tensors[i];
+            (t.placement.len() == 1, std::cmp::Reverse(t.bytes), i)
+        });
+        for i in order {
+            let tensor = &self.plan.tensors[i];
+            let bars = tensor
+                .placement
+                .iter()
+                .map(|s| TimelineBar {
+                    from: s.from as f64,
+                    to: s.to as f64 + 1.0,
+                    category: pools.iter().position(|p| *p == s.pool).unwrap_or(usize::MAX),
+                })
+                .collect();
+            let marks =
+                self.plan.moves.iter().filter(|m| m.tensor == tensor.name).map(|m| m.before_step as f64).collect();
+            t.rows.push(TimelineRow { label: tensor.name.clone(), bars, marks });
+        }
+        t
+    }
+
+    fn summary(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "# placer pipeline: {}\n", self.model.name());
+        if let Some(pools) = self.emulated() {
+            let _ = writeln!(
+                s,
+                "> **EMULATED.** Pools {pools} are DRAM with modelled waits (docs/hosts.md): every time \
+                 below is a prediction and a measurement *of the emulation*, not of that device.\n"
+            );
+        }
+        let _ = writeln!(s, "| | |\n|---|---|");
+        for (k, v) in &self.facts {
+            let _ = writeln!(s, "| {k} | {} |", v.replace('|', "\\|"));
+        }
+        let comparison = Comparison::new(self.measured);
+        let _ = writeln!(s, "\n## Measured side by side\n");
+        let _ = writeln!(
+            s,
+            "Every plan ran in this process, its timed steps interleaved with the others' \
+             ({} each), so host drift affects them alike. *Drift-corrected* scales each \
+             prediction by how far all-DRAM's measured step is from its own prediction.\n",
+            self.ilp().map_or(0, |m| m.step_ns.count)
+        );
+        s.push_str(&comparison_markdown(&comparison));
+        if let Some(m) = self.ilp() {
+            let r = &m.report;
+            let _ = writeln!(
+                s,
+                "\nThe plan: {} blocking and {} background moves, {:.1} MiB copied per step; DRAM arena {:.2} MiB \
+                 reserved, {:.2} MiB peak in use (measured by the arena), budget {:.2} MiB.",
+                r.blocking_moves,
+                r.background_moves,
+                r.bytes_moved as f64 / MIB,
+                r.reserved_bytes[0] as f64 / MIB,
+                r.peak_bytes[0] as f64 / MIB,
+                self.plan.budget_bytes as f64 / MIB
+            );
+        }
+        if let Some(sweep) = self.sweep {
+            let _ = writeln!(s, "\n## Budget sweep\n");
+            s.push_str(&sweep_markdown(sweep));
+            let _ = writeln!(s, "\n![step time against budget](sweep.svg)");
+        }
+        let _ = writeln!(
+            s,
+            "\n## Plots\n\n![DRAM over the schedule](dram.svg)\n\n![predicted against measured](kernels.svg)\n\n\
+             ![placement timeline](timeline.svg)\n\nplan.json is the plan; measured.json every measurement."
+        );
+        s
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("–".into(), |e| format!("{:+.1}%", 100.0 * e))
+}
+
+fn times(x: Option<f64>) -> String {
+    x.map_or("–".into(), |v| format!("{v:.2}×"))
+}
+
+fn comparison_markdown(c: &Comparison) -> String {
+    let mut s = String::from(
+        "| strategy | measured ms | ±MAD | predicted ms | error | drift-corrected | speedup vs first-touch | vs all-DRAM | DRAM peak MiB | moves |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in &c.rows {
+        let _ = writeln!(
+            s,
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.2} | {} + {} |",
+            r.name,
+            r.measured_ms,
+            r.mad_ms,
+            r.predicted_ms,
+            pct(Some(r.error)),
+            pct(r.drift_corrected_error),
+            times(r.speedup_vs_first_touch),
+            times(r.slowdown_vs_all_dram),
+            r.dram_peak_bytes as f64 / MIB,
+            r.blocking_moves,
+            r.background_moves
+        );
+    }
+    s
+}
+
+fn strategies(sweep: &[SweepPoint]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for p in sweep {
+        for r in &p.comparison.rows {
+            if !names.contains(&r.name) {
+                names.push(r.name.clone());
+            }
+        }
+    }
+    names
+}
+
+fn sweep_markdown(sweep: &[SweepPoint]) -> String {
+    let names = strategies(sweep);
+    let mut s = format!("| budget | {} |\n|---|{}\n", names.join(" | "), "---:|".repeat(names.len()));
+    for p in sweep {
+        let cells: Vec<String> = names
+            .iter()
+            .map(|n| p.comparison.row(n).map_or("–".into(), |r| format!("{:.3} ms", r.measured_ms)))
+            .collect();
+        let _ =
+            writeln!(s, "| {:.0}% ({:.2} MiB) | {} |", p.share * 100.0, p.budget_bytes as f64 / MIB, cells.join(" | "));
+    }
+    s
+}
+
+fn sweep_chart(sweep: &[SweepPoint]) -> Chart {
+    let mut chart =
+        Chart::new("measured step time against the DRAM budget", "budget, % of peak live memory", "step, ms");
+    for (i, name) in strategies(sweep).iter().enumerate() {
+        let points =
+            sweep.iter().filter_map(|p| p.comparison.row(name).map(|r| (p.share * 100.0, r.measured_ms))).collect();
+        chart.series.push(Series {
+            label: name.clone(),
+            color: COLORS[i % COLORS.len()].into(),
+            mark: Mark::Line,
+            points,
+        });
+    }
+    chart
+}

@@ -15,7 +15,7 @@ mod emulation;
 mod pool;
 mod set;
 
-pub use alloc::arena::{Arenas, CopyJob, Slot};
+pub use alloc::arena::{Arenas, CopyJob, Slot, Views};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{NumaBinder, PagePlacement};

@@ -46,6 +46,9 @@ struct Busy {
     to: Slot,
 }
 
+/// Bytes lent by [`Arenas::views`]: the read slots, then the written ones.
+pub type Views<'a> = (Vec<&'a [u8]>, Vec<&'a mut [u8]>);
+
 /// One arena per pool (pools a plan does not use get an empty one).
 #[derive(Debug)]
 pub struct Arenas {
@@ -188,7 +191,7 @@ impl Arenas {
     /// Lends the bytes of `reads` immutably and of `writes` mutably, all at once.
     /// Refused when a slot is not placed, when a written slot overlaps any other slot,
     /// or when a copy in flight writes a slot or reads a written one.
-    pub fn views(&mut self, reads: &[Slot], writes: &[Slot]) -> Result<(Vec<&[u8]>, Vec<&mut [u8]>), PoolError> {
+    pub fn views(&mut self, reads: &[Slot], writes: &[Slot]) -> Result<Views<'_>, PoolError> {
         for &s in reads.iter().chain(writes) {
             self.check_placed(s)?;
             if self.busy.iter().any(|b| b.to.overlaps(&s)) {
@@ -265,7 +268,7 @@ mod tests {
     fn arenas(sizes: &[u64]) -> (PoolSet, Arenas) {
         let mut pools =
             PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)]);
-        let arenas = Arenas::reserve(&mut pools, sizes).unwrap();
+        let arenas = Arenas::reserve(&mut pools, sizes).expect("arena");
         (pools, arenas)
     }
 
@@ -276,13 +279,13 @@ mod tests {
     #[test]
     fn placing_over_a_live_range_is_refused_and_peaks_are_measured() {
         let (mut pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).unwrap();
+        a.place(slot(0, 0, 4096)).expect("arena");
         assert!(a.place(slot(0, 2048, 4096)).is_err());
         assert!(a.place(slot(0, 4096, 8192)).is_err(), "past the end");
-        a.place(slot(0, 4096, 4096)).unwrap();
-        a.release(slot(0, 0, 4096)).unwrap();
+        a.place(slot(0, 4096, 4096)).expect("arena");
+        a.release(slot(0, 0, 4096)).expect("arena");
         assert!(a.release(slot(0, 0, 4096)).is_err(), "nothing placed there any more");
-        a.place(slot(0, 0, 1024)).unwrap();
+        a.place(slot(0, 0, 1024)).expect("arena");
         assert_eq!(a.in_use(), vec![5120, 0]);
         assert_eq!(a.peaks(), vec![8192, 0]);
         assert_eq!(pools.pool(PoolId(0)).in_use(), 8192);
@@ -293,22 +296,22 @@ mod tests {
     #[test]
     fn views_refuse_aliasing_and_unplaced_bytes() {
         let (_pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).unwrap();
-        a.place(slot(1, 0, 4096)).unwrap();
+        a.place(slot(0, 0, 4096)).expect("arena");
+        a.place(slot(1, 0, 4096)).expect("arena");
         assert!(a.views(&[slot(0, 0, 64)], &[slot(0, 32, 64)]).is_err());
         assert!(a.views(&[], &[slot(0, 0, 64), slot(0, 0, 64)]).is_err());
         assert!(a.views(&[slot(0, 4096, 64)], &[]).is_err(), "not placed");
-        let (r, w) = a.views(&[slot(0, 0, 64), slot(0, 0, 64)], &[slot(1, 0, 128)]).unwrap();
+        let (r, w) = a.views(&[slot(0, 0, 64), slot(0, 0, 64)], &[slot(1, 0, 128)]).expect("arena");
         assert_eq!((r.len(), w.len(), w[0].len()), (2, 1, 128));
     }
 
     #[test]
     fn a_copy_in_flight_fences_its_slots() {
         let (_pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).unwrap();
-        a.place(slot(1, 0, 4096)).unwrap();
-        a.views(&[], &[slot(0, 0, 4096)]).unwrap().1[0].fill(7);
-        let job = a.start_copy(1, slot(0, 0, 4096), slot(1, 0, 4096)).unwrap();
+        a.place(slot(0, 0, 4096)).expect("arena");
+        a.place(slot(1, 0, 4096)).expect("arena");
+        a.views(&[], &[slot(0, 0, 4096)]).expect("arena").1[0].fill(7);
+        let job = a.start_copy(1, slot(0, 0, 4096), slot(1, 0, 4096)).expect("arena");
         assert!(a.views(&[slot(1, 0, 8)], &[]).is_err(), "destination is being written");
         assert!(a.views(&[], &[slot(0, 0, 8)]).is_err(), "source is being read");
         assert!(a.views(&[slot(0, 0, 8)], &[]).is_ok(), "reading the source is fine");
@@ -318,9 +321,9 @@ mod tests {
             job.id
         })
         .join()
-        .unwrap();
+        .expect("arena");
         a.finish_copy(job);
-        assert!(a.views(&[slot(1, 0, 4096)], &[]).unwrap().0[0].iter().all(|&b| b == 7));
-        a.release(slot(1, 0, 4096)).unwrap();
+        assert!(a.views(&[slot(1, 0, 4096)], &[]).expect("arena").0[0].iter().all(|&b| b == 7));
+        a.release(slot(1, 0, 4096)).expect("arena");
     }
 }
