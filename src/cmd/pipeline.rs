@@ -43,12 +43,19 @@ pub struct Args {
     /// Untimed steps of each plan first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// Profile: timed steps per pass, at least (see `placer profile --reps`).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    reps: u32,
     /// Profile rounds (see `placer profile --rounds`).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     /// Where checkpoints live; an existing one for this model and host is resumed.
     #[arg(long, default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
+    /// Do not measure copy bandwidth when the host cache has none: estimate moves from
+    /// the pools' read and write bandwidth instead.
+    #[arg(long)]
+    no_probe: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -83,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("  {profile_note}");
 
     println!("2/4 solve");
-    let inputs = solve_inputs(&model, &mut host, Some(&checkpoint), &[], false)?;
+    let inputs = solve_inputs(&model, &mut host, Some(&checkpoint), &[], args.no_probe)?;
     let result = solve(&model, &inputs, &args, budget, &checkpoint)?;
     let plan = &result.plan;
     println!(
@@ -119,7 +126,14 @@ fn profile(model: &Model, host: &mut Host, args: &Args) -> anyhow::Result<(PathB
     let pools = host.pool_set()?;
     let options = ProfileOptions {
         mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 256 },
-        protocol: Protocol { warmup: 2, reps: 7, max_reps: 31, cv_target: 0.02, seed: 0x5EED, rounds: args.rounds },
+        protocol: Protocol {
+            warmup: 2,
+            reps: args.reps,
+            max_reps: args.reps.max(31),
+            cv_target: 0.02,
+            seed: 0x5EED,
+            rounds: args.rounds,
+        },
         pins: Vec::new(),
     };
     let plan = session::plan(model, &pools, &host.fingerprint, &options)?;

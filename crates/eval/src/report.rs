@@ -1,5 +1,5 @@
-//! The report directory `placer pipeline` writes: summary.md for people, plan.json and
-//! measured.json for programs, and SVG plots of DRAM over the schedule, predicted
+//! The report directory `placer pipeline` writes: summary.md for people, plan.json,
+//! comparison.json and measured.json for programs, and SVG plots of DRAM over the schedule, predicted
 //! against measured kernel times, the placement timeline and (with a sweep) step time
 //! against budget.
 
@@ -59,6 +59,7 @@ impl Report<'_> {
         let mut written = Vec::new();
         save(dir, "plan.json", &to_json(dir, self.plan)?, &mut written)?;
         save(dir, "measured.json", &to_json(dir, self.measured)?, &mut written)?;
+        save(dir, "comparison.json", &to_json(dir, &Comparison::new(self.measured))?, &mut written)?;
         save(dir, "dram.svg", &self.dram_chart().to_svg(), &mut written)?;
         save(dir, "kernels.svg", &self.kernel_chart().to_svg(), &mut written)?;
         save(dir, "timeline.svg", &self.timeline().to_svg(), &mut written)?;

@@ -1,0 +1,110 @@
+//! End-to-end tests of `placer pipeline` and `placer run --plan`: profile, solve, run
+//! the plan beside the baselines, the report on disk, and plans that do not fit.
+
+use std::path::Path;
+
+mod common;
+use common::{placer, text};
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+#[test]
+fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = dir.path().join("lenet-8.json");
+    let out = placer(&["zoo", "lenet-mnist", "--batch", "8", "-o", s(&model)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report = dir.path().join("report");
+    let ckpt = dir.path().join("ckpt");
+    let args = [
+        "pipeline",
+        s(&model),
+        "--budget",
+        "25%",
+        "--rounds",
+        "1",
+        "--reps",
+        "3",
+        "-n",
+        "3",
+        "--warmup",
+        "1",
+        "--no-probe",
+        "--checkpoint-dir",
+        s(&ckpt),
+        "-o",
+        s(&report),
+    ];
+    let out = placer(&args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for needle in ["1/4 profile", "2/4 solve", "ilp (async)", "first-touch", "all-dram", "drift-corrected", "EMULATED"] {
+        assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
+    }
+    for file in ["summary.md", "plan.json", "comparison.json", "measured.json", "dram.svg", "kernels.svg", "timeline.svg"] {
+        let path = report.join(file);
+        let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        assert!(bytes > 100, "{file} is missing or empty");
+    }
+    let summary = std::fs::read_to_string(report.join("summary.md")).expect("summary");
+    assert!(summary.contains("**EMULATED.**") && summary.contains("| ilp (async) |"), "{summary}");
+    let comparison: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("comparison.json")).expect("json")).expect("parses");
+    let rows = comparison["rows"].as_array().expect("rows");
+    for row in rows {
+        let (peak, budget) = (row["dram_peak_bytes"].as_u64(), row["budget_bytes"].as_u64());
+        assert!(peak <= budget, "{row}");
+    }
+
+    // Again: the profile resumes and measures nothing twice.
+    let out = placer(&args);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let line = stdout.lines().find(|l| l.contains("resumed from the checkpoint")).expect("profile line");
+    // "...: N measurements, P passes (R resumed from the checkpoint), ...": R must be P.
+    let head = line.split(" passes (").next().expect("passes");
+    let passes = head.rsplit(' ').next().expect("pass count");
+    assert!(line.contains(&format!("({passes} resumed")), "{line}");
+
+    // The plan it wrote runs on its own, beside the baselines.
+    let plan = report.join("plan.json");
+    let out = placer(&["run", s(&model), "--plan", s(&plan), "-n", "2", "--warmup", "1", "--compare-baselines"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for needle in ["predicted", "measured by the arena", "kernels furthest", "side by side", "greedy", "EMULATED"] {
+        assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
+    }
+
+    // Another model's plan is refused with one line and exit 2.
+    let other = dir.path().join("lenet-16.json");
+    assert!(placer(&["zoo", "lenet-mnist", "--batch", "16", "-o", s(&other)]).status.success());
+    let out = placer(&["run", s(&other), "--plan", s(&plan)]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the plan is for model 'lenet-mnist-b8'") && stderr.lines().count() == 1, "{stderr}");
+}
+
+#[test]
+fn bad_plans_and_options_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = "configs/models/lenet-mnist-b256.json";
+    let missing = dir.path().join("missing.json");
+    let out = placer(&["run", model, "--plan", s(&missing)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("missing.json"), "{}", text(&out.stderr));
+
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "{\"format\": \"placer-plan\", \"version\": 2").expect("write");
+    let out = placer(&["run", model, "--plan", s(&garbage)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).starts_with("error: plan "), "{}", text(&out.stderr));
+
+    let out = placer(&["run", model, "--compare-baselines"]);
+    assert_eq!(out.status.code(), Some(2), "--compare-baselines needs --plan");
+
+    let out = placer(&["pipeline", model, "--budget", "150%", "--no-probe"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("budget '150%'"), "{}", text(&out.stderr));
+}
