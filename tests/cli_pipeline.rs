@@ -40,10 +40,13 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let out = placer(&args);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for needle in ["1/4 profile", "2/4 solve", "ilp (async)", "first-touch", "all-dram", "drift-corrected", "EMULATED"] {
+    for needle in ["1/4 profile", "2/4 solve", "ilp (async)", "first-touch", "all-dram", "drift-corrected", "EMULATED"]
+    {
         assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
     }
-    for file in ["summary.md", "plan.json", "comparison.json", "measured.json", "dram.svg", "kernels.svg", "timeline.svg"] {
+    for file in
+        ["summary.md", "plan.json", "comparison.json", "measured.json", "dram.svg", "kernels.svg", "timeline.svg"]
+    {
         let path = report.join(file);
         let bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         assert!(bytes > 100, "{file} is missing or empty");

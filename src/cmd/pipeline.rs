@@ -4,7 +4,7 @@
 use super::host_args::HostArgs;
 use super::plans;
 use super::run::plan_label;
-use super::solve::{SolveInputs, solve_inputs};
+use super::solve::{FormulationArg, SolveInputs, solve_inputs};
 use crate::table::{Table, bytes, count};
 use anyhow::Context as _;
 use placer_eval::{Comparison, Contender, EvalError, MeasureOptions, Measured, Report, SweepPoint};
@@ -12,7 +12,7 @@ use placer_host::Host;
 use placer_ir::Model;
 use placer_profile::session::{self, ProfileOptions};
 use placer_profile::{Mode, Protocol};
-use placer_solve::ilp::{Formulation, IlpOptions};
+use placer_solve::ilp::IlpOptions;
 use placer_solve::{Budget, SolveRequest, SolveResult};
 use std::path::{Path, PathBuf};
 
@@ -58,13 +58,6 @@ pub struct Args {
     no_probe: bool,
     #[command(flatten)]
     host: HostArgs,
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy)]
-enum FormulationArg {
-    Static,
-    Sync,
-    Async,
 }
 
 fn load(path: Option<&Path>) -> anyhow::Result<(Model, String)> {
@@ -161,11 +154,7 @@ fn solve(
     budget: Budget,
     checkpoint: &Path,
 ) -> anyhow::Result<SolveResult> {
-    let formulation = match args.formulation {
-        FormulationArg::Static => Formulation::Static,
-        FormulationArg::Sync => Formulation::Sync,
-        FormulationArg::Async => Formulation::Async,
-    };
+    let formulation = args.formulation.formulation();
     let request = SolveRequest {
         model,
         costs: &inputs.costs,
@@ -220,7 +209,16 @@ fn sweep(
     for tenth in 1..=10 {
         let share = f64::from(tenth) / 10.0;
         println!("sweep: budget {:.0}% of peak live memory", share * 100.0);
-        let result = solve(model, inputs, args, Budget::Fraction(share), checkpoint)?;
+        let result = match solve(model, inputs, args, Budget::Fraction(share), checkpoint) {
+            Ok(r) => r,
+            // A budget below what any placement needs is a point with no plan, not the
+            // end of the sweep.
+            Err(e) if matches!(e.downcast_ref(), Some(placer_solve::SolveError::Infeasible { .. })) => {
+                println!("  no plan at this budget: {e:#}");
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let measured = measure(model, host, &result, args)?;
         let comparison = Comparison::new(&measured);
         print!("{}", plans::comparison(&comparison).render());

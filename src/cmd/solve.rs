@@ -68,10 +68,20 @@ pub struct Args {
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy)]
-enum FormulationArg {
+pub(crate) enum FormulationArg {
     Static,
     Sync,
     Async,
+}
+
+impl FormulationArg {
+    pub(crate) fn formulation(self) -> Formulation {
+        match self {
+            FormulationArg::Static => Formulation::Static,
+            FormulationArg::Sync => Formulation::Sync,
+            FormulationArg::Async => Formulation::Async,
+        }
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -91,11 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut host = args.host.open()?;
     let SolveInputs { pools, costs, pins, profile } =
         solve_inputs(&model, &mut host, args.profile.as_deref(), &args.pin, args.no_probe)?;
-    let formulation = match args.formulation {
-        FormulationArg::Static => Formulation::Static,
-        FormulationArg::Sync => Formulation::Sync,
-        FormulationArg::Async => Formulation::Async,
-    };
+    let formulation = args.formulation.formulation();
     let log_file = std::env::temp_dir().join(format!("placer-highs-{}.log", std::process::id()));
     let request = SolveRequest {
         model: &model,

@@ -182,7 +182,7 @@ impl<'m> PlanExecutor<'m> {
         if m.to_span == 0 { (last, 0) } else { (m.to_span - 1, m.to_span) }
     }
 
-    /// The emulated pools' extra cost of copying `len` bytes from `from` to `to`.
+    /// What the emulated pools charge for copying `from` into `to`.
     fn copy_extra_ns(&self, from: Slot, to: Slot) -> f64 {
         let extra = |s: Slot, read: u64, written: u64| {
             self.pools.pool(s.pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))

@@ -68,6 +68,23 @@ const RIGHT: f64 = 24.0;
 const TOP: f64 = 48.0;
 const BOTTOM: f64 = 56.0;
 
+/// An SVG document's opening: the root element, a white background and the title.
+pub(crate) fn open_svg(width: f64, height: f64, title: &str, title_y: f64) -> String {
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        svg,
+        r#"<text x="{}" y="{title_y}" font-size="16" text-anchor="middle">{}</text>"#,
+        width / 2.0,
+        escape(title)
+    );
+    svg
+}
+
 /// Palette for series, bands and lines, chosen to stay distinguishable in print.
 pub const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
 
@@ -98,18 +115,7 @@ impl Chart {
         let plot_h = HEIGHT - TOP - BOTTOM;
         let sx = |x: f64| LEFT + (x - x0) / (x1 - x0) * plot_w;
         let sy = |y: f64| TOP + plot_h - (y - y0) / (y1 - y0) * plot_h;
-        let mut svg = String::new();
-        let _ = writeln!(
-            svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="24" font-size="16" text-anchor="middle">{}</text>"#,
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
+        let mut svg = open_svg(WIDTH, HEIGHT, &self.title, 24.0);
         for b in &self.bands {
             let (a, z) = (sx(b.from), sx(b.to));
             let _ = writeln!(

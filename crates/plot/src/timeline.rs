@@ -80,18 +80,7 @@ impl Timeline {
         let (x0, x1) = self.extent();
         let sx = |x: f64| left + (x.clamp(x0, x1) - x0) / (x1 - x0) * plot_w;
 
-        let mut svg = String::new();
-        let _ = writeln!(
-            svg,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
-        );
-        let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="22" font-size="16" text-anchor="middle">{}</text>"#,
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
+        let mut svg = crate::open_svg(WIDTH, height, &self.title, 22.0);
         let n = self.rows.len();
         let note = match (n, shown.len()) {
             (1, 1) => "1 tensor".to_string(),

@@ -8,6 +8,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use placer_solve::baselines::Baseline;
 use placer_solve::cost::Costs;
 use placer_solve::ilp::{self, Formulation, IlpOptions};
+use placer_solve::layout::lay_out;
 use placer_solve::plan::{Plan, PlanContext};
 use placer_solve::{Budget, Instance, PoolFigures, SolvePools, check};
 
@@ -49,7 +50,8 @@ fn bench(c: &mut Criterion) {
         formulation: None,
         profile: None,
     };
-    group.bench_function("plan", |b| b.iter(|| Plan::new(&ctx, &placement, None)));
+    group.bench_function("layout", |b| b.iter(|| lay_out(&model, &inst, &placement)));
+    group.bench_function("plan (layout included)", |b| b.iter(|| Plan::new(&ctx, &placement, None)));
     let plan = Plan::new(&ctx, &placement, None);
     group.bench_function("check", |b| b.iter(|| check(&model, &plan, &costs, &pools(), inst.capacity[0])));
     group.finish();

@@ -106,20 +106,26 @@ fn overshoot_reason(arena: u64, budget: u64) -> String {
     )
 }
 
-/// Every baseline at the request's budget, laid out and checked, and the all-DRAM
-/// reference: what `placer run --compare-baselines` runs beside a plan.
-pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), SolveError> {
-    let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
-    let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
+/// Everything in DRAM with no budget: the reference placement and its plan.
+fn all_dram(req: &SolveRequest<'_>, unlimited: &Instance) -> (Placement, Plan) {
+    let placement = Placement::fixed(unlimited, &vec![0; unlimited.tensors.len()]);
     let reference = PlanContext {
         model: req.model,
-        inst: &unlimited,
+        inst: unlimited,
         costs: req.costs,
         strategy: "all-dram".into(),
         formulation: None,
         profile: req.profile.clone(),
     };
-    let all_dram_plan = Plan::new(&reference, &all_dram, None);
+    let plan = Plan::new(&reference, &placement, None);
+    (placement, plan)
+}
+
+/// Every baseline at the request's budget, laid out and checked, and the all-DRAM
+/// reference: what `placer run --compare-baselines` runs beside a plan.
+pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), SolveError> {
+    let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
+    let (_, all_dram_plan) = all_dram(req, &unlimited);
     let mut inst = unlimited;
     inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
     inst.feasibility()
@@ -165,17 +171,8 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
             placer_host::fmt_bytes(budget)
         ));
     }
-    let all_dram = Placement::fixed(&unlimited, &vec![0; unlimited.tensors.len()]);
-    let all_dram_ns = all_dram.evaluate(&unlimited, req.costs).step_ns;
-    let reference = PlanContext {
-        model: req.model,
-        inst: &unlimited,
-        costs: req.costs,
-        strategy: "all-dram".into(),
-        formulation: None,
-        profile: req.profile.clone(),
-    };
-    let all_dram_plan = Plan::new(&reference, &all_dram, None);
+    let (all_dram, all_dram_plan) = all_dram(req, &unlimited);
+    let all_dram_ns = all_dram_plan.predicted.step_ns;
     let mut inst = unlimited;
     inst.capacity[0] = budget;
     let context = |strategy: &str, formulation: Option<Formulation>| PlanContext {
