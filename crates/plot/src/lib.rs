@@ -86,7 +86,7 @@ pub(crate) fn open_svg(width: f64, height: f64, title: &str, title_y: f64) -> St
 }
 
 /// Palette for series, bands and lines, chosen to stay distinguishable in print.
-pub const COLORS: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
+pub const COLORS: [&str; 8] = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"];
 
 impl Chart {
     pub fn new(title: &str, x_label: &str, y_label: &str) -> Chart {
