@@ -184,7 +184,9 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         profile: req.profile.clone(),
     };
     let pinned_elsewhere = inst.tensors.iter().any(|t| t.pinned.is_some_and(|p| p != 0));
-    if budget >= peak && !pinned_elsewhere {
+    // Everything fits at every step; it also has to pack into the budget, which
+    // fragmentation can prevent even then (the ILP then moves a little out of DRAM).
+    if budget >= peak && !pinned_elsewhere && all_dram_plan.arena_bytes[0] <= budget {
         progress("the budget holds peak live memory: every tensor stays in DRAM");
         let (plan, check) = plan_and_check(req, &inst, &all_dram, &context("all-dram", None), None);
         return Ok(SolveResult {
