@@ -79,8 +79,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 }
                 EvalError::Usage { .. } => return BAD_INPUT,
                 EvalError::Report { .. } => return FAILURE,
-                // Classified below, as its own cause.
-                EvalError::Exec { .. } => {}
+                EvalError::Exec { error, .. } => return exec_code(error),
             }
         }
         if cause.downcast_ref::<placer_solve::BudgetError>().is_some() {
@@ -93,10 +92,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
             };
         }
         if let Some(e) = cause.downcast_ref::<ExecError>() {
-            return match e {
-                ExecError::UnsupportedType { .. } | ExecError::NoIterations | ExecError::Plan { .. } => BAD_INPUT,
-                _ => FAILURE,
-            };
+            return exec_code(e);
         }
         if let Some(code) = cause.downcast_ref::<HostError>().and_then(host_code) {
             return code;
@@ -120,6 +116,15 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         }
     }
     FAILURE
+}
+
+/// A plan that does not fit the model is bad input; anything going wrong while running
+/// (a full pool, an arena refusing overlapping bytes) is a failure.
+fn exec_code(e: &ExecError) -> u8 {
+    match e {
+        ExecError::UnsupportedType { .. } | ExecError::NoIterations | ExecError::Plan { .. } => BAD_INPUT,
+        _ => FAILURE,
+    }
 }
 
 /// `None` for a pool error, which is classified as its own cause.

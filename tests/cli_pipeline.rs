@@ -80,6 +80,18 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
         assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
     }
 
+    // A plan edited so its DRAM arena is over its own budget: refused before running.
+    let mut edited: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
+    let budget = edited["budget_bytes"].as_u64().expect("budget");
+    edited["arena_bytes"][0] = serde_json::json!(budget + 4096);
+    let over = dir.path().join("over.json");
+    std::fs::write(&over, edited.to_string()).expect("write");
+    let out = placer(&["run", s(&model), "--plan", s(&over), "-n", "1"]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("over its own budget"), "{stderr}");
+
     // Another model's plan is refused with one line and exit 2.
     let other = dir.path().join("lenet-16.json");
     assert!(placer(&["zoo", "lenet-mnist", "--batch", "16", "-o", s(&other)]).status.success());
