@@ -109,7 +109,7 @@ pub fn plan_label(plan: &Plan) -> String {
 fn baseline_contenders(model: &Model, host: &mut placer_host::Host, plan: &Plan) -> anyhow::Result<Vec<Contender>> {
     let profile = plan.profile.as_deref().map(Path::new).filter(|p| p.exists());
     if let (Some(named), None) = (&plan.profile, profile) {
-        println!("note: the plan's profile {named} is gone; baselines are costed by the cost model alone");
+        eprintln!("note: the plan's profile {named} is gone; baselines are costed by the cost model alone");
     }
     let inputs = super::solve::solve_inputs(model, host, profile, &[], true)?;
     let request = SolveRequest {
@@ -126,8 +126,8 @@ fn baseline_contenders(model: &Model, host: &mut placer_host::Host, plan: &Plan)
     for c in candidates {
         match c.outcome {
             Ok((plan, check)) if check.ok() => out.push(Contender { name: c.name, plan }),
-            Ok(_) => println!("note: baseline {} failed the plan checker; left out", c.name),
-            Err(why) => println!("note: baseline {} has no plan: {why}", c.name),
+            Ok(_) => eprintln!("note: baseline {} failed the plan checker; left out", c.name),
+            Err(why) => eprintln!("note: baseline {} has no plan: {why}", c.name),
         }
     }
     out.push(Contender { name: "all-dram".into(), plan: all_dram });
@@ -142,7 +142,15 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         contenders.extend(baseline_contenders(model, &mut host, &contenders[0].plan)?);
     }
     let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
-    let mut progress = |line: &str| println!("  {line}");
+    // With --json, stdout carries only the JSON.
+    let json = args.json;
+    let mut progress = |line: &str| {
+        if json {
+            eprintln!("  {line}");
+        } else {
+            println!("  {line}");
+        }
+    };
     let mut pools = || host.pool_set().map_err(EvalError::from);
     let measured = placer_eval::measure(model, &mut pools, &contenders, &options, &mut progress)?;
     let pools = host.pool_set()?;
@@ -151,17 +159,12 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         return Ok(());
     }
     print!("{}", plans::facts(&measured[0], &pools).render());
-    println!(
-        "
-kernels furthest from their prediction"
-    );
+    println!();
+    println!("kernels furthest from their prediction");
     print!("{}", plans::kernels(&measured[0], model, args.top).render());
     if measured.len() > 1 {
-        println!(
-            "
-side by side, interleaved ({} timed steps each)",
-            args.iterations
-        );
+        println!();
+        println!("side by side, interleaved ({} timed steps each)", args.iterations);
         print!("{}", plans::comparison(&Comparison::new(&measured)).render());
     }
     Ok(())
