@@ -190,9 +190,12 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         }
         out.push_str(&t.render());
         out.push_str("\ncopy between pools (GB/s of bytes moved; the solver's movement cost)\n");
-        let mut t = Table::new(&["from", "to", "GB/s"]);
+        let mut t = Table::new(&["from", "to", "GB/s", "slows the kernel beside it, ns/B"]);
         for c in &probe.copies {
-            t.row(vec![c.from.clone(), c.to.clone(), spread(c.gbps)]);
+            let slowdown = c
+                .interference_ns_per_byte
+                .map_or("not measured".into(), |s| format!("{:.3} [{:.3}-{:.3}]", s.median, s.min, s.max));
+            t.row(vec![c.from.clone(), c.to.clone(), spread(c.gbps), slowdown]);
         }
         out.push_str(&t.render());
     } else if matches!(topo.source, Source::ThisHost) {
