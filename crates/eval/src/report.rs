@@ -75,17 +75,15 @@ impl Report<'_> {
         self.measured.first()
     }
 
+    /// The emulated pools any plan used, named with their device models.
     fn emulated(&self) -> Option<String> {
-        let m = self.ilp()?;
-        let pools: Vec<String> = self
+        let pools: std::collections::BTreeSet<String> = self
             .measured
             .iter()
             .flat_map(|m| m.report.emulated.iter())
             .map(|e| format!("'{}' as {}", e.pool, e.device))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
             .collect();
-        (!pools.is_empty() || !m.report.emulated.is_empty()).then(|| pools.join(", "))
+        (!pools.is_empty()).then(|| pools.into_iter().collect::<Vec<_>>().join(", "))
     }
 
     fn dram_chart(&self) -> Chart {

@@ -3,15 +3,13 @@
 //!
 //! The emulated part of a copy is slept, not spun: it stands for time the device keeps
 //! the copy waiting, and spinning would take a core from the kernels it overlaps, which
-//! on a 2-core host halves them. The last 50 µs are spun, since a sleep overshoots.
+//! on a 2-core host halves them.
 
 use crate::ExecError;
-use placer_pools::{CopyJob, busy_wait_until};
+use placer_pools::{CopyJob, sleep_until};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-const SPIN: Duration = Duration::from_micros(50);
 
 #[derive(Debug)]
 pub(crate) struct Copier {
@@ -22,7 +20,7 @@ pub(crate) struct Copier {
 }
 
 impl Copier {
-    pub(crate) fn start() -> Copier {
+    pub(crate) fn start() -> Result<Copier, ExecError> {
         let (jobs, inbox) = channel::<(CopyJob, f64)>();
         let (report, done) = channel();
         let thread = std::thread::Builder::new()
@@ -31,44 +29,35 @@ impl Copier {
                 for (job, extra_ns) in inbox {
                     let start = Instant::now();
                     job.run();
-                    let deadline = start + Duration::from_nanos(extra_ns.max(0.0) as u64);
-                    if let Some(sleep) = deadline.checked_duration_since(Instant::now() + SPIN) {
-                        std::thread::sleep(sleep);
-                    }
-                    busy_wait_until(deadline);
+                    sleep_until(start + Duration::from_nanos(extra_ns.max(0.0) as u64));
                     if report.send(job.id).is_err() {
                         break;
                     }
                 }
             })
-            .ok();
-        Copier { jobs: Some(jobs), done, finished: Vec::new(), thread }
+            .map_err(|e| stopped(&e.to_string()))?;
+        Ok(Copier { jobs: Some(jobs), done, finished: Vec::new(), thread: Some(thread) })
     }
 
-    /// Queues a copy; with no copy thread (the OS refused one) it runs here and now.
-    pub(crate) fn submit(&mut self, job: CopyJob, extra_ns: f64) {
-        if let (Some(jobs), Some(_)) = (&self.jobs, &self.thread) {
-            if let Err(returned) = jobs.send((job, extra_ns)) {
-                let (job, _) = returned.0;
-                job.run();
-                self.finished.push(job.id);
-            }
-        } else {
-            job.run();
-            placer_pools::busy_wait_ns(extra_ns);
-            self.finished.push(job.id);
-        }
+    /// Queues a copy.
+    pub(crate) fn submit(&mut self, job: CopyJob, extra_ns: f64) -> Result<(), ExecError> {
+        let jobs = self.jobs.as_ref().ok_or_else(|| stopped("closed"))?;
+        jobs.send((job, extra_ns)).map_err(|_| stopped("the copy thread stopped"))
     }
 
     /// Blocks until job `id` has run.
     pub(crate) fn wait_for(&mut self, id: u64) -> Result<(), ExecError> {
         while !self.finished.contains(&id) {
-            let done = self.done.recv().map_err(|_| ExecError::Copy { reason: "the copy thread stopped".into() })?;
+            let done = self.done.recv().map_err(|_| stopped("the copy thread stopped"))?;
             self.finished.push(done);
         }
         self.finished.retain(|&f| f != id);
         Ok(())
     }
+}
+
+fn stopped(reason: &str) -> ExecError {
+    ExecError::Copy { reason: reason.to_string() }
 }
 
 impl Drop for Copier {

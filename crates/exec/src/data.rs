@@ -31,6 +31,24 @@ impl SplitMix64 {
     }
 }
 
+/// Writes tensor `t`'s starting contents under `fill` into `bytes` (its buffer), from
+/// its own generator (seeded from `seed` and its index), so any subset of tensors can
+/// be refilled to exactly its starting contents. Zero-filled tensors are written only
+/// when `write_zeros`: fresh buffers are already zero.
+pub(crate) fn fill_bytes(fill: Fill, t: TensorId, seed: u64, bytes: &mut [u8], write_zeros: bool) {
+    let mut rng = SplitMix64::new(seed ^ (u64::from(t.0) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    let words = bytes.chunks_exact_mut(4);
+    match fill {
+        Fill::Zero if write_zeros => bytes.fill(0),
+        Fill::Zero => {}
+        Fill::Index(bound) => {
+            words.for_each(|x| x.copy_from_slice(&((rng.next_u64() % bound.max(1)) as i32).to_ne_bytes()));
+        }
+        Fill::Constant(c) => words.for_each(|x| x.copy_from_slice(&c.to_ne_bytes())),
+        Fill::Uniform(bound) => words.for_each(|x| x.copy_from_slice(&(rng.symmetric() * bound).to_ne_bytes())),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Fill {
     Zero,

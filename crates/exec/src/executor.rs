@@ -6,10 +6,9 @@
 
 use crate::ExecError;
 use crate::clock::ClockInfo;
-use crate::data::{Fill, SplitMix64, fill_plan};
-use crate::invoke::invoke;
+use crate::data::{fill_bytes, fill_plan};
+use crate::invoke::{invoke, scratch_bytes};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
-use placer_kernels::dispatch;
 use placer_kernels::traffic::{Traffic, node_traffic};
 use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns, busy_wait_until};
 use serde::Serialize;
@@ -100,17 +99,7 @@ impl<'m> Executor<'m> {
         if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32)) {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
         }
-        let scratch_len = model
-            .nodes()
-            .iter()
-            .map(|n| {
-                let shapes =
-                    |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
-                dispatch::scratch_len(n.op, &n.attrs, &shapes(&n.inputs), &shapes(&n.outputs))
-            })
-            .max()
-            .unwrap_or(0);
-        let scratch_bytes = (scratch_len * 4) as u64;
+        let scratch_bytes = (0..model.nodes().len()).map(|n| scratch_bytes(model, NodeId(n as u32))).max().unwrap_or(0);
         let scratch = pools
             .allocate(PoolId(0), scratch_bytes)
             .map_err(|source| ExecError::Scratch { bytes: scratch_bytes, error: source })?;
@@ -139,25 +128,7 @@ impl<'m> Executor<'m> {
     fn fill_tensors(&mut self, tensors: &[TensorId], seed: u64, write_zeros: bool) -> Result<(), ExecError> {
         let plan = fill_plan(self.model);
         for &t in tensors {
-            let mut rng = SplitMix64::new(seed ^ (u64::from(t.0) + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-            let tensor = &self.model.tensors()[t.index()];
-            let buffer = self.buffer_mut(t)?;
-            let view_err = |source| ExecError::Pool { tensor: tensor.name.clone(), error: source };
-            match plan[t.index()] {
-                Fill::Zero if write_zeros => buffer.bytes_mut().fill(0),
-                Fill::Zero => {}
-                Fill::Index(bound) => {
-                    for x in buffer.as_i32_mut().map_err(view_err)? {
-                        *x = (rng.next_u64() % bound.max(1)) as i32;
-                    }
-                }
-                Fill::Constant(c) => buffer.as_f32_mut().map_err(view_err)?.fill(c),
-                Fill::Uniform(bound) => {
-                    for x in buffer.as_f32_mut().map_err(view_err)? {
-                        *x = rng.symmetric() * bound;
-                    }
-                }
-            }
+            fill_bytes(plan[t.index()], t, seed, self.buffer_mut(t)?.bytes_mut(), write_zeros);
         }
         Ok(())
     }

@@ -28,6 +28,13 @@ fn output<'a>(model: &'a Model, t: TensorId, bytes: &'a mut [u8]) -> Result<Arg<
     Ok(Arg { shape: model.tensor(t).shape.as_slice(), data })
 }
 
+/// Bytes of scratch space node `n`'s kernel needs.
+pub(crate) fn scratch_bytes(model: &Model, n: NodeId) -> u64 {
+    let node = model.node(n);
+    let shapes = |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
+    dispatch::scratch_len(node.op, &node.attrs, &shapes(&node.inputs), &shapes(&node.outputs)) as u64 * 4
+}
+
 /// Runs node `n`: `inputs` in `node.inputs` order, `written` as the node's updates then
 /// its outputs. Returns the kernel's own time in ns.
 pub(crate) fn invoke(

@@ -6,9 +6,9 @@
 use crate::ExecError;
 use crate::clock::ClockInfo;
 use crate::copier::Copier;
-use crate::data::{Fill, SplitMix64, fill_plan};
+use crate::data::{fill_bytes, fill_plan};
 use crate::executor::{EmulatedPoolUse, RunOptions, broadcast_cost_ns, wait_on_every_thread};
-use crate::invoke::invoke;
+use crate::invoke::{invoke, scratch_bytes};
 use crate::planned::{CopyKind, ExecPlan, PlannedMove, reserved_bytes};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
 use placer_kernels::traffic::{Traffic, node_traffic};
@@ -108,7 +108,7 @@ impl<'m> PlanExecutor<'m> {
             loss,
             last_loss: None,
             broadcast_ns,
-            copier: Copier::start(),
+            copier: Copier::start()?,
             arenas,
             pools,
         };
@@ -126,21 +126,7 @@ impl<'m> PlanExecutor<'m> {
                 continue;
             }
             let mut bytes = vec![0u8; tensor.bytes as usize];
-            let mut rng = SplitMix64::new(seed ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
-            match fills[i] {
-                Fill::Zero => {}
-                Fill::Index(bound) => {
-                    for x in bytes.chunks_exact_mut(4) {
-                        x.copy_from_slice(&((rng.next_u64() % bound.max(1)) as i32).to_ne_bytes());
-                    }
-                }
-                Fill::Constant(c) => bytes.chunks_exact_mut(4).for_each(|x| x.copy_from_slice(&c.to_ne_bytes())),
-                Fill::Uniform(bound) => {
-                    for x in bytes.chunks_exact_mut(4) {
-                        x.copy_from_slice(&(rng.symmetric() * bound).to_ne_bytes());
-                    }
-                }
-            }
+            fill_bytes(fills[i], t, seed, &mut bytes, false);
             if persistent {
                 let slot = self.placed(t, 0)?;
                 self.arenas.views(&[], &[slot]).map_err(pool_err(self.model, t))?.1[0].copy_from_slice(&bytes);
@@ -212,8 +198,7 @@ impl<'m> PlanExecutor<'m> {
         let from = self.slot(m.tensor, src);
         let extra = self.copy_extra_ns(from, to);
         let job = self.arenas.start_copy(index as u64, from, to).map_err(pool_err(self.model, m.tensor))?;
-        self.copier.submit(job, extra);
-        Ok(())
+        self.copier.submit(job, extra)
     }
 
     fn join(&mut self, index: usize) -> Result<(), ExecError> {
@@ -244,7 +229,7 @@ impl<'m> PlanExecutor<'m> {
         let at = |t: &TensorId| self.slot(*t, self.plan.span_at(*t, step));
         let reads: Vec<Slot> = node.inputs.iter().map(at).collect();
         let mut writes: Vec<Slot> = node.updates.iter().chain(&node.outputs).map(at).collect();
-        let scratch_len = dispatch_scratch(model, n);
+        let scratch_len = scratch_bytes(model, n);
         let scratch = Slot { pool: placer_pools::PoolId(0), offset: self.plan.scratch_offsets[step], len: scratch_len };
         if scratch_len > 0 {
             self.arenas
@@ -405,13 +390,6 @@ impl<'m> PlanExecutor<'m> {
 
 fn pool_err(model: &Model, t: TensorId) -> impl FnOnce(placer_pools::PoolError) -> ExecError + '_ {
     move |source| ExecError::Pool { tensor: model.tensor(t).name.clone(), error: source }
-}
-
-fn dispatch_scratch(model: &Model, n: NodeId) -> u64 {
-    let node = model.node(n);
-    let shapes = |ids: &[TensorId]| ids.iter().map(|&t| model.tensor(t).shape.as_slice()).collect::<Vec<_>>();
-    placer_kernels::dispatch::scratch_len(node.op, &node.attrs, &shapes(&node.inputs), &shapes(&node.outputs)) as u64
-        * 4
 }
 
 /// Sorts the plan into per-kernel events; every span after the first must be entered

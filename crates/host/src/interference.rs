@@ -11,7 +11,8 @@
 
 use crate::HostError;
 use crate::measure::Spread;
-use placer_pools::{PoolId, PoolSet, busy_wait_until};
+use crate::probe::emulated_ns;
+use placer_pools::{PoolSet, sleep_until};
 use rayon::prelude::*;
 use std::hint::black_box;
 use std::sync::mpsc::channel;
@@ -32,16 +33,12 @@ fn kernel(data: &[f32], rounds: usize) {
     }
 }
 
-fn emulated_ns(pools: &PoolSet, pool: PoolId, read: u64, written: u64) -> f64 {
-    pools.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
-}
-
 /// Kernel time lost per byte a background copy moves from `from` to `to`, in ns, over
 /// `repeats` alternating pairs of samples.
 pub fn interference_ns_per_byte(
     pools: &mut PoolSet,
-    from: PoolId,
-    to: PoolId,
+    from: placer_pools::PoolId,
+    to: placer_pools::PoolId,
     repeats: usize,
 ) -> Result<Spread, HostError> {
     let mut src = pools.allocate(from, COPY as u64)?;
@@ -63,11 +60,7 @@ pub fn interference_ns_per_byte(
                 let start = Instant::now();
                 dst.bytes_mut().copy_from_slice(src.bytes());
                 black_box(dst.bytes());
-                let deadline = start + Duration::from_nanos(wait_ns as u64);
-                if let Some(sleep) = deadline.checked_duration_since(Instant::now() + Duration::from_micros(50)) {
-                    std::thread::sleep(sleep);
-                }
-                busy_wait_until(deadline);
+                sleep_until(start + Duration::from_nanos(wait_ns as u64));
                 if done.send(()).is_err() {
                     break;
                 }

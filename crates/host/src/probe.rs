@@ -65,7 +65,7 @@ pub struct PoolsProbe {
 
 /// Extra ns the emulation charges for reading `read` bytes from `pool` and writing
 /// `written` bytes into it (zero for real pools).
-fn emulated_ns(pools: &PoolSet, pool: PoolId, read: u64, written: u64) -> f64 {
+pub(crate) fn emulated_ns(pools: &PoolSet, pool: PoolId, read: u64, written: u64) -> f64 {
     pools.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
 }
 

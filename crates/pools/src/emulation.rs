@@ -42,6 +42,15 @@ impl Emulation {
     }
 }
 
+/// Sleeps until `deadline`, spinning the last 50 µs since a sleep overshoots: for waits
+/// that stand for a device's time and must not keep a core busy.
+pub fn sleep_until(deadline: Instant) {
+    if let Some(sleep) = deadline.checked_duration_since(Instant::now() + Duration::from_micros(50)) {
+        std::thread::sleep(sleep);
+    }
+    busy_wait_until(deadline);
+}
+
 /// Spins until `deadline`.
 pub fn busy_wait_until(deadline: Instant) {
     while Instant::now() < deadline {

@@ -16,7 +16,7 @@ pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan
         return Err(mismatch(format!(
             "the plan is for model '{}' ({}), not '{}' ({})",
             plan.model,
-            &plan.model_hash[..plan.model_hash.len().min(16)],
+            plan.model_hash.chars().take(16).collect::<String>(),
             model.name(),
             &model.content_hash()[..16]
         )));

@@ -6,7 +6,7 @@ use crate::SolveError;
 use crate::cost::{CostModel, Costs, Source};
 use crate::ilp::{Formulation, IlpOutcome, ModelSize, WindowReport};
 use crate::instance::Instance;
-use crate::layout::lay_out;
+use crate::layout::{Layout, lay_out};
 use crate::placement::{MoveKind, Placement};
 use crate::pools::PoolFigures;
 use placer_ir::Model;
@@ -159,10 +159,19 @@ impl Plan {
         placement: &Placement,
         ilp: Option<(&IlpOutcome, Option<(String, f64)>)>,
     ) -> Plan {
+        Plan::with_layout(ctx, placement, ilp, lay_out(ctx.model, ctx.inst, placement))
+    }
+
+    /// As [`Plan::new`], with the placement's layout already made.
+    pub fn with_layout(
+        ctx: &PlanContext<'_>,
+        placement: &Placement,
+        ilp: Option<(&IlpOutcome, Option<(String, f64)>)>,
+        layout: Layout,
+    ) -> Plan {
         let inst = ctx.inst;
         let names = inst.pools.names();
         let eval = placement.evaluate(inst, ctx.costs);
-        let layout = lay_out(ctx.model, inst, placement);
         let kernels: Vec<PlanKernel> = inst
             .kernels
             .iter()

@@ -8,7 +8,7 @@ use crate::check::{CheckReport, check};
 use crate::cost::Costs;
 use crate::ilp::{self, Formulation, IlpOptions};
 use crate::instance::Instance;
-use crate::layout::lay_out;
+use crate::layout::{Layout, lay_out};
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
@@ -53,18 +53,23 @@ fn best_fitting(inst: &Instance, req: &SolveRequest<'_>) -> Option<Placement> {
     Baseline::ALL
         .iter()
         .filter_map(|b| b.place(inst).ok())
-        .filter(|p| p.fits(&p.evaluate(inst, req.costs), &inst.capacity))
-        .min_by(|a, b| a.evaluate(inst, req.costs).step_ns.total_cmp(&b.evaluate(inst, req.costs).step_ns))
+        .filter_map(|p| {
+            let eval = p.evaluate(inst, req.costs);
+            p.fits(&eval, &inst.capacity).then_some((eval.step_ns, p))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, p)| p)
 }
 
 fn plan_and_check(
     req: &SolveRequest<'_>,
     inst: &Instance,
     placement: &Placement,
+    layout: Layout,
     ctx: &PlanContext<'_>,
     ilp: Option<(&ilp::IlpOutcome, Option<(String, f64)>)>,
 ) -> (Plan, CheckReport) {
-    let plan = Plan::new(ctx, placement, ilp);
+    let plan = Plan::with_layout(ctx, placement, ilp, layout);
     let report = check(req.model, &plan, req.costs, &req.pools, inst.capacity[0]);
     (plan, report)
 }
@@ -75,27 +80,31 @@ const REFITS: usize = 4;
 
 /// Places with `place`; when the laid-out DRAM arena is over the budget (fragmentation,
 /// or a blocking copy holding both ends), lowers DRAM's limit by the overshoot and
-/// places again. Returns the placement and how many bytes the limit was lowered by.
+/// places again. Returns the placement, its layout, and how many bytes the limit was
+/// lowered by.
 fn fitted<E>(
     model: &Model,
     inst: &Instance,
     mut place: impl FnMut(&Instance) -> Result<Placement, E>,
     refused: impl Fn(u64, u64) -> E,
-) -> Result<(Placement, u64), E> {
+) -> Result<(Placement, Layout, u64), E> {
     let budget = inst.capacity[0];
     let mut tight = inst.clone();
-    for _ in 0..REFITS {
+    let mut refits = 0;
+    loop {
         let placement = place(&tight)?;
-        let arena = lay_out(model, inst, &placement).arena_bytes[0];
+        let layout = lay_out(model, inst, &placement);
+        let arena = layout.arena_bytes[0];
         if arena <= budget {
-            return Ok((placement, budget - tight.capacity[0]));
+            return Ok((placement, layout, budget - tight.capacity[0]));
         }
+        if refits == REFITS {
+            return Err(refused(arena, budget));
+        }
+        refits += 1;
         let over = (arena - budget).div_ceil(crate::instance::PAGE) * crate::instance::PAGE;
         tight.capacity[0] = tight.capacity[0].saturating_sub(over);
     }
-    let placement = place(&tight)?;
-    let arena = lay_out(model, inst, &placement).arena_bytes[0];
-    if arena <= budget { Ok((placement, budget - tight.capacity[0])) } else { Err(refused(arena, budget)) }
 }
 
 fn overshoot_reason(arena: u64, budget: u64) -> String {
@@ -146,8 +155,8 @@ fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (
         profile: req.profile.clone(),
     };
     let mut good = None;
-    let outcome = fitted(req.model, inst, |i| b.place(i), overshoot_reason).map(|(placement, _)| {
-        let (plan, report) = plan_and_check(req, inst, &placement, &ctx, None);
+    let outcome = fitted(req.model, inst, |i| b.place(i), overshoot_reason).map(|(placement, layout, _)| {
+        let (plan, report) = plan_and_check(req, inst, &placement, layout, &ctx, None);
         if report.ok() {
             good = Some(placement);
         }
@@ -188,7 +197,8 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     // fragmentation can prevent even then (the ILP then moves a little out of DRAM).
     if budget >= peak && !pinned_elsewhere && all_dram_plan.arena_bytes[0] <= budget {
         progress("the budget holds peak live memory: every tensor stays in DRAM");
-        let (plan, check) = plan_and_check(req, &inst, &all_dram, &context("all-dram", None), None);
+        let layout = lay_out(req.model, &inst, &all_dram);
+        let (plan, check) = plan_and_check(req, &inst, &all_dram, layout, &context("all-dram", None), None);
         return Ok(SolveResult {
             budget_bytes: budget,
             peak_bytes: peak,
@@ -258,7 +268,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
     ));
     let mut first = true;
     let mut outcome = None;
-    let (_, lowered) = fitted(
+    let (_, layout, lowered) = fitted(
         req.model,
         &inst,
         |tight| {
@@ -283,6 +293,7 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
         req,
         &inst,
         &outcome.placement,
+        layout,
         &context("ilp", Some(formulation)),
         Some((&outcome, start_label)),
     );
