@@ -14,6 +14,7 @@ use placer_ir::IrError;
 use placer_pools::PoolError;
 use placer_profile::ProfileError;
 use placer_solve::SolveError;
+use placer_onnx::OnnxError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
 
@@ -106,6 +107,19 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 | PoolError::BadView { .. }
                 | PoolError::BackendUnavailable { .. }
                 | PoolError::Arena { .. } => FAILURE,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<OnnxError>() {
+            return match e {
+                OnnxError::Invalid(_) => FAILURE,
+                OnnxError::Io { .. }
+                | OnnxError::NotOnnx { .. }
+                | OnnxError::Opset { .. }
+                | OnnxError::Cycle { .. }
+                | OnnxError::Malformed(_)
+                | OnnxError::Unsupported { .. }
+                | OnnxError::Node { .. }
+                | OnnxError::Input(_) => BAD_INPUT,
             };
         }
         if let Some(e) = cause.downcast_ref::<ZooError>() {

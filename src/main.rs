@@ -21,6 +21,8 @@ struct Cli {
 enum Command {
     /// Compare two profiles of the same model: single against simultaneous, or any two.
     Compare(cmd::compare::Args),
+    /// Bring in an ONNX model (forward or onnxruntime-training graph) as model.json.
+    Import(cmd::import::Args),
     /// Summarise a model: sizes, live memory, largest tensors, configurations per node.
     Inspect(cmd::inspect::Args),
     /// The main job: profile, solve, run the plan beside the baselines, write a report.
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Compare(args) => cmd::compare::run(args),
+        Command::Import(args) => cmd::import::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Pipeline(args) => cmd::pipeline::run(args),
         Command::Profile(args) => cmd::profile::run(args),

@@ -1,5 +1,6 @@
 pub mod compare;
 pub mod host_args;
+pub mod import;
 pub mod inspect;
 pub mod pipeline;
 pub mod plans;

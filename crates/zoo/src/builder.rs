@@ -52,13 +52,14 @@ fn ints(v: &[u64]) -> AttrValue {
 pub struct Conv {
     pub stride: [u64; 2],
     pub padding: [u64; 2],
+    pub dilation: [u64; 2],
     pub groups: u64,
 }
 
 impl Conv {
     /// Stride `s`, padding `p` in both directions, one group.
     pub fn new(s: u64, p: u64) -> Conv {
-        Conv { stride: [s, s], padding: [p, p], groups: 1 }
+        Conv { stride: [s, s], padding: [p, p], dilation: [1, 1], groups: 1 }
     }
 
     fn attrs(&self) -> Attrs {
@@ -69,8 +70,32 @@ impl Conv {
         if self.padding != [0, 0] {
             a.insert("padding".into(), ints(&self.padding));
         }
+        if self.dilation != [1, 1] {
+            a.insert("dilation".into(), ints(&self.dilation));
+        }
         if self.groups != 1 {
             a.insert("groups".into(), AttrValue::Int(self.groups as i64));
+        }
+        a
+    }
+}
+
+/// Pooling window geometry for [`GraphBuilder::max_pool2d`] and [`GraphBuilder::avg_pool2d`].
+#[derive(Debug, Clone, Copy)]
+pub struct Pool {
+    pub kernel: [u64; 2],
+    pub stride: [u64; 2],
+    pub padding: [u64; 2],
+}
+
+impl Pool {
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::from([("kernel".to_string(), ints(&self.kernel))]);
+        if self.stride != self.kernel {
+            a.insert("stride".into(), ints(&self.stride));
+        }
+        if self.padding != [0, 0] {
+            a.insert("padding".into(), ints(&self.padding));
         }
         a
     }
@@ -103,8 +128,46 @@ impl GraphBuilder {
         self.tensor(name.to_string(), shape.to_vec(), DType::F32, Role::Weight, true)
     }
 
-    fn name_of(&self, t: T) -> &str {
+    /// A trainable parameter of any float dtype.
+    pub fn weight_typed(&mut self, name: &str, shape: &[u64], dtype: DType) -> T {
+        self.tensor(name.to_string(), shape.to_vec(), dtype, Role::Weight, true)
+    }
+
+    /// A tensor that takes no part in differentiation (an imported training graph's
+    /// gradients, optimizer state, statistics).
+    pub fn declare(&mut self, name: &str, shape: &[u64], dtype: DType, role: Role) -> T {
+        self.tensor(name.to_string(), shape.to_vec(), dtype, role, false)
+    }
+
+    pub fn dtype(&self, t: T) -> DType {
+        self.tensors[t.0].dtype
+    }
+
+    pub fn role(&self, t: T) -> Role {
+        self.tensors[t.0].role
+    }
+
+    /// Whether a tensor is already called `name`; names must be unique.
+    pub fn has_name(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+
+    /// `base`, or `base#k` with the smallest k that is still free.
+    pub fn unique_name(&self, base: &str) -> String {
+        if !self.has_name(base) {
+            return base.to_string();
+        }
+        (2..).map(|k| format!("{base}#{k}")).find(|n| !self.has_name(n)).unwrap_or_default()
+    }
+
+    pub fn name_of(&self, t: T) -> &str {
         &self.tensors[t.0].name
+    }
+
+    /// Emits a node as it is, outside the tape: it gets no derived backward. Imported
+    /// training graphs, which carry their own backward pass, are built this way.
+    pub fn node(&mut self, name: &str, op: Op, attrs: Attrs, inputs: &[T], updates: &[T], outputs: &[T]) {
+        self.push_node(name.to_string(), op, attrs, inputs, updates, outputs);
     }
 
     fn push_node(&mut self, name: String, op: Op, attrs: Attrs, inputs: &[T], updates: &[T], outputs: &[T]) {
@@ -189,7 +252,11 @@ impl GraphBuilder {
     }
 
     pub fn max_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
-        let attrs = pool_attrs(kernel, stride, padding);
+        self.max_pool2d(name, x, square_pool(kernel, stride, padding))
+    }
+
+    pub fn max_pool2d(&mut self, name: &str, x: T, pool: Pool) -> Result<T, ZooError> {
+        let attrs = pool.attrs();
         let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         let outs =
             vec![("", shape.clone(), DType::F32, Role::Activation), (".indices", shape, DType::I32, Role::Workspace)];
@@ -197,7 +264,15 @@ impl GraphBuilder {
     }
 
     pub fn avg_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
-        let attrs = pool_attrs(kernel, stride, padding);
+        self.avg_pool2d(name, x, square_pool(kernel, stride, padding), false)
+    }
+
+    /// `count_include_pad` divides by the whole window at the borders, padding included.
+    pub fn avg_pool2d(&mut self, name: &str, x: T, pool: Pool, count_include_pad: bool) -> Result<T, ZooError> {
+        let mut attrs = pool.attrs();
+        if count_include_pad {
+            attrs.insert("count_include_pad".into(), AttrValue::Bool(true));
+        }
         let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         Ok(self.unary(name, Op::AvgPool2d, attrs, &[x], shape))
     }
@@ -212,6 +287,12 @@ impl GraphBuilder {
         let c = self.shape(x)[1];
         let gamma = self.weight(&format!("{name}.gamma"), &[c]);
         let beta = self.weight(&format!("{name}.beta"), &[c]);
+        self.batch_norm_with(name, x, gamma, beta, epsilon)
+    }
+
+    /// [`GraphBuilder::batch_norm`] with existing scale and shift tensors.
+    pub fn batch_norm_with(&mut self, name: &str, x: T, gamma: T, beta: T, epsilon: f64) -> T {
+        let c = self.shape(x)[1];
         let shape = self.shape(x).to_vec();
         let outs = vec![
             ("", shape, DType::F32, Role::Activation),
@@ -223,10 +304,16 @@ impl GraphBuilder {
 
     /// Layer normalisation over the last axis, with learned scale and shift.
     pub fn layer_norm(&mut self, name: &str, x: T, epsilon: f64) -> T {
-        let shape = self.shape(x).to_vec();
-        let (d, rows) = shape.split_last().map(|(d, r)| (*d, r.to_vec())).unwrap_or((1, vec![]));
+        let d = self.shape(x).last().copied().unwrap_or(1);
         let gamma = self.weight(&format!("{name}.gamma"), &[d]);
         let beta = self.weight(&format!("{name}.beta"), &[d]);
+        self.layer_norm_with(name, x, gamma, beta, epsilon)
+    }
+
+    /// [`GraphBuilder::layer_norm`] with existing scale and shift tensors.
+    pub fn layer_norm_with(&mut self, name: &str, x: T, gamma: T, beta: T, epsilon: f64) -> T {
+        let shape = self.shape(x).to_vec();
+        let rows = shape.split_last().map(|(_, r)| r.to_vec()).unwrap_or_default();
         let outs = vec![
             ("", shape, DType::F32, Role::Activation),
             (".mean", rows.clone(), DType::F32, Role::Workspace),
@@ -295,6 +382,15 @@ impl GraphBuilder {
     }
 }
 
+impl GraphBuilder {
+    /// Validates the graph as built, deriving nothing: for graphs that already hold
+    /// their backward pass and updates.
+    pub fn finish_as_is(self, name: &str, meta: BTreeMap<String, String>) -> Result<placer_ir::Model, ZooError> {
+        let decl = ModelDecl { name: name.to_string(), meta, tensors: self.tensors, nodes: self.nodes, schedule: None };
+        placer_ir::validate(decl).map_err(|d| ZooError::Invalid(d.to_string()))
+    }
+}
+
 fn axis_attr(axis: i64) -> Attrs {
     Attrs::from([("axis".to_string(), AttrValue::Int(axis))])
 }
@@ -303,15 +399,8 @@ fn epsilon_attr(epsilon: f64) -> Attrs {
     Attrs::from([("epsilon".to_string(), AttrValue::Float(epsilon))])
 }
 
-fn pool_attrs(kernel: u64, stride: u64, padding: u64) -> Attrs {
-    let mut a = Attrs::from([("kernel".to_string(), ints(&[kernel, kernel]))]);
-    if stride != kernel {
-        a.insert("stride".into(), ints(&[stride, stride]));
-    }
-    if padding != 0 {
-        a.insert("padding".into(), ints(&[padding, padding]));
-    }
-    a
+fn square_pool(kernel: u64, stride: u64, padding: u64) -> Pool {
+    Pool { kernel: [kernel; 2], stride: [stride; 2], padding: [padding; 2] }
 }
 
 fn matmul_attrs(transpose_a: bool, transpose_b: bool, alpha: f64) -> Attrs {

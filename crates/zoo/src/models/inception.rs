@@ -10,7 +10,7 @@ const EPS: f64 = 1e-3;
 
 /// A conv-BN-ReLU unit with kernel `k` = [height, width], stride `s` and padding `p`.
 fn unit(g: &mut GraphBuilder, name: &str, x: T, out: u64, k: [u64; 2], s: u64, p: [u64; 2]) -> Result<T, ZooError> {
-    let c = Conv { stride: [s, s], padding: p, groups: 1 };
+    let c = Conv { stride: [s, s], padding: p, dilation: [1, 1], groups: 1 };
     conv_bn_relu(g, name, x, out, k, c, EPS)
 }
 

@@ -1,0 +1,189 @@
+//! Patterns that exporters spell out in several ONNX nodes and placer runs as one op:
+//! GELU written with `Erf`, a batch norm followed by a per-channel scale and shift
+//! (Caffe2's Scale layer), and attention scores divided by √d.
+
+use super::ops::{batch_norm, matmul};
+use super::{Lowered, Lowerer, bad};
+use crate::proto::NodeProto;
+use crate::values::{Attrs, Value, constant_of};
+use std::collections::HashMap;
+
+/// What a fused node computes in place of its chain.
+#[derive(Debug, Clone)]
+pub(crate) enum Fused {
+    /// `x·½·(1 + erf(x/√2))`: `x` is the ONNX value fed to the chain.
+    Gelu { x: String },
+    /// BatchNormalization (node index) whose scale and shift are those of the Mul and
+    /// Add that follow it (the norm's own scale and shift are folded in).
+    ScaledNorm { norm: usize, scale: String, shift: String },
+    /// MatMul (node index) whose product is scaled by `alpha`.
+    ScaledMatMul { matmul: usize, alpha: f64 },
+}
+
+impl Fused {
+    pub fn lower<'m>(&self, l: &mut Lowerer<'m>, last: &'m NodeProto) -> Lowered {
+        let out = last.output[0].clone();
+        match self {
+            Fused::Gelu { x } => {
+                let Some(Value::Tensor(x)) = l.value(x).cloned() else { return bad("GELU of a non-tensor") };
+                let name = l.name_for(&out);
+                let y = l.g.gelu(&name, x.t);
+                Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
+            }
+            Fused::ScaledNorm { norm, scale, shift } => {
+                let node = &l.graph.node[*norm];
+                let x = l.tensor_operand(node, 0)?;
+                let (Some(Value::Const(s)), Some(Value::Const(b))) = (l.value(scale).cloned(), l.value(shift).cloned())
+                else {
+                    return bad("scale or shift is not a constant");
+                };
+                l.note("BatchNormalization + per-channel Mul + Add folded into one batch_norm");
+                batch_norm(l, node, &x, &s, &b, &out)
+            }
+            Fused::ScaledMatMul { matmul: i, alpha } => {
+                let node = &l.graph.node[*i];
+                let (a, b) = (l.operand(node, 0)?, l.operand(node, 1)?);
+                matmul(l, &a, &b, false, *alpha, &out).map(|v| vec![v])
+            }
+        }
+    }
+}
+
+/// A one-element constant feeding `name`, read from an initializer or a Constant node.
+fn scalar(l: &Lowerer<'_>, name: &str) -> Option<f64> {
+    if let Some(init) = l.graph.initializer.iter().find(|t| t.name.as_deref() == Some(name)) {
+        return constant_of(init, name).scalar();
+    }
+    let node = &l.graph.node[*l.topo.producer.get(name)?];
+    if node.op_type() != "Constant" {
+        return None;
+    }
+    let a = Attrs(node);
+    match a.tensor("value") {
+        Some(t) => constant_of(t, name).scalar(),
+        None if a.has("value_float") => Some(a.float("value_float", 0.0)),
+        None => None,
+    }
+}
+
+fn is_const(l: &Lowerer<'_>, name: &str) -> bool {
+    l.graph.initializer.iter().any(|t| t.name.as_deref() == Some(name))
+        || l.topo.producer.get(name).is_some_and(|&i| {
+            matches!(l.graph.node[i].op_type(), "Constant" | "ConstantOfShape" | "Unsqueeze" | "Reshape")
+                && l.graph.node[i].input.iter().all(|n| n.is_empty() || is_const(l, n))
+        })
+}
+
+fn close(x: Option<f64>, want: f64) -> bool {
+    x.is_some_and(|x| (x - want).abs() <= 1e-4 * want.abs().max(1.0))
+}
+
+/// The single node reading `value` (and nothing else reads it or exposes it).
+fn sole_reader<'a>(l: &'a Lowerer<'_>, value: &str) -> Option<(usize, &'a NodeProto)> {
+    let graph_output = l.graph.output.iter().any(|o| o.name.as_deref() == Some(value));
+    match l.topo.readers_of(value) {
+        [r] if !graph_output => Some((*r, &l.graph.node[*r])),
+        _ => None,
+    }
+}
+
+/// The operand of a binary node that is not `value`.
+fn other<'n>(node: &'n NodeProto, value: &str) -> Option<&'n str> {
+    match node.input.as_slice() {
+        [a, b] if a == value => Some(b),
+        [a, b] if b == value => Some(a),
+        _ => None,
+    }
+}
+
+/// Finds every fusable chain: the last node of each does the work, the others are skipped.
+pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
+    let mut fused = HashMap::new();
+    let mut skipped = Vec::new();
+    for (i, node) in l.graph.node.iter().enumerate() {
+        match node.op_type() {
+            "Erf" => {
+                if let Some((last, f, chain)) = gelu(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
+            "BatchNormalization" => {
+                let Some((mul_i, mul)) = sole_reader(l, &node.output[0]) else { continue };
+                let Some(scale) = other(mul, &node.output[0]).filter(|s| mul.op_type() == "Mul" && is_const(l, s)) else {
+                    continue;
+                };
+                let Some((add_i, add)) = sole_reader(l, &mul.output[0]) else { continue };
+                let Some(shift) = other(add, &mul.output[0]).filter(|s| add.op_type() == "Add" && is_const(l, s)) else {
+                    continue;
+                };
+                fused.insert(add_i, Fused::ScaledNorm { norm: i, scale: scale.to_string(), shift: shift.to_string() });
+                skipped.extend([i, mul_i]);
+            }
+            "MatMul" => {
+                let Some((s_i, s)) = sole_reader(l, &node.output[0]) else { continue };
+                let by = match (s.op_type(), s.input.first() == Some(&node.output[0])) {
+                    ("Div" | "Mul", true) => s.input.get(1).and_then(|n| scalar(l, n)),
+                    ("Mul", false) => s.input.first().and_then(|n| scalar(l, n)),
+                    _ => None,
+                };
+                let alpha = match (s.op_type(), by) {
+                    ("Div", Some(c)) if c != 0.0 => 1.0 / c,
+                    ("Mul", Some(c)) => c,
+                    _ => continue,
+                };
+                fused.insert(s_i, Fused::ScaledMatMul { matmul: i, alpha });
+                skipped.push(i);
+            }
+            _ => {}
+        }
+    }
+    for i in skipped {
+        l.skip(i);
+    }
+    fused
+}
+
+/// `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)` in either multiplication order, as
+/// `torch.onnx.export` writes `nn.GELU()` before opset 20.
+fn gelu(l: &Lowerer<'_>, erf: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let erf_node = &l.graph.node[erf];
+    let div_i = *l.topo.producer.get(erf_node.input.first()?)?;
+    let div = &l.graph.node[div_i];
+    let x = div.input.first()?.clone();
+    let scaled = match div.op_type() {
+        "Div" => close(scalar(l, div.input.get(1)?), std::f64::consts::SQRT_2),
+        "Mul" => close(scalar(l, div.input.get(1)?), std::f64::consts::FRAC_1_SQRT_2),
+        _ => false,
+    };
+    if !scaled || sole_reader(l, &div.output[0])?.0 != erf {
+        return None;
+    }
+    let (add_i, add) = sole_reader(l, &erf_node.output[0])?;
+    if add.op_type() != "Add" || !close(scalar(l, other(add, &erf_node.output[0])?), 1.0) {
+        return None;
+    }
+    let (mul_i, mul) = sole_reader(l, &add.output[0])?;
+    if mul.op_type() != "Mul" {
+        return None;
+    }
+    let partner = other(mul, &add.output[0])?;
+    if partner == x {
+        // (x · (1 + erf)) · 0.5
+        let (half_i, half) = sole_reader(l, &mul.output[0])?;
+        if half.op_type() != "Mul" || !close(scalar(l, other(half, &mul.output[0])?), 0.5) {
+            return None;
+        }
+        return Some((half_i, Fused::Gelu { x }, vec![div_i, erf, add_i, mul_i]));
+    }
+    // (x · 0.5) · (1 + erf)
+    let half_i = *l.topo.producer.get(partner)?;
+    let half = &l.graph.node[half_i];
+    if half.op_type() != "Mul" || other(half, &x).is_none_or(|c| !close(scalar(l, c), 0.5)) {
+        return None;
+    }
+    if sole_reader(l, partner)?.0 != mul_i {
+        return None;
+    }
+    Some((mul_i, Fused::Gelu { x }, vec![div_i, erf, add_i, half_i]))
+}

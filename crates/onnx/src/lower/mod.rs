@@ -1,0 +1,317 @@
+//! Lowering ONNX nodes onto placer's op set through the zoo's [`GraphBuilder`], which
+//! derives the backward pass and the updates of a forward graph.
+
+mod consts;
+mod fuse;
+mod ops;
+
+pub(crate) use ops::{forward, known};
+
+use crate::graph::{Topology, node_label, op_label};
+use crate::proto::{GraphProto, NodeProto, ValueInfoProto, tensor_shape_proto::dimension, type_proto};
+use crate::values::{Constant, Elem, Tensor, Value, constant_of};
+use crate::{ImportOptions, OnnxError};
+use fuse::Fused;
+use placer_ir::DType;
+use placer_zoo::{GraphBuilder, T};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Why one node was not lowered.
+pub(crate) enum Fail {
+    /// Placer cannot run or differentiate it; collected with the others and reported once.
+    Unsupported(String),
+    /// The file contradicts itself (bad shapes, missing operands).
+    Error(String),
+    /// An operand comes from a node that could not be imported; not reported again.
+    Poisoned,
+}
+
+pub(crate) type Lowered = Result<Vec<Value>, Fail>;
+
+pub(crate) fn unsupported<X>(what: impl Into<String>) -> Result<X, Fail> {
+    Err(Fail::Unsupported(what.into()))
+}
+
+pub(crate) fn bad<X>(why: impl Into<String>) -> Result<X, Fail> {
+    Err(Fail::Error(why.into()))
+}
+
+pub(crate) struct Lowerer<'m> {
+    pub g: GraphBuilder,
+    pub graph: &'m GraphProto,
+    pub topo: Topology,
+    pub opset: i64,
+    values: HashMap<String, Value>,
+    /// Nodes whose work a fused node does; they emit nothing.
+    skipped: HashSet<usize>,
+    fused: HashMap<usize, Fused>,
+    /// What could not be imported: description → (count, first node).
+    failures: BTreeMap<String, (usize, String)>,
+    /// Things the import changed on purpose, reported to the user: description → count.
+    pub notes: BTreeMap<String, usize>,
+    views: HashMap<(T, Vec<u64>), T>,
+    weights: HashMap<String, T>,
+    /// Nodes skipped because an operand could not be imported.
+    unexamined: usize,
+    /// The batch size written in the file, when it overrode it with `--batch`.
+    pub rebatch: Option<(u64, u64)>,
+}
+
+impl<'m> Lowerer<'m> {
+    pub fn new(graph: &'m GraphProto, topo: Topology, opset: i64) -> Self {
+        Lowerer {
+            g: GraphBuilder::new(),
+            graph,
+            topo,
+            opset,
+            values: HashMap::new(),
+            skipped: HashSet::new(),
+            fused: HashMap::new(),
+            failures: BTreeMap::new(),
+            notes: BTreeMap::new(),
+            views: HashMap::new(),
+            weights: HashMap::new(),
+            rebatch: None,
+            unexamined: 0,
+        }
+    }
+
+    pub fn note(&mut self, what: impl Into<String>) {
+        *self.notes.entry(what.into()).or_default() += 1;
+    }
+
+    pub fn value(&self, name: &str) -> Option<&Value> {
+        self.values.get(name)
+    }
+
+    /// Initializers become constants; graph inputs that are not initializers become
+    /// placer inputs with every dimension resolved. `is_param` picks the inputs that are
+    /// trainable parameters (training graphs feed them as inputs).
+    pub fn declare_inputs(&mut self, opts: &ImportOptions, is_param: &dyn Fn(&str) -> bool) -> Result<(), OnnxError> {
+        for init in &self.graph.initializer {
+            let name = init.name.clone().unwrap_or_default();
+            self.values.insert(name.clone(), Value::Const(constant_of(init, &name)));
+        }
+        for input in &self.graph.input {
+            let name = input.name.clone().unwrap_or_default();
+            if self.values.contains_key(&name) {
+                continue;
+            }
+            let (elem, shape) = self.resolve_input(input, opts)?;
+            let Some(dtype) = elem.dtype() else {
+                return Err(OnnxError::Input(format!("input '{name}' has ONNX element type {elem:?}, which placer has no dtype for")));
+            };
+            let value = if is_param(&name) {
+                Value::Const(Constant { shape, elem, data: None, origin: name.clone() })
+            } else {
+                let t = self.g.input(&name, &shape, dtype);
+                Value::Tensor(Tensor { t, shape })
+            };
+            self.values.insert(name, value);
+        }
+        Ok(())
+    }
+
+    fn resolve_input(&mut self, input: &ValueInfoProto, opts: &ImportOptions) -> Result<(Elem, Vec<u64>), OnnxError> {
+        let name = input.name.as_deref().unwrap_or_default();
+        let tensor = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+            Some(type_proto::Value::TensorType(t)) => t,
+            _ => return Err(OnnxError::Input(format!("input '{name}' is not a tensor"))),
+        };
+        let elem = Elem::from_onnx(tensor.elem_type.unwrap_or(0));
+        let dims = tensor.shape.as_ref().map(|s| s.dim.as_slice()).unwrap_or(&[]);
+        let mut shape = Vec::with_capacity(dims.len());
+        for (axis, dim) in dims.iter().enumerate() {
+            let resolved = match &dim.value {
+                Some(dimension::Value::DimValue(v)) if *v > 0 => {
+                    let v = *v as u64;
+                    match opts.batch {
+                        Some(b) if axis == 0 && b != v => {
+                            self.rebatch = Some((v, b));
+                            b
+                        }
+                        _ => v,
+                    }
+                }
+                Some(dimension::Value::DimParam(p)) if opts.dims.contains_key(p) => opts.dims[p],
+                _ if axis == 0 && opts.batch.is_some() => opts.batch.unwrap_or(1),
+                other => {
+                    let label = match other {
+                        Some(dimension::Value::DimParam(p)) => format!("'{p}'"),
+                        _ => "unnamed".to_string(),
+                    };
+                    let hint = match other {
+                        Some(dimension::Value::DimParam(p)) if axis != 0 => format!("pass --dim {p}=N"),
+                        Some(dimension::Value::DimParam(p)) => format!("pass --batch N or --dim {p}=N"),
+                        _ if axis == 0 => "pass --batch N".to_string(),
+                        _ => "name it in the model, or fix it".to_string(),
+                    };
+                    return Err(OnnxError::Input(format!(
+                        "input '{name}' dimension {axis} ({label}) has no size: {hint}"
+                    )));
+                }
+            };
+            shape.push(resolved);
+        }
+        Ok((elem, shape))
+    }
+
+    /// Lowers every node in order, collecting what cannot be imported.
+    pub fn run(&mut self, lower: &dyn Fn(&mut Lowerer<'m>, &'m NodeProto) -> Lowered) -> Result<(), OnnxError> {
+        self.fused = fuse::find(self);
+        for k in 0..self.topo.order.len() {
+            let i = self.topo.order[k];
+            if self.skipped.contains(&i) {
+                continue;
+            }
+            let node = &self.graph.node[i];
+            let inputs_poisoned =
+                node.input.iter().any(|n| matches!(self.values.get(n.as_str()), Some(Value::Poisoned)));
+            let result = if inputs_poisoned {
+                // Still name ops placer has no rule for at all, so their counts are whole.
+                match known(node) {
+                    true => Err(Fail::Poisoned),
+                    false => Err(Fail::Unsupported(op_label(node))),
+                }
+            } else if let Some(f) = self.fused.remove(&i) {
+                f.lower(self, node)
+            } else {
+                lower(self, node)
+            };
+            let outputs = match result {
+                Ok(values) => values,
+                Err(Fail::Unsupported(what)) => {
+                    let entry = self.failures.entry(what).or_insert((0, node_label(node)));
+                    entry.0 += 1;
+                    vec![Value::Poisoned; node.output.len()]
+                }
+                Err(Fail::Poisoned) => {
+                    self.unexamined += 1;
+                    vec![Value::Poisoned; node.output.len()]
+                }
+                Err(Fail::Error(reason)) => {
+                    return Err(OnnxError::Node { node: node_label(node), op: op_label(node), reason });
+                }
+            };
+            for (name, v) in node.output.iter().zip(outputs) {
+                if !name.is_empty() {
+                    self.values.insert(name.clone(), v);
+                }
+            }
+        }
+        if self.failures.is_empty() {
+            return Ok(());
+        }
+        let count = self.failures.values().map(|(n, _)| n).sum();
+        let list = self
+            .failures
+            .iter()
+            .map(|(what, (n, first))| format!("{what} ×{n} (first: '{first}')"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let list = match self.unexamined {
+            0 => list,
+            n => format!("{list} ({n} node(s) downstream of these were not examined)"),
+        };
+        Err(OnnxError::Unsupported { count, list })
+    }
+
+    pub fn skip(&mut self, i: usize) {
+        self.skipped.insert(i);
+    }
+
+    /// Operand `k` of `node`, which must be present.
+    pub fn operand(&self, node: &NodeProto, k: usize) -> Result<Value, Fail> {
+        match node.input.get(k).filter(|n| !n.is_empty()) {
+            Some(name) => match self.values.get(name.as_str()) {
+                Some(v) => Ok(v.clone()),
+                None => bad(format!("operand '{name}' has no value")),
+            },
+            None => bad(format!("operand {k} is missing")),
+        }
+    }
+
+    pub fn optional(&self, node: &NodeProto, k: usize) -> Result<Option<Value>, Fail> {
+        match node.input.get(k).filter(|n| !n.is_empty()) {
+            Some(_) => self.operand(node, k).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn tensor_operand(&self, node: &NodeProto, k: usize) -> Result<Tensor, Fail> {
+        match self.operand(node, k)? {
+            Value::Tensor(t) => Ok(t),
+            Value::Poisoned => Err(Fail::Poisoned),
+            _ => unsupported(format!("{} with a constant operand {k}", op_label(node))),
+        }
+    }
+
+    pub fn const_operand(&self, node: &NodeProto, k: usize) -> Result<Constant, Fail> {
+        match self.operand(node, k)? {
+            Value::Const(c) => Ok(c),
+            Value::Poisoned => Err(Fail::Poisoned),
+            _ => unsupported(format!("{} with a computed operand {k}", op_label(node))),
+        }
+    }
+
+    /// The placer tensor holding `v` in exactly its ONNX shape, reshaping a view once.
+    pub fn exact(&mut self, v: &Tensor) -> T {
+        self.shaped(v.t, &v.shape)
+    }
+
+    /// `t` reshaped to `shape` (no node when it already has it; one per distinct shape).
+    pub fn shaped(&mut self, t: T, shape: &[u64]) -> T {
+        if self.g.shape(t) == shape {
+            return t;
+        }
+        if let Some(&done) = self.views.get(&(t, shape.to_vec())) {
+            return done;
+        }
+        let dims: Vec<String> = shape.iter().map(u64::to_string).collect();
+        let name = self.g.unique_name(&format!("{}.as[{}]", self.g.name_of(t), dims.join(",")));
+        let r = self.g.reshape(&name, t, shape);
+        self.views.insert((t, shape.to_vec()), r);
+        r
+    }
+
+    /// The weight a constant stands for, created on first use, with `shape` (same count).
+    pub fn weight(&mut self, c: &Constant, shape: &[u64]) -> Result<T, Fail> {
+        let Elem::Float(dtype) = c.elem else {
+            return unsupported("a non-float constant used as a weight");
+        };
+        if c.numel() != shape.iter().product::<u64>() {
+            return bad(format!("constant '{}' has {} elements where {shape:?} is needed", c.origin, c.numel()));
+        }
+        if let Some(&w) = self.weights.get(&c.origin) {
+            return if self.g.shape(w) == shape { Ok(w) } else { unsupported("a weight used in two shapes") };
+        }
+        let name = self.g.unique_name(&c.origin);
+        let w = self.g.weight_typed(&name, shape, dtype);
+        self.weights.insert(c.origin.clone(), w);
+        Ok(w)
+    }
+
+    /// A unique placer name for the tensor behind ONNX value `onnx`.
+    pub fn name_for(&self, onnx: &str) -> String {
+        self.g.unique_name(if onnx.is_empty() { "unnamed" } else { onnx })
+    }
+
+    pub fn dtype_of(&self, t: T) -> DType {
+        self.g.dtype(t)
+    }
+}
+
+impl Lowerer<'_> {
+    /// The batch size the graph was imported at: the first dimension of its first input.
+    pub fn batch(&self) -> u64 {
+        self.graph
+            .input
+            .iter()
+            .filter_map(|i| match self.values.get(i.name.as_deref().unwrap_or_default()) {
+                Some(Value::Tensor(t)) => t.shape.first().copied(),
+                _ => None,
+            })
+            .next()
+            .unwrap_or(1)
+    }
+}
