@@ -1,15 +1,369 @@
-//! Training graphs from onnxruntime-training (placeholder while being written).
-use crate::proto::GraphProto;
-use crate::{ImportOptions, OnnxError, lower::Lowerer};
+//! Training graphs from onnxruntime-training's artifact generator: forward and
+//! backward are both in the file. Forward nodes lower as in a forward graph; each
+//! gradient op maps to placer's backward kernel, and the shapes the file leaves out
+//! (weight gradients, batch-norm statistics) follow from the operands.
+
+use crate::graph::op_label;
+use crate::lower::{Fail, Lowered, Lowerer, bad, forward, unsupported};
+use crate::proto::{GraphProto, NodeProto, type_proto};
+use crate::values::{Attrs, Tensor, Value};
+use crate::{ImportOptions, OnnxError};
+use placer_ir::{AttrValue, Attrs as IrAttrs, DType, Op, Role};
+use placer_zoo::T;
+use std::collections::HashSet;
+
+/// The suffix onnxruntime gives the gradient buffer of each trainable parameter.
+const BUFFER: &str = "_grad.accumulation.buffer";
+
+/// Gradient and training-only ops (onnxruntime writes some in the default domain).
+const TRAINING_OPS: &[&str] = &[
+    "BatchNormInternal",
+    "BatchNormalizationGrad",
+    "ConvGrad",
+    "ReluGrad",
+    "MaxPoolGrad",
+    "AveragePoolGrad",
+    "SoftmaxCrossEntropyLoss",
+    "SoftmaxCrossEntropyLossGrad",
+    "InPlaceAccumulatorV2",
+    "InPlaceAccumulator",
+    "ReduceSum",
+];
 
 pub(crate) fn is_training_graph(graph: &GraphProto) -> bool {
-    graph.node.iter().any(|n| n.domain() == "com.microsoft" && (n.op_type().ends_with("Grad") || n.op_type().starts_with("InPlaceAccumulator")))
+    graph.node.iter().any(|n| n.op_type().ends_with("Grad") || n.op_type().starts_with("InPlaceAccumulator"))
 }
 
-pub(crate) fn lower(_l: &mut Lowerer<'_>, _opts: &ImportOptions) -> Result<(), OnnxError> {
-    Err(OnnxError::Input("training graphs: in progress".into()))
+pub(crate) fn known(node: &NodeProto) -> bool {
+    TRAINING_OPS.contains(&node.op_type())
 }
 
-pub(crate) fn known(_node: &crate::proto::NodeProto) -> bool {
-    false
+/// Lowers a training graph. Trainable parameters are the inputs that have a gradient
+/// buffer; the buffers, frozen statistics and flags are not data.
+pub(crate) fn lower(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<(), OnnxError> {
+    let graph = l.graph;
+    let names: HashSet<&str> = graph.input.iter().filter_map(|i| i.name.as_deref()).collect();
+    let frozen: HashSet<&str> = graph
+        .node
+        .iter()
+        .filter(|n| n.op_type() == "BatchNormInternal")
+        .flat_map(|n| n.input.iter().skip(3).map(String::as_str))
+        .collect();
+    let is_bool = |name: &str| {
+        graph.input.iter().any(|i| {
+            i.name.as_deref() == Some(name)
+                && matches!(i.r#type.as_ref().and_then(|t| t.value.as_ref()),
+                    Some(type_proto::Value::TensorType(t)) if t.elem_type == Some(9))
+        })
+    };
+    let not_data = |name: &str| {
+        names.contains(format!("{name}{BUFFER}").as_str()) || name.ends_with(BUFFER) || frozen.contains(name) || is_bool(name)
+    };
+    l.declare_inputs(opts, &not_data)?;
+    l.note("training graph: forward and backward imported as they are; shapes the file omits derived from the operands");
+    l.run(&lower_node)
+}
+
+fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
+    match node.op_type() {
+        "BatchNormInternal" => batch_norm_internal(l, node),
+        "BatchNormalizationGrad" => batch_norm_grad(l, node),
+        "ConvGrad" => conv_grad(l, node),
+        "ReluGrad" => {
+            let (dy, y) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
+            let (dyt, yt) = (l.exact(&dy), l.exact(&y));
+            let dx = emit(l, node, Op::ReluBackward, IrAttrs::new(), &[dyt, yt], &[(0, dy.shape.clone(), Role::Gradient)])?;
+            Ok(vec![tensor(dx[0], dy.shape)])
+        }
+        "MaxPool" => max_pool_with_mask(l, node),
+        "MaxPoolGrad" | "AveragePoolGrad" => pool_grad(l, node),
+        "SoftmaxCrossEntropyLoss" => loss(l, node),
+        "SoftmaxCrossEntropyLossGrad" => {
+            let (probs, labels) = (l.tensor_operand(node, 1)?, l.tensor_operand(node, 2)?);
+            let (pt, lt) = (l.exact(&probs), l.exact(&labels));
+            let shape = probs.shape.clone();
+            let d = emit(l, node, Op::SoftmaxCrossEntropyBackward, IrAttrs::new(), &[pt, lt], &[(0, shape.clone(), Role::Gradient)])?;
+            Ok(vec![tensor(d[0], shape)])
+        }
+        "Gemm" if is_backward(node) => gemm_grad(l, node),
+        "ReduceSum" => reduce_sum(l, node),
+        "InPlaceAccumulatorV2" | "InPlaceAccumulator" => accumulate(l, node),
+        _ => forward(l, node),
+    }
+}
+
+fn tensor(t: T, shape: Vec<u64>) -> Value {
+    Value::Tensor(Tensor { t, shape })
+}
+
+/// onnxruntime names the nodes it generates for the backward pass `<forward>_Grad/...`.
+fn is_backward(node: &NodeProto) -> bool {
+    node.name.as_deref().is_some_and(|n| n.contains("_Grad/"))
+}
+
+/// Emits one backward node. `outs` gives, for each output position, its shape and role;
+/// an output the file leaves unnamed still gets a tensor (placer's ops have fixed arity).
+fn emit(
+    l: &mut Lowerer<'_>,
+    node: &NodeProto,
+    op: Op,
+    attrs: IrAttrs,
+    inputs: &[T],
+    outs: &[(usize, Vec<u64>, Role)],
+) -> Result<Vec<T>, Fail> {
+    let label = crate::graph::node_label(node);
+    let dtype = inputs.first().map(|&t| l.dtype_of(t)).unwrap_or(DType::F32);
+    let mut tensors = Vec::with_capacity(outs.len());
+    for (k, shape, role) in outs {
+        let onnx = node.output.get(*k).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("{label}.unused{k}"));
+        let name = l.name_for(&onnx);
+        tensors.push(l.g.declare(&name, shape, dtype, *role));
+    }
+    // Named after its first output: tensor names are unique, and onnxruntime reuses a
+    // node's name for the two or three kernels one gradient op becomes.
+    let name = l.g.name_of(tensors[0]).to_string();
+    l.g.node(&name, op, attrs, inputs, &[], &tensors);
+    Ok(tensors)
+}
+
+fn weight_gradient_role(l: &Lowerer<'_>, t: T) -> Role {
+    if l.g.role(t) == Role::Weight { Role::WeightGradient } else { Role::Gradient }
+}
+
+fn batch_norm_internal(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let (scale, shift) = (l.const_operand(node, 1)?, l.const_operand(node, 2)?);
+    if x.shape.len() < 2 {
+        return bad("BatchNormInternal needs an input of rank ≥ 2");
+    }
+    let c = x.shape[1];
+    let xt = l.exact(&x);
+    let (gamma, beta) = (l.weight(&scale, &[c])?, l.weight(&shift, &[c])?);
+    let name = l.name_for(&node.output[0]);
+    let [y, mean, inv_std] = l.g.batch_norm_saving(&name, xt, gamma, beta, Attrs(node).float("epsilon", 1e-5));
+    l.note("BatchNormInternal: running mean and variance outputs not kept (batch statistics only)");
+    let stat = |t| tensor(t, vec![c]);
+    Ok(vec![tensor(y, x.shape), Value::Poisoned, Value::Poisoned, stat(mean), stat(inv_std)])
+}
+
+fn batch_norm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let (dy, x) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
+    let scale = l.const_operand(node, 2)?;
+    let (mean, inv_std) = (l.tensor_operand(node, 3)?, l.tensor_operand(node, 4)?);
+    let c = x.shape[1];
+    let gamma = l.weight(&scale, &[c])?;
+    let inputs = [l.exact(&dy), l.exact(&x), gamma, mean.t, inv_std.t];
+    let attrs = IrAttrs::from([("epsilon".to_string(), AttrValue::Float(Attrs(node).float("epsilon", 1e-5)))]);
+    let outs = [(0, x.shape.clone(), Role::Gradient), (1, vec![c], Role::WeightGradient), (2, vec![c], Role::WeightGradient)];
+    let g = emit(l, node, Op::BatchNormBackward, attrs, &inputs, &outs)?;
+    Ok(vec![tensor(g[0], x.shape), tensor(g[1], vec![c]), tensor(g[2], vec![c])])
+}
+
+/// Forward convolution attributes in placer's spelling, from a ConvGrad's ONNX ones.
+fn conv_attrs(node: &NodeProto) -> Result<IrAttrs, Fail> {
+    let a = Attrs(node);
+    let pair = |name: &str| -> Result<Option<Vec<i64>>, Fail> {
+        match a.ints(name) {
+            None => Ok(None),
+            Some(v) if v.len() == 2 => Ok(Some(v)),
+            Some(v) if v.len() == 4 && v[0] == v[2] && v[1] == v[3] => Ok(Some(vec![v[0], v[1]])),
+            Some(v) => unsupported(format!("{} with {name} {v:?}", op_label(node))),
+        }
+    };
+    let mut attrs = IrAttrs::new();
+    for (onnx, ours) in [("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")] {
+        if let Some(v) = pair(onnx)? {
+            attrs.insert(ours.to_string(), AttrValue::Ints(v));
+        }
+    }
+    if a.int("group", 1) != 1 {
+        attrs.insert("groups".into(), AttrValue::Int(a.int("group", 1)));
+    }
+    Ok(attrs)
+}
+
+fn conv_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let (dy, x) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
+    let w = l.const_operand(node, 2)?;
+    let attrs = conv_attrs(node)?;
+    let (dyt, xt, wt) = (l.exact(&dy), l.exact(&x), l.weight(&w, &w.shape)?);
+    let wanted = |k: usize| node.output.get(k).is_some_and(|o| !o.is_empty());
+    let mut out = vec![Value::Poisoned; 3];
+    if wanted(0) {
+        let dx = emit(l, node, Op::Conv2dBackwardData, attrs.clone(), &[dyt, wt], &[(0, x.shape.clone(), Role::Gradient)])?;
+        out[0] = tensor(dx[0], x.shape.clone());
+    }
+    let role = weight_gradient_role(l, wt);
+    let dw = emit(l, node, Op::Conv2dBackwardFilter, attrs, &[xt, dyt], &[(1, w.shape.clone(), role)])?;
+    out[1] = tensor(dw[0], w.shape.clone());
+    if wanted(2) {
+        let k = dy.shape[1];
+        let axis = IrAttrs::from([("axis".to_string(), AttrValue::Int(1))]);
+        let db = emit(l, node, Op::BiasGrad, axis, &[dyt], &[(2, vec![k], Role::WeightGradient)])?;
+        out[2] = tensor(db[0], vec![k]);
+    }
+    Ok(out)
+}
+
+fn max_pool_with_mask<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
+    let mask_used = node.output.get(1).is_some_and(|m| !m.is_empty() && !l.topo.readers_of(m).is_empty());
+    if !mask_used {
+        return forward(l, node);
+    }
+    let x = l.tensor_operand(node, 0)?;
+    let a = Attrs(node);
+    let pair = |n: &str, d: u64| -> [u64; 2] {
+        match a.ints(n).as_deref() {
+            Some(&[p, q]) | Some(&[p, q, _, _]) => [p as u64, q as u64],
+            _ => [d, d],
+        }
+    };
+    let pool = placer_zoo::Pool { kernel: pair("kernel_shape", 1), stride: pair("strides", 1), padding: pair("pads", 0) };
+    let xt = l.exact(&x);
+    let name = l.name_for(&node.output[0]);
+    let (y, idx) = l.g.max_pool2d_indexed(&name, xt, pool).or_else(|e| bad(e.to_string()))?;
+    let shape = l.g.shape(y).to_vec();
+    Ok(vec![tensor(y, shape.clone()), tensor(idx, shape)])
+}
+
+/// The shape the file declares for value `name` (value_info or graph output), with the
+/// batch dimension following `--batch`.
+fn declared_shape(l: &Lowerer<'_>, name: &str) -> Option<Vec<u64>> {
+    let info = l.graph.value_info.iter().chain(&l.graph.output).find(|v| v.name.as_deref() == Some(name))?;
+    let Some(type_proto::Value::TensorType(t)) = info.r#type.as_ref()?.value.as_ref() else { return None };
+    let mut shape = Vec::new();
+    for d in &t.shape.as_ref()?.dim {
+        match d.value {
+            Some(crate::proto::tensor_shape_proto::dimension::Value::DimValue(v)) if v > 0 => shape.push(v as u64),
+            _ => return None,
+        }
+    }
+    if let (Some((file, new)), Some(first)) = (l.rebatch, shape.first_mut())
+        && *first == file
+    {
+        *first = new;
+    }
+    Some(shape)
+}
+
+fn pool_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let dy = l.tensor_operand(node, 0)?;
+    let a = Attrs(node);
+    let ints = |v: Option<Vec<i64>>| v.map(|v| AttrValue::Ints(v.into_iter().take(2).collect()));
+    let mut attrs = IrAttrs::new();
+    if let Some(k) = ints(a.ints("kernel_shape")) {
+        attrs.insert("kernel".into(), k);
+    }
+    if let Some(s) = ints(a.ints("strides")) {
+        attrs.insert("stride".into(), s);
+    }
+    if let Some(p) = ints(a.ints("pads")) {
+        attrs.insert("padding".into(), p);
+    }
+    let Some(dx_shape) = node.output.first().and_then(|o| declared_shape(l, o)) else {
+        return unsupported(format!("{} whose output shape the file does not give", node.op_type()));
+    };
+    let dyt = l.exact(&dy);
+    let (op, inputs) = if node.op_type() == "MaxPoolGrad" {
+        let mask = l.tensor_operand(node, 1)?;
+        (Op::MaxPool2dBackward, vec![dyt, mask.t])
+    } else {
+        if a.int("count_include_pad", 0) == 1 {
+            attrs.insert("count_include_pad".into(), AttrValue::Bool(true));
+        }
+        (Op::AvgPool2dBackward, vec![dyt])
+    };
+    let dx = emit(l, node, op, attrs, &inputs, &[(0, dx_shape.clone(), Role::Gradient)])?;
+    Ok(vec![tensor(dx[0], dx_shape)])
+}
+
+fn loss(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let (logits, labels) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
+    if Attrs(node).string("reduction").is_some_and(|r| r != "mean") || node.input.len() > 2 {
+        return unsupported("SoftmaxCrossEntropyLoss other than a mean without weights");
+    }
+    let (lt, yt) = (l.exact(&logits), l.exact(&labels));
+    let name = l.name_for(&node.output[0]);
+    // The second output (log-probabilities in onnxruntime) is placer's probabilities.
+    let (loss, probs) = l.g.softmax_cross_entropy_saving(&name, lt, yt);
+    Ok(vec![tensor(loss, vec![]), tensor(probs, logits.shape)])
+}
+
+/// A backward Gemm: `C = op(A) · op(B)` with `beta = 0`, as a matmul.
+fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let a = Attrs(node);
+    let operand = |l: &mut Lowerer<'_>, k: usize| -> Result<T, Fail> {
+        match l.operand(node, k)? {
+            Value::Tensor(t) => Ok(l.exact(&t)),
+            Value::Const(c) => l.weight(&c, &c.shape.clone()),
+            Value::Poisoned => Err(Fail::Poisoned),
+        }
+    };
+    let (x, y) = (operand(l, 0)?, operand(l, 1)?);
+    let (ta, tb) = (a.int("transA", 0) == 1, a.int("transB", 0) == 1);
+    let (sx, sy) = (l.g.shape(x).to_vec(), l.g.shape(y).to_vec());
+    if sx.len() != 2 || sy.len() != 2 {
+        return unsupported("a backward Gemm on operands that are not 2-D");
+    }
+    let m = if ta { sx[1] } else { sx[0] };
+    let n = if tb { sy[0] } else { sy[1] };
+    let mut attrs = IrAttrs::new();
+    if ta {
+        attrs.insert("transpose_a".into(), AttrValue::Bool(true));
+    }
+    if tb {
+        attrs.insert("transpose_b".into(), AttrValue::Bool(true));
+    }
+    let is_weight_grad = node.output[0].ends_with("_grad") && l.graph.input.iter().any(|i| {
+        i.name.as_deref().is_some_and(|p| format!("{p}_grad") == node.output[0])
+    });
+    let role = if is_weight_grad { Role::WeightGradient } else { Role::Gradient };
+    let out = emit(l, node, Op::MatMul, attrs, &[x, y], &[(0, vec![m, n], role)])?;
+    Ok(vec![tensor(out[0], vec![m, n])])
+}
+
+/// A sum over every axis but one: a bias gradient.
+fn reduce_sum(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let dy = l.tensor_operand(node, 0)?;
+    let rank = dy.shape.len();
+    let axes = match crate::lower::axes(l, node)? {
+        Some(a) => a.iter().map(|&x| crate::lower::axis(x, rank)).collect::<Result<Vec<_>, _>>()?,
+        None => (0..rank).collect(),
+    };
+    let kept: Vec<usize> = (0..rank).filter(|i| !axes.contains(i)).collect();
+    let [axis] = kept.as_slice() else {
+        return unsupported("ReduceSum other than over every axis but one");
+    };
+    let c = dy.shape[*axis];
+    let dyt = l.exact(&dy);
+    let attrs = IrAttrs::from([("axis".to_string(), AttrValue::Int(*axis as i64))]);
+    let g = emit(l, node, Op::BiasGrad, attrs, &[dyt], &[(0, vec![c], Role::WeightGradient)])?;
+    Ok(vec![tensor(g[0], vec![c])])
+}
+
+/// `buffer += gradient`: the point where a parameter's gradient is complete. placer
+/// takes one step per batch, so the accumulation buffer is not kept and the weight gets
+/// its update here (SGD with momentum, as in the zoo; onnxruntime keeps the optimizer
+/// in a separate graph).
+fn accumulate(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let buffer = node.input.first().cloned().unwrap_or_default();
+    let Some(param) = buffer.strip_suffix(BUFFER) else {
+        return unsupported("InPlaceAccumulator on something other than a parameter's gradient buffer");
+    };
+    let Some(Value::Const(w)) = l.value(param).cloned() else {
+        return bad(format!("parameter '{param}' is not a graph input"));
+    };
+    let grad = l.tensor_operand(node, 1)?;
+    let wt = l.weight(&w, &w.shape)?;
+    let gt = l.shaped(grad.t, &w.shape);
+    let velocity_name = l.name_for(&format!("{param}.velocity"));
+    let velocity = l.g.declare(&velocity_name, &w.shape, DType::F32, Role::OptimizerState);
+    let attrs = IrAttrs::from([
+        ("lr".to_string(), AttrValue::Float(0.01)),
+        ("momentum".to_string(), AttrValue::Float(0.9)),
+    ]);
+    let name = l.name_for(&format!("{param}.sgd"));
+    l.g.node(&name, Op::SgdMomentum, attrs, &[gt], &[wt, velocity], &[]);
+    l.note("InPlaceAccumulatorV2 mapped to the weight's SGD-momentum update (no accumulation buffer; the optimizer graph is not imported)");
+    Ok(vec![Value::Poisoned; node.output.len()])
 }

@@ -256,11 +256,17 @@ impl GraphBuilder {
     }
 
     pub fn max_pool2d(&mut self, name: &str, x: T, pool: Pool) -> Result<T, ZooError> {
+        self.max_pool2d_indexed(name, x, pool).map(|(y, _)| y)
+    }
+
+    /// [`GraphBuilder::max_pool2d`], also returning the indices of the maxima.
+    pub fn max_pool2d_indexed(&mut self, name: &str, x: T, pool: Pool) -> Result<(T, T), ZooError> {
         let attrs = pool.attrs();
         let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         let outs =
             vec![("", shape.clone(), DType::F32, Role::Activation), (".indices", shape, DType::I32, Role::Workspace)];
-        Ok(self.forward(name, Op::MaxPool2d, attrs, &[x], outs)[0])
+        let out = self.forward(name, Op::MaxPool2d, attrs, &[x], outs);
+        Ok((out[0], out[1]))
     }
 
     pub fn avg_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
@@ -292,6 +298,12 @@ impl GraphBuilder {
 
     /// [`GraphBuilder::batch_norm`] with existing scale and shift tensors.
     pub fn batch_norm_with(&mut self, name: &str, x: T, gamma: T, beta: T, epsilon: f64) -> T {
+        self.batch_norm_saving(name, x, gamma, beta, epsilon)[0]
+    }
+
+    /// [`GraphBuilder::batch_norm_with`], returning the output, the batch mean and the
+    /// inverse standard deviation.
+    pub fn batch_norm_saving(&mut self, name: &str, x: T, gamma: T, beta: T, epsilon: f64) -> [T; 3] {
         let c = self.shape(x)[1];
         let shape = self.shape(x).to_vec();
         let outs = vec![
@@ -299,7 +311,8 @@ impl GraphBuilder {
             (".mean", vec![c], DType::F32, Role::Workspace),
             (".invstd", vec![c], DType::F32, Role::Workspace),
         ];
-        self.forward(name, Op::BatchNorm, epsilon_attr(epsilon), &[x, gamma, beta], outs)[0]
+        let out = self.forward(name, Op::BatchNorm, epsilon_attr(epsilon), &[x, gamma, beta], outs);
+        [out[0], out[1], out[2]]
     }
 
     /// Layer normalisation over the last axis, with learned scale and shift.
@@ -361,9 +374,15 @@ impl GraphBuilder {
 
     /// The loss: mean softmax cross-entropy of `logits` [N, C] against `labels` [N].
     pub fn softmax_cross_entropy(&mut self, name: &str, logits: T, labels: T) -> T {
+        self.softmax_cross_entropy_saving(name, logits, labels).0
+    }
+
+    /// [`GraphBuilder::softmax_cross_entropy`], also returning the probabilities.
+    pub fn softmax_cross_entropy_saving(&mut self, name: &str, logits: T, labels: T) -> (T, T) {
         let shape = self.shape(logits).to_vec();
         let outs = vec![("", vec![], DType::F32, Role::Activation), (".probs", shape, DType::F32, Role::Workspace)];
-        self.forward(name, Op::SoftmaxCrossEntropy, Attrs::new(), &[logits, labels], outs)[0]
+        let out = self.forward(name, Op::SoftmaxCrossEntropy, Attrs::new(), &[logits, labels], outs);
+        (out[0], out[1])
     }
 
     /// Derives the backward pass from `loss` (the output of

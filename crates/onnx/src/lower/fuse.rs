@@ -27,6 +27,7 @@ impl Fused {
             Fused::Gelu { x } => {
                 let Some(Value::Tensor(x)) = l.value(x).cloned() else { return bad("GELU of a non-tensor") };
                 let name = l.name_for(&out);
+                l.note("GELU written with Erf fused into one gelu");
                 let y = l.g.gelu(&name, x.t);
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
             }
@@ -43,6 +44,7 @@ impl Fused {
             Fused::ScaledMatMul { matmul: i, alpha } => {
                 let node = &l.graph.node[*i];
                 let (a, b) = (l.operand(node, 0)?, l.operand(node, 1)?);
+                l.note("MatMul followed by a scalar Div or Mul folded into the matmul's alpha");
                 matmul(l, &a, &b, false, *alpha, &out).map(|v| vec![v])
             }
         }

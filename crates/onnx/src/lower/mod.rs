@@ -5,6 +5,7 @@ mod consts;
 mod fuse;
 mod ops;
 
+pub(crate) use consts::{axes, axis};
 pub(crate) use ops::{forward, known};
 
 use crate::graph::{Topology, node_label, op_label};
@@ -98,12 +99,14 @@ impl<'m> Lowerer<'m> {
                 continue;
             }
             let (elem, shape) = self.resolve_input(input, opts)?;
-            let Some(dtype) = elem.dtype() else {
-                return Err(OnnxError::Input(format!("input '{name}' has ONNX element type {elem:?}, which placer has no dtype for")));
-            };
             let value = if is_param(&name) {
                 Value::Const(Constant { shape, elem, data: None, origin: name.clone() })
             } else {
+                let Some(dtype) = elem.dtype() else {
+                    return Err(OnnxError::Input(format!(
+                        "input '{name}' has ONNX element type {elem:?}, which placer has no dtype for"
+                    )));
+                };
                 let t = self.g.input(&name, &shape, dtype);
                 Value::Tensor(Tensor { t, shape })
             };
