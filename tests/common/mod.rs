@@ -26,3 +26,17 @@ pub fn placer(args: &[&str]) -> Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The ONNX test files (the onnx wheel's light models, a BERT-like export, an
+/// onnxruntime-training graph), generated once per target directory by
+/// scripts/onnx/testdata.sh from PyPI packages. Nothing of it is committed.
+pub fn onnx_testdata() -> &'static Path {
+    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-testdata");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/onnx/testdata.sh");
+        let out = Command::new("bash").arg(&script).arg(&dir).output().expect("bash runs");
+        assert!(out.status.success(), "scripts/onnx/testdata.sh failed:\n{}", text(&out.stderr));
+        dir
+    })
+}

@@ -98,14 +98,22 @@ impl<'m> Lowerer<'m> {
             if self.values.contains_key(&name) {
                 continue;
             }
-            let (elem, shape) = self.resolve_input(input, opts)?;
-            let value = if is_param(&name) {
+            let param = is_param(&name);
+            let (elem, shape) = self.resolve_input(input, opts, !param)?;
+            let value = if param {
                 Value::Const(Constant { shape, elem, data: None, origin: name.clone() })
             } else {
                 let Some(dtype) = elem.dtype() else {
                     return Err(OnnxError::Input(format!(
                         "input '{name}' has ONNX element type {elem:?}, which placer has no dtype for"
                     )));
+                };
+                // Integer inputs are indices (token ids, labels): the kernels index in i32.
+                let dtype = if dtype == DType::I64 {
+                    self.note("int64 inputs imported as i32 (they are indices)");
+                    DType::I32
+                } else {
+                    dtype
                 };
                 let t = self.g.input(&name, &shape, dtype);
                 Value::Tensor(Tensor { t, shape })
@@ -115,7 +123,14 @@ impl<'m> Lowerer<'m> {
         Ok(())
     }
 
-    fn resolve_input(&mut self, input: &ValueInfoProto, opts: &ImportOptions) -> Result<(Elem, Vec<u64>), OnnxError> {
+    /// The element type and shape of a graph input; `batched` inputs take `--batch`.
+    fn resolve_input(
+        &mut self,
+        input: &ValueInfoProto,
+        opts: &ImportOptions,
+        batched: bool,
+    ) -> Result<(Elem, Vec<u64>), OnnxError> {
+        let batch = if batched { opts.batch } else { None };
         let name = input.name.as_deref().unwrap_or_default();
         let tensor = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
             Some(type_proto::Value::TensorType(t)) => t,
@@ -128,7 +143,7 @@ impl<'m> Lowerer<'m> {
             let resolved = match &dim.value {
                 Some(dimension::Value::DimValue(v)) if *v > 0 => {
                     let v = *v as u64;
-                    match opts.batch {
+                    match batch {
                         Some(b) if axis == 0 && b != v => {
                             self.rebatch = Some((v, b));
                             b
@@ -137,7 +152,7 @@ impl<'m> Lowerer<'m> {
                     }
                 }
                 Some(dimension::Value::DimParam(p)) if opts.dims.contains_key(p) => opts.dims[p],
-                _ if axis == 0 && opts.batch.is_some() => opts.batch.unwrap_or(1),
+                _ if axis == 0 && batch.is_some() => batch.unwrap_or(1),
                 other => {
                     let label = match other {
                         Some(dimension::Value::DimParam(p)) => format!("'{p}'"),

@@ -1,0 +1,142 @@
+//! `placer import` end to end, on ONNX files nobody on the team wrote: the onnx wheel's
+//! light models and an onnxruntime-training graph (scripts/onnx/testdata.sh fetches and
+//! generates them at test time).
+
+mod common;
+
+use common::{onnx_testdata, placer, text};
+use placer_ir::{Model, Role, Summary};
+use std::path::Path;
+
+fn import(file: &Path, extra: &[&str], out: &Path) -> std::process::Output {
+    let mut args = vec!["import", file.to_str().expect("utf-8 path"), "-o", out.to_str().expect("utf-8 path")];
+    args.extend_from_slice(extra);
+    placer(&args)
+}
+
+fn imported(file: &Path, extra: &[&str]) -> Model {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("model.json");
+    let run = import(file, extra, &out);
+    assert!(run.status.success(), "import of {} failed: {}", file.display(), text(&run.stderr));
+    placer_ir::load_model(&out).expect("the written model loads")
+}
+
+fn zoo(name: &str, batch: u64) -> Model {
+    placer_zoo::build(name, batch).expect("zoo model")
+}
+
+fn summary(m: &Model) -> Summary {
+    Summary::new(m, 1, 0)
+}
+
+/// The relative difference of two counts.
+fn off(a: u64, b: u64) -> f64 {
+    (a as f64 - b as f64).abs() / (b as f64).max(1.0)
+}
+
+#[test]
+fn light_resnet50_and_densenet121_match_the_zoo() {
+    let light = onnx_testdata().join("light");
+    for (file, zoo_name) in [("light_resnet50.onnx", "resnet50"), ("light_densenet121.onnx", "densenet121")] {
+        let ours = summary(&imported(&light.join(file), &["--batch", "2"]));
+        let theirs = summary(&zoo(zoo_name, 2));
+        assert_eq!(ours.parameter_bytes, theirs.parameter_bytes, "{file}: parameter bytes");
+        // MACs count only convolutions and matmuls, which are the same layers; the
+        // tolerance covers a head written as a 1x1 convolution instead of a matmul.
+        assert!(off(ours.forward_macs, theirs.forward_macs) < 0.001, "{file}: {} vs {} MACs", ours.forward_macs, theirs.forward_macs);
+        // Peak live bytes may differ by the few small tensors the two spell differently
+        // (Caffe2's 7x7 average pool and Reshape against a global pool; a [N,C,1,1]
+        // head); under 1% of a step's peak.
+        assert!(
+            off(ours.peak_live_bytes, theirs.peak_live_bytes) < 0.01,
+            "{file}: peak {} vs {}",
+            ours.peak_live_bytes,
+            theirs.peak_live_bytes
+        );
+    }
+}
+
+#[test]
+fn other_light_models_import_or_name_every_missing_op_with_counts() {
+    let light = onnx_testdata().join("light");
+    for file in ["light_vgg19.onnx", "light_squeezenet.onnx", "light_shufflenet.onnx"] {
+        let m = imported(&light.join(file), &["--batch", "1"]);
+        assert!(m.nodes().iter().any(|n| n.op == placer_ir::Op::SgdMomentum), "{file}: no updates");
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (file, expected) in [
+        ("light_bvlc_alexnet.onnx", "LRN ×2"),
+        ("light_zfnet512.onnx", "LRN ×2"),
+        ("light_inception_v2.onnx", "MaxPool with asymmetric pads"),
+    ] {
+        let run = import(&light.join(file), &["--batch", "1"], &dir.path().join("m.json"));
+        let err = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{file}: {err}");
+        assert!(err.contains(expected), "{file}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{file}: one line, got {err}");
+        assert!(!dir.path().join("m.json").exists(), "{file}: nothing written on failure");
+    }
+}
+
+#[test]
+fn a_bert_like_export_with_external_weights_matches_bert_tiny() {
+    let data = onnx_testdata();
+    let dims = ["--batch", "4", "--dim", "sequence=128"];
+    let ours = imported(&data.join("bert_like.onnx"), &dims);
+    // The weights' file is never opened: a model whose data file is missing imports alike.
+    let nodata = imported(&data.join("bert_like_nodata.onnx"), &dims);
+    assert_eq!(summary(&ours).parameter_bytes, summary(&nodata).parameter_bytes);
+    let (a, b) = (summary(&ours), summary(&zoo("bert-tiny", 4)));
+    assert_eq!(a.parameter_bytes, b.parameter_bytes);
+    assert!(off(a.forward_macs, b.forward_macs) < 0.001, "{} vs {} MACs", a.forward_macs, b.forward_macs);
+    assert!(off(a.peak_live_bytes, b.peak_live_bytes) < 0.05, "peak {} vs {}", a.peak_live_bytes, b.peak_live_bytes);
+    assert!(ours.nodes().iter().any(|n| n.op == placer_ir::Op::Gelu), "the Erf pattern became gelu");
+
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = import(&data.join("bert_like.onnx"), &["--batch", "4"], &dir.path().join("m.json"));
+    assert_eq!(run.status.code(), Some(2));
+    assert!(text(&run.stderr).contains("--dim sequence=N"), "{}", text(&run.stderr));
+}
+
+#[test]
+fn an_onnxruntime_training_graph_imports_as_it_is() {
+    let file = onnx_testdata().join("ort_training/training_model.onnx");
+    for batch in [1u64, 2] {
+        let m = imported(&file, &["--batch", &batch.to_string()]);
+        let zoo_summary = summary(&zoo("resnet50", batch));
+        assert_eq!(summary(&m).parameter_bytes, zoo_summary.parameter_bytes);
+        assert!(off(summary(&m).forward_macs, zoo_summary.forward_macs) < 0.001);
+        // Every weight gets exactly one update, from a gradient of its own shape.
+        for (i, t) in m.tensors().iter().enumerate().filter(|(_, t)| t.role == Role::Weight) {
+            let id = placer_ir::TensorId(i as u32);
+            let updates: Vec<_> = m.nodes().iter().filter(|n| n.updates.contains(&id)).collect();
+            assert_eq!(updates.len(), 1, "{}", t.name);
+            let grad = &m.tensors()[updates[0].inputs[0].index()];
+            assert_eq!(grad.shape, t.shape, "gradient of {}", t.name);
+        }
+        // Shapes the file omits: the batch-norm statistics are [C].
+        let bn = m.nodes().iter().find(|n| n.op == placer_ir::Op::BatchNormBackward).expect("a batch-norm gradient");
+        let mean = &m.tensors()[bn.inputs[3].index()];
+        assert_eq!(mean.shape.len(), 1);
+        assert_eq!(m.tensors()[bn.inputs[1].index()].shape[0], batch);
+    }
+}
+
+#[test]
+fn bad_files_get_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let junk = dir.path().join("junk.onnx");
+    std::fs::write(&junk, b"{\"format\": \"placer-model\"}").expect("write");
+    let truncated = dir.path().join("truncated.onnx");
+    let whole = std::fs::read(onnx_testdata().join("light/light_resnet50.onnx")).expect("read");
+    std::fs::write(&truncated, &whole[..whole.len() / 2]).expect("write");
+    let missing = dir.path().join("missing.onnx");
+    for (file, expected) in [(&junk, "not an ONNX model"), (&truncated, "not an ONNX model"), (&missing, "cannot read")] {
+        let run = import(file, &["--batch", "1"], &dir.path().join("m.json"));
+        let err = text(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{err}");
+        assert!(err.contains(expected), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+}
