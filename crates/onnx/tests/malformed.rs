@@ -1,0 +1,195 @@
+//! Hand-built ONNX graphs: the importer's happy path on a tiny CNN, and every way a
+//! file can be wrong (truncated, not protobuf, too new, cyclic, unsupported ops) ending
+//! in one clear error and never a panic.
+
+use placer_onnx::proto::{
+    AttributeProto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TensorProto, TensorShapeProto, TypeProto,
+    ValueInfoProto, tensor_shape_proto::Dimension, tensor_shape_proto::dimension, type_proto,
+};
+use placer_onnx::{GraphKind, ImportOptions, OnnxError, import_bytes};
+use prost::Message;
+use proptest::prelude::*;
+use std::path::Path;
+
+fn value(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            value: Some(match d {
+                Some(v) => dimension::Value::DimValue(*v),
+                None => dimension::Value::DimParam("N".into()),
+            }),
+            ..Default::default()
+        })
+        .collect();
+    let tensor = type_proto::Tensor { elem_type: Some(1), shape: Some(TensorShapeProto { dim }) };
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto { value: Some(type_proto::Value::TensorType(tensor)), ..Default::default() }),
+        ..Default::default()
+    }
+}
+
+/// A float initializer known by shape only: its payload is absent, as in a file whose
+/// weights live elsewhere.
+fn weight(name: &str, dims: &[i64]) -> TensorProto {
+    TensorProto { name: Some(name.into()), dims: dims.to_vec(), data_type: Some(1), ..Default::default() }
+}
+
+fn ints(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto { name: Some(name.into()), ints: v.to_vec(), r#type: Some(7), ..Default::default() }
+}
+
+fn node(op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+    NodeProto {
+        op_type: Some(op.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        name: Some(format!("{op}:{}", outputs.first().copied().unwrap_or_default())),
+        attribute: attrs,
+        ..Default::default()
+    }
+}
+
+/// x [N,3,8,8] → Conv 3x3 pad 1 → Relu → GlobalAveragePool → Flatten → Gemm → logits.
+fn tiny_cnn(opset: i64, nodes: Vec<NodeProto>) -> ModelProto {
+    let graph = GraphProto {
+        name: Some("tiny".into()),
+        node: nodes,
+        input: vec![value("x", &[None, Some(3), Some(8), Some(8)])],
+        output: vec![value("logits", &[None, Some(10)])],
+        initializer: vec![weight("w", &[4, 3, 3, 3]), weight("fc_w", &[10, 4]), weight("fc_b", &[10])],
+        ..Default::default()
+    };
+    ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![OperatorSetIdProto { domain: Some(String::new()), version: Some(opset) }],
+        graph: Some(graph),
+        ..Default::default()
+    }
+}
+
+fn cnn_nodes() -> Vec<NodeProto> {
+    let trans_b = AttributeProto { name: Some("transB".into()), i: Some(1), r#type: Some(2), ..Default::default() };
+    vec![
+        node("Conv", &["x", "w"], &["c"], vec![ints("pads", &[1, 1, 1, 1]), ints("kernel_shape", &[3, 3])]),
+        node("Relu", &["c"], &["r"], vec![]),
+        node("GlobalAveragePool", &["r"], &["p"], vec![]),
+        node("Flatten", &["p"], &["f"], vec![]),
+        node("Gemm", &["f", "fc_w", "fc_b"], &["logits"], vec![trans_b]),
+    ]
+}
+
+fn bytes(m: &ModelProto) -> Vec<u8> {
+    m.encode_to_vec()
+}
+
+fn run(b: Vec<u8>) -> Result<placer_onnx::Imported, OnnxError> {
+    import_bytes(Path::new("test.onnx"), b, &ImportOptions { batch: Some(2), ..Default::default() })
+}
+
+#[test]
+fn a_tiny_cnn_becomes_a_training_graph() {
+    let imported = run(bytes(&tiny_cnn(13, cnn_nodes()))).expect("imports");
+    assert_eq!(imported.kind, GraphKind::Forward);
+    let ops: Vec<&str> = imported.model.nodes().iter().map(|n| n.op.as_str()).collect();
+    for op in [
+        "conv2d",
+        "relu",
+        "global_avg_pool",
+        "matmul",
+        "bias_add",
+        "softmax_cross_entropy",
+        "conv2d_backward_filter",
+        "sgd_momentum",
+    ] {
+        assert!(ops.contains(&op), "{op} missing from {ops:?}");
+    }
+    // The first convolution reads the input, which needs no gradient.
+    assert!(!ops.contains(&"conv2d_backward_data"));
+    assert_eq!(imported.model.tensors().iter().filter(|t| t.role == placer_ir::Role::Weight).count(), 3);
+}
+
+#[test]
+fn a_symbolic_batch_needs_a_size() {
+    let err = import_bytes(Path::new("t.onnx"), bytes(&tiny_cnn(13, cnn_nodes())), &ImportOptions::default())
+        .expect_err("no batch");
+    assert!(err.to_string().contains("--batch"), "{err}");
+}
+
+#[test]
+fn every_truncation_is_an_error_not_a_panic() {
+    let whole = bytes(&tiny_cnn(13, cnn_nodes()));
+    for len in 0..whole.len() {
+        let err = run(whole[..len].to_vec()).expect_err("a truncated model");
+        assert_eq!(err.to_string().lines().count(), 1, "{err}");
+    }
+}
+
+#[test]
+fn files_that_are_not_onnx_say_so() {
+    for junk in [&b"{\"format\": \"placer-model\"}"[..], b"PK\x03\x04zip", b"\x89PNG\r\n\x1a\n", b"", b"\x08"] {
+        match run(junk.to_vec()) {
+            Err(OnnxError::NotOnnx { reason, .. }) => assert!(!reason.is_empty()),
+            other => panic!("{junk:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn opsets_outside_9_to_18_are_refused() {
+    for opset in [8, 19, 99] {
+        match run(bytes(&tiny_cnn(opset, cnn_nodes()))) {
+            Err(e @ OnnxError::Opset { .. }) => assert!(e.to_string().contains("opsets 9 to 18"), "{e}"),
+            other => panic!("opset {opset}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_cycle_is_named() {
+    let mut nodes = cnn_nodes();
+    nodes[1] = node("Add", &["c", "f"], &["r"], vec![]);
+    match run(bytes(&tiny_cnn(13, nodes))) {
+        Err(e @ OnnxError::Cycle { .. }) => assert!(e.to_string().contains("Add:r"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unsupported_ops_are_listed_together_with_counts() {
+    let mut nodes = cnn_nodes();
+    nodes.insert(1, node("LRN", &["c"], &["c1"], vec![]));
+    nodes.insert(2, node("LRN", &["c1"], &["c2"], vec![]));
+    nodes.insert(3, node("HardSwish", &["c2"], &["c3"], vec![]));
+    nodes[4] = node("Relu", &["c3"], &["r"], vec![]);
+    let err = run(bytes(&tiny_cnn(13, nodes))).expect_err("unsupported ops");
+    let text = err.to_string();
+    assert!(matches!(err, OnnxError::Unsupported { count: 3, .. }), "{text}");
+    assert!(text.contains("LRN ×2") && text.contains("HardSwish ×1"), "{text}");
+}
+
+#[test]
+fn reading_a_value_nobody_writes_is_malformed() {
+    let mut nodes = cnn_nodes();
+    nodes[1] = node("Relu", &["nowhere"], &["r"], vec![]);
+    let err = run(bytes(&tiny_cnn(13, nodes))).expect_err("dangling input");
+    assert!(err.to_string().contains("'nowhere'"), "{err}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Overwriting bytes of a valid model yields a model or an error, never a panic.
+    #[test]
+    fn corrupted_models_never_panic(flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8)) {
+        let mut b = bytes(&tiny_cnn(13, cnn_nodes()));
+        for (at, byte) in flips {
+            let i = at.index(b.len());
+            b[i] = byte;
+        }
+        if let Err(e) = run(b) {
+            prop_assert_eq!(e.to_string().lines().count(), 1);
+        }
+    }
+}
