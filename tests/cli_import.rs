@@ -90,7 +90,7 @@ fn a_bert_like_export_with_external_weights_matches_bert_tiny() {
     let (a, b) = (summary(&ours), summary(&zoo("bert-tiny", 4)));
     assert_eq!(a.parameter_bytes, b.parameter_bytes);
     assert!(off(a.forward_macs, b.forward_macs) < 0.001, "{} vs {} MACs", a.forward_macs, b.forward_macs);
-    assert!(off(a.peak_live_bytes, b.peak_live_bytes) < 0.05, "peak {} vs {}", a.peak_live_bytes, b.peak_live_bytes);
+    assert!(off(a.peak_live_bytes, b.peak_live_bytes) < 0.01, "peak {} vs {}", a.peak_live_bytes, b.peak_live_bytes);
     assert!(ours.nodes().iter().any(|n| n.op == placer_ir::Op::Gelu), "the Erf pattern became gelu");
 
     let dir = tempfile::tempdir().expect("temp dir");
@@ -107,6 +107,10 @@ fn an_onnxruntime_training_graph_imports_as_it_is() {
         let zoo_summary = summary(&zoo("resnet50", batch));
         assert_eq!(summary(&m).parameter_bytes, zoo_summary.parameter_bytes);
         assert!(off(summary(&m).forward_macs, zoo_summary.forward_macs) < 0.001);
+        // onnxruntime updates every weight after the whole backward pass, where the zoo
+        // updates each as soon as its gradient is complete: gradients live longer.
+        let peak = summary(&m).peak_live_bytes;
+        assert!(peak >= zoo_summary.peak_live_bytes && off(peak, zoo_summary.peak_live_bytes) < 0.01, "peak {peak}");
         // Every weight gets exactly one update, from a gradient of its own shape.
         for (i, t) in m.tensors().iter().enumerate().filter(|(_, t)| t.role == Role::Weight) {
             let id = placer_ir::TensorId(i as u32);
