@@ -92,6 +92,12 @@ fn a_bert_like_export_with_external_weights_matches_bert_tiny() {
     assert!(off(a.forward_macs, b.forward_macs) < 0.001, "{} vs {} MACs", a.forward_macs, b.forward_macs);
     assert!(off(a.peak_live_bytes, b.peak_live_bytes) < 0.01, "peak {} vs {}", a.peak_live_bytes, b.peak_live_bytes);
     assert!(ours.nodes().iter().any(|n| n.op == placer_ir::Op::Gelu), "the Erf pattern became gelu");
+    // At opset 14 torch writes LayerNorm out in seven ops; it fuses back into the same model.
+    let opset14 = summary(&imported(&data.join("bert_like_opset14.onnx"), &dims));
+    assert_eq!(
+        (opset14.parameter_bytes, opset14.forward_macs, opset14.step_flops, opset14.peak_live_bytes),
+        (a.parameter_bytes, a.forward_macs, a.step_flops, a.peak_live_bytes)
+    );
 
     let dir = tempfile::tempdir().expect("temp dir");
     let run = import(&data.join("bert_like.onnx"), &["--batch", "4"], &dir.path().join("m.json"));

@@ -57,7 +57,8 @@ def log(msg=""):
 
 
 class Builder:
-    def __init__(self, seed):
+    def __init__(self, seed, opset):
+        self.opset = opset
         self.rng = np.random.default_rng(seed)
         self.nodes = []
         self.initializers = []
@@ -94,7 +95,16 @@ class Builder:
         param = scope.strip("/").replace("/", ".")
         w = self.init(f"{param}.weight", 1.0 + self.randn(HIDDEN))
         b = self.init(f"{param}.bias", self.randn(HIDDEN))
-        return self.node(f"{scope}", "LayerNormalization", [x, w, b], axis=-1, epsilon=1e-12)
+        if self.opset >= 17:
+            return self.node(f"{scope}", "LayerNormalization", [x, w, b], axis=-1, epsilon=1e-12)
+        # Before opset 17 torch writes LayerNorm out: mean, centre, variance, normalise.
+        mean = self.node(scope, "ReduceMean", [x], axes=[-1], keepdims=1)
+        centred = self.node(scope, "Sub", [x, mean])
+        sq = self.node(scope, "Pow", [centred, self.const(scope, 2.0, np.float32)])
+        var = self.node(scope, "ReduceMean", [sq], axes=[-1], keepdims=1)
+        eps = self.node(scope, "Add", [var, self.const(scope, 1e-12, np.float32)])
+        norm = self.node(scope, "Div", [centred, self.node(scope, "Sqrt", [eps])])
+        return self.node(scope, "Add", [self.node(scope, "Mul", [norm, w]), b])
 
     def dynamic_shape(self, scope, x, tail):
         """Concat(Unsqueeze(Gather(Shape(x), 0)), Unsqueeze(Gather(Shape(x), 1)), *tail) like torch."""
@@ -113,8 +123,8 @@ class Builder:
         return self.node(scope, "Transpose", [r], perm=perm)
 
 
-def build_model():
-    b = Builder(SEED)
+def build_model(opset=OPSET):
+    b = Builder(SEED, opset)
     # Embeddings.
     e = "/embeddings"
     word = b.init("embeddings.word_embeddings.weight", b.randn(VOCAB, HIDDEN))
@@ -177,8 +187,8 @@ def build_model():
     assert logits == "/classifier/Add_output_0"
     model = helper.make_model(
         graph,
-        opset_imports=[helper.make_opsetid("", OPSET)],
-        producer_name="placer scripts/onnx/make_bert_like.py (torch.onnx.export opset 17 style)",
+        opset_imports=[helper.make_opsetid("", opset)],
+        producer_name=f"placer scripts/onnx/make_bert_like.py (torch.onnx.export opset {opset} style)",
         producer_version="1",
     )
     model.ir_version = IR_VERSION
@@ -249,6 +259,12 @@ def main():
         pass
     else:
         raise SystemExit(f"{nodata} unexpectedly loads with its external data")
+
+    # The same encoder as torch writes it at opset 14, LayerNorm spelled out.
+    opset14 = os.path.join(out, "bert_like_opset14.onnx")
+    model14 = build_model(14)
+    save_external(model14, opset14)
+    check_saved(opset14, model14)
 
     hist = collections.Counter(n.op_type for n in model.graph.node)
     n_params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)

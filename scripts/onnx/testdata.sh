@@ -11,6 +11,8 @@
 #   bert_like.onnx (+ .data)      BERT-tiny-like encoder in torch.onnx.export opset 17
 #                                 style, weights in external data   (make_bert_like.py)
 #   bert_like_nodata.onnx         same model; its external data file is missing on purpose
+#   bert_like_opset14.onnx (+ .data)  the same encoder at opset 14, LayerNorm written out
+#                                 (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) as torch does
 #   ort_training/                 onnxruntime-training artifacts for ResNet-50:
 #                                 training_model.onnx, eval_model.onnx,
 #                                 optimizer_model.onnx, checkpoint, forward_model.onnx
@@ -53,7 +55,8 @@ REQUIREMENTS=(
     mpmath==1.3.0
 )
 LIGHT_MODELS=(resnet50 densenet121 vgg19 squeezenet inception_v1 inception_v2 bvlc_alexnet shufflenet zfnet512)
-PRODUCTS=(light bert_like.onnx bert_like.onnx.data bert_like_nodata.onnx ort_training generate.log)
+PRODUCTS=(light bert_like.onnx bert_like.onnx.data bert_like_nodata.onnx bert_like_opset14.onnx
+          bert_like_opset14.onnx.data ort_training generate.log)
 
 command -v python3 >/dev/null || die "python3 not found"
 command -v flock >/dev/null || die "flock not found (util-linux)"

@@ -2,7 +2,7 @@
 //! GELU written with `Erf`, a batch norm followed by a per-channel scale and shift
 //! (Caffe2's Scale layer), and attention scores divided by √d.
 
-use super::ops::{batch_norm, matmul};
+use super::ops::{batch_norm, layer_norm_on, matmul};
 use super::{Lowered, Lowerer, bad};
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Value, constant_of};
@@ -18,6 +18,8 @@ pub(crate) enum Fused {
     ScaledNorm { norm: usize, scale: String, shift: String },
     /// MatMul (node index) whose product is scaled by `alpha`.
     ScaledMatMul { matmul: usize, alpha: f64 },
+    /// A LayerNorm over the last axis written out (torch before opset 17).
+    LayerNorm { x: String, scale: String, shift: String, epsilon: f64 },
 }
 
 impl Fused {
@@ -41,6 +43,15 @@ impl Fused {
                 l.note("BatchNormalization + per-channel Mul + Add folded into one batch_norm");
                 batch_norm(l, node, &x, &s, &b, &out)
             }
+            Fused::LayerNorm { x, scale, shift, epsilon } => {
+                let (Some(Value::Tensor(x)), Some(Value::Const(s)), Some(Value::Const(b))) =
+                    (l.value(x).cloned(), l.value(scale).cloned(), l.value(shift).cloned())
+                else {
+                    return bad("a written-out LayerNorm on a non-tensor or with computed scale or shift");
+                };
+                l.note("LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) fused into one layer_norm");
+                layer_norm_on(l, &x, &s, &b, *epsilon, &out)
+            }
             Fused::ScaledMatMul { matmul: i, alpha } => {
                 let node = &l.graph.node[*i];
                 let (a, b) = (l.operand(node, 0)?, l.operand(node, 1)?);
@@ -51,10 +62,10 @@ impl Fused {
     }
 }
 
-/// A one-element constant feeding `name`, read from an initializer or a Constant node.
-fn scalar(l: &Lowerer<'_>, name: &str) -> Option<f64> {
+/// The elements of a small constant `name`, from an initializer or a Constant node.
+fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
     if let Some(init) = l.graph.initializer.iter().find(|t| t.name.as_deref() == Some(name)) {
-        return constant_of(init, name).scalar();
+        return constant_of(init, name).data;
     }
     let node = &l.graph.node[*l.topo.producer.get(name)?];
     if node.op_type() != "Constant" {
@@ -62,9 +73,17 @@ fn scalar(l: &Lowerer<'_>, name: &str) -> Option<f64> {
     }
     let a = Attrs(node);
     match a.tensor("value") {
-        Some(t) => constant_of(t, name).scalar(),
-        None if a.has("value_float") => Some(a.float("value_float", 0.0)),
+        Some(t) => constant_of(t, name).data,
+        None if a.has("value_float") => Some(vec![a.float("value_float", 0.0)]),
         None => None,
+    }
+}
+
+/// A one-element constant feeding `name`.
+fn scalar(l: &Lowerer<'_>, name: &str) -> Option<f64> {
+    match small(l, name).as_deref() {
+        Some([x]) => Some(*x),
+        _ => None,
     }
 }
 
@@ -104,6 +123,12 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
     let mut skipped = Vec::new();
     for (i, node) in l.graph.node.iter().enumerate() {
         match node.op_type() {
+            "ReduceMean" => {
+                if let Some((last, f, chain)) = layer_norm(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
             "Erf" => {
                 if let Some((last, f, chain)) = gelu(l, i) {
                     fused.insert(last, f);
@@ -188,4 +213,55 @@ fn gelu(l: &Lowerer<'_>, erf: usize) -> Option<(usize, Fused, Vec<usize>)> {
         return None;
     }
     Some((mul_i, Fused::Gelu { x }, vec![div_i, erf, add_i, half_i]))
+}
+
+/// Reduces over the last axis only (`axes` [-1], as an attribute or an input).
+fn last_axis_mean(l: &Lowerer<'_>, node: &NodeProto) -> bool {
+    let axes = Attrs(node).ints("axes").or_else(|| {
+        let v = small(l, node.input.get(1)?)?;
+        Some(v.into_iter().map(|x| x as i64).collect())
+    });
+    node.op_type() == "ReduceMean" && axes.as_deref() == Some(&[-1]) && Attrs(node).int("keepdims", 1) == 1
+}
+
+/// `(x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * gamma + beta` over the last axis.
+fn layer_norm(l: &Lowerer<'_>, mean_i: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let mean = &l.graph.node[mean_i];
+    let x = mean.input.first()?.clone();
+    if !last_axis_mean(l, mean) {
+        return None;
+    }
+    let (sub_i, sub) = sole_reader(l, &mean.output[0])?;
+    if sub.op_type() != "Sub" || sub.input.first() != Some(&x) {
+        return None;
+    }
+    let centred = &sub.output[0];
+    let readers = l.topo.readers_of(centred);
+    let op_of = |i: usize| l.graph.node[i].op_type();
+    let (&pow_i, &div_i) = match readers {
+        [a, b] if op_of(*a) == "Pow" && op_of(*b) == "Div" => (a, b),
+        [a, b] if op_of(*a) == "Div" && op_of(*b) == "Pow" => (b, a),
+        _ => return None,
+    };
+    let pow = &l.graph.node[pow_i];
+    if !close(scalar(l, pow.input.get(1)?), 2.0) {
+        return None;
+    }
+    let (var_i, var) = sole_reader(l, &pow.output[0])?;
+    if !last_axis_mean(l, var) {
+        return None;
+    }
+    let (eps_i, eps) = sole_reader(l, &var.output[0])?;
+    let epsilon = scalar(l, other(eps, &var.output[0])?).filter(|_| eps.op_type() == "Add")?;
+    let (sqrt_i, sqrt) = sole_reader(l, &eps.output[0])?;
+    let (d_i, div) = sole_reader(l, &sqrt.output[0])?;
+    if sqrt.op_type() != "Sqrt" || d_i != div_i || div.input.first() != Some(centred) {
+        return None;
+    }
+    let (mul_i, mul) = sole_reader(l, &div.output[0])?;
+    let scale = other(mul, &div.output[0]).filter(|s| mul.op_type() == "Mul" && is_const(l, s))?;
+    let (add_i, add) = sole_reader(l, &mul.output[0])?;
+    let shift = other(add, &mul.output[0]).filter(|s| add.op_type() == "Add" && is_const(l, s))?;
+    let fused = Fused::LayerNorm { x, scale: scale.to_string(), shift: shift.to_string(), epsilon };
+    Some((add_i, fused, vec![mean_i, sub_i, pow_i, var_i, eps_i, sqrt_i, div_i, mul_i]))
 }

@@ -59,7 +59,7 @@ const KNOWN: &[&str] = &[
     "Constant", "ConstantOfShape", "Shape", "Unsqueeze", "Squeeze", "Flatten", "Reshape", "Identity", "Dropout",
     "Cast", "Conv", "Relu", "Tanh", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
     "LayerNormalization", "Softmax", "Gemm", "MatMul", "Add", "Sum", "Concat", "Transpose", "Gather", "Sub", "Mul",
-    "Div", "Erf",
+    "Div", "Erf", "ReduceMean", "Pow", "Sqrt",
 ];
 
 pub(crate) fn known(node: &NodeProto) -> bool {
@@ -282,17 +282,29 @@ fn layer_norm(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     if node.output.iter().skip(1).any(|o| !o.is_empty() && !l.topo.readers_of(o).is_empty()) {
         return unsupported("LayerNormalization whose mean or inverse deviation is read");
     }
-    let d = x.shape[rank - 1];
     let scale = l.const_operand(node, 1)?;
     let Some(Value::Const(shift)) = l.optional(node, 2)? else {
         return unsupported("LayerNormalization without a constant bias");
     };
-    let (gamma, beta) = (l.weight(&scale, &[d])?, l.weight(&shift, &[d])?);
+    layer_norm_on(l, &x, &scale, &shift, Attrs(node).float("epsilon", 1e-5), &node.output[0])
+}
+
+/// Layer normalisation of `x` over its last axis with constant scale and shift.
+pub(crate) fn layer_norm_on(
+    l: &mut Lowerer<'_>,
+    x: &Tensor,
+    scale: &Constant,
+    shift: &Constant,
+    epsilon: f64,
+    out: &str,
+) -> Lowered {
+    let Some(&d) = x.shape.last() else { return bad("LayerNorm of a scalar") };
+    let (gamma, beta) = (l.weight(scale, &[d])?, l.weight(shift, &[d])?);
     // Normalising the last axis works on any view with the same last dimension.
-    let xt = if l.g.shape(x.t).last() == Some(&d) { x.t } else { l.exact(&x) };
-    let name = l.name_for(&node.output[0]);
-    let y = l.g.layer_norm_with(&name, xt, gamma, beta, Attrs(node).float("epsilon", 1e-5));
-    Ok(vec![tensor(y, x.shape)])
+    let xt = if l.g.shape(x.t).last() == Some(&d) { x.t } else { l.exact(x) };
+    let name = l.name_for(out);
+    let y = l.g.layer_norm_with(&name, xt, gamma, beta, epsilon);
+    Ok(vec![tensor(y, x.shape.clone())])
 }
 
 fn softmax(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
