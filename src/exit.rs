@@ -11,10 +11,10 @@ use placer_eval::EvalError;
 use placer_exec::ExecError;
 use placer_host::HostError;
 use placer_ir::IrError;
+use placer_onnx::OnnxError;
 use placer_pools::PoolError;
 use placer_profile::ProfileError;
 use placer_solve::SolveError;
-use placer_onnx::OnnxError;
 use placer_zoo::ZooError;
 use std::process::ExitCode;
 

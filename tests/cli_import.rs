@@ -44,7 +44,12 @@ fn light_resnet50_and_densenet121_match_the_zoo() {
         assert_eq!(ours.parameter_bytes, theirs.parameter_bytes, "{file}: parameter bytes");
         // MACs count only convolutions and matmuls, which are the same layers; the
         // tolerance covers a head written as a 1x1 convolution instead of a matmul.
-        assert!(off(ours.forward_macs, theirs.forward_macs) < 0.001, "{file}: {} vs {} MACs", ours.forward_macs, theirs.forward_macs);
+        assert!(
+            off(ours.forward_macs, theirs.forward_macs) < 0.001,
+            "{file}: {} vs {} MACs",
+            ours.forward_macs,
+            theirs.forward_macs
+        );
         // Peak live bytes may differ by the few small tensors the two spell differently
         // (Caffe2's 7x7 average pool and Reshape against a global pool; a [N,C,1,1]
         // head); under 1% of a step's peak.
@@ -142,7 +147,8 @@ fn bad_files_get_one_line_and_exit_2() {
     let whole = std::fs::read(onnx_testdata().join("light/light_resnet50.onnx")).expect("read");
     std::fs::write(&truncated, &whole[..whole.len() / 2]).expect("write");
     let missing = dir.path().join("missing.onnx");
-    for (file, expected) in [(&junk, "not an ONNX model"), (&truncated, "not an ONNX model"), (&missing, "cannot read")] {
+    for (file, expected) in [(&junk, "not an ONNX model"), (&truncated, "not an ONNX model"), (&missing, "cannot read")]
+    {
         let run = import(file, &["--batch", "1"], &dir.path().join("m.json"));
         let err = text(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{err}");

@@ -33,9 +33,10 @@ fn parse_dim(s: &str) -> Result<(String, u64), String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let opts = ImportOptions { batch: args.batch, dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(), name: args.name };
-    let imported = placer_onnx::import(&args.model, &opts)
-        .with_context(|| format!("cannot import {}", args.model.display()))?;
+    let opts =
+        ImportOptions { batch: args.batch, dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(), name: args.name };
+    let imported =
+        placer_onnx::import(&args.model, &opts).with_context(|| format!("cannot import {}", args.model.display()))?;
     let model = &imported.model;
     let kind = match imported.kind {
         GraphKind::Forward => "forward graph; backward pass and SGD-momentum updates derived",

@@ -45,7 +45,10 @@ pub fn topology(graph: &GraphProto) -> Result<Topology, OnnxError> {
     for (i, node) in graph.node.iter().enumerate() {
         for out in node.output.iter().filter(|o| !o.is_empty()) {
             if producer.insert(out.clone(), i).is_some() || provided.contains(out.as_str()) {
-                return Err(OnnxError::Malformed(format!("value '{out}' is written twice (node '{}')", node_label(node))));
+                return Err(OnnxError::Malformed(format!(
+                    "value '{out}' is written twice (node '{}')",
+                    node_label(node)
+                )));
             }
         }
     }
@@ -82,8 +85,11 @@ pub fn topology(graph: &GraphProto) -> Result<Topology, OnnxError> {
         }
     }
     if order.len() < graph.node.len() {
-        let stuck: Vec<String> =
-            (0..graph.node.len()).filter(|&i| waiting[i] > 0).take(6).map(|i| format!("'{}'", node_label(&graph.node[i]))).collect();
+        let stuck: Vec<String> = (0..graph.node.len())
+            .filter(|&i| waiting[i] > 0)
+            .take(6)
+            .map(|i| format!("'{}'", node_label(&graph.node[i])))
+            .collect();
         return Err(OnnxError::Cycle { nodes: stuck.join(", ") });
     }
     Ok(Topology { order, readers, producer })

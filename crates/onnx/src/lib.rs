@@ -93,7 +93,8 @@ fn import_loaded(path: &Path, loaded: load::Loaded, opts: &ImportOptions) -> Res
             l.declare_inputs(opts, &|_| false)?;
             let loss = forward_with_loss(&mut l)?;
             let (name, meta) = naming(path, &stem, opts, &l, loaded.opset);
-            l.g.finish(&name, meta, loss, placer_zoo::Optimizer::default()).map_err(|e| OnnxError::Invalid(e.to_string()))?
+            l.g.finish(&name, meta, loss, placer_zoo::Optimizer::default())
+                .map_err(|e| OnnxError::Invalid(e.to_string()))?
         }
         GraphKind::Training => {
             training::lower(&mut l, opts)?;
@@ -104,7 +105,13 @@ fn import_loaded(path: &Path, loaded: load::Loaded, opts: &ImportOptions) -> Res
     Ok(Imported { model, kind, opset: loaded.opset, onnx_nodes: graph.node.len(), notes: l.notes })
 }
 
-fn naming(path: &Path, stem: &str, opts: &ImportOptions, l: &Lowerer<'_>, opset: i64) -> (String, BTreeMap<String, String>) {
+fn naming(
+    path: &Path,
+    stem: &str,
+    opts: &ImportOptions,
+    l: &Lowerer<'_>,
+    opset: i64,
+) -> (String, BTreeMap<String, String>) {
     let batch = l.batch();
     let name = opts.name.clone().unwrap_or_else(|| format!("{stem}-b{batch}"));
     let file = path.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
@@ -140,7 +147,11 @@ fn forward_with_loss(l: &mut Lowerer<'_>) -> Result<placer_zoo::T, OnnxError> {
     l.run(&lower::forward)?;
     let logits = match l.value(&logits_name) {
         Some(values::Value::Tensor(t)) => t.clone(),
-        _ => return Err(OnnxError::Input(format!("output '{output}' is not computed from the inputs, so it cannot take a loss"))),
+        _ => {
+            return Err(OnnxError::Input(format!(
+                "output '{output}' is not computed from the inputs, so it cannot take a loss"
+            )));
+        }
     };
     // [N, C, 1, 1] (a 1x1 convolution head) has its classes before the trailing ones.
     let mut dims = logits.shape.clone();

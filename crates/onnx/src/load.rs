@@ -42,11 +42,7 @@ pub fn decode(path: &Path, bytes: Bytes) -> Result<Loaded, OnnxError> {
     let model = ModelProto::decode(bytes).map_err(|e| not_onnx(format!("protobuf decoding failed ({e})")))?;
     let ir = model.ir_version.ok_or_else(|| not_onnx("it has no ir_version".into()))?;
     if !IR_VERSIONS.contains(&ir) {
-        return Err(not_onnx(format!(
-            "ir_version {ir} is outside {}..={}",
-            IR_VERSIONS.start(),
-            IR_VERSIONS.end()
-        )));
+        return Err(not_onnx(format!("ir_version {ir} is outside {}..={}", IR_VERSIONS.start(), IR_VERSIONS.end())));
     }
     if model.graph.is_none() {
         return Err(not_onnx("it has no graph".into()));

@@ -57,10 +57,15 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<(), Onn
         })
     };
     let not_data = |name: &str| {
-        names.contains(format!("{name}{BUFFER}").as_str()) || name.ends_with(BUFFER) || frozen.contains(name) || is_bool(name)
+        names.contains(format!("{name}{BUFFER}").as_str())
+            || name.ends_with(BUFFER)
+            || frozen.contains(name)
+            || is_bool(name)
     };
     l.declare_inputs(opts, &not_data)?;
-    l.note("training graph: forward and backward imported as they are; shapes the file omits derived from the operands");
+    l.note(
+        "training graph: forward and backward imported as they are; shapes the file omits derived from the operands",
+    );
     l.run(&lower_node)
 }
 
@@ -72,7 +77,8 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "ReluGrad" => {
             let (dy, y) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
             let (dyt, yt) = (l.exact(&dy), l.exact(&y));
-            let dx = emit(l, node, Op::ReluBackward, IrAttrs::new(), &[dyt, yt], &[(0, dy.shape.clone(), Role::Gradient)])?;
+            let dx =
+                emit(l, node, Op::ReluBackward, IrAttrs::new(), &[dyt, yt], &[(0, dy.shape.clone(), Role::Gradient)])?;
             Ok(vec![tensor(dx[0], dy.shape)])
         }
         "MaxPool" => max_pool_with_mask(l, node),
@@ -82,7 +88,14 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
             let (probs, labels) = (l.tensor_operand(node, 1)?, l.tensor_operand(node, 2)?);
             let (pt, lt) = (l.exact(&probs), l.exact(&labels));
             let shape = probs.shape.clone();
-            let d = emit(l, node, Op::SoftmaxCrossEntropyBackward, IrAttrs::new(), &[pt, lt], &[(0, shape.clone(), Role::Gradient)])?;
+            let d = emit(
+                l,
+                node,
+                Op::SoftmaxCrossEntropyBackward,
+                IrAttrs::new(),
+                &[pt, lt],
+                &[(0, shape.clone(), Role::Gradient)],
+            )?;
             Ok(vec![tensor(d[0], shape)])
         }
         "Gemm" if is_backward(node) => gemm_grad(l, node),
@@ -115,7 +128,8 @@ fn emit(
     let dtype = inputs.first().map(|&t| l.dtype_of(t)).unwrap_or(DType::F32);
     let mut tensors = Vec::with_capacity(outs.len());
     for (k, shape, role) in outs {
-        let onnx = node.output.get(*k).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("{label}.unused{k}"));
+        let onnx =
+            node.output.get(*k).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("{label}.unused{k}"));
         let name = l.name_for(&onnx);
         tensors.push(l.g.declare(&name, shape, dtype, *role));
     }
@@ -154,7 +168,8 @@ fn batch_norm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let gamma = l.weight(&scale, &[c])?;
     let inputs = [l.exact(&dy), l.exact(&x), gamma, mean.t, inv_std.t];
     let attrs = IrAttrs::from([("epsilon".to_string(), AttrValue::Float(Attrs(node).float("epsilon", 1e-5)))]);
-    let outs = [(0, x.shape.clone(), Role::Gradient), (1, vec![c], Role::WeightGradient), (2, vec![c], Role::WeightGradient)];
+    let outs =
+        [(0, x.shape.clone(), Role::Gradient), (1, vec![c], Role::WeightGradient), (2, vec![c], Role::WeightGradient)];
     let g = emit(l, node, Op::BatchNormBackward, attrs, &inputs, &outs)?;
     Ok(vec![tensor(g[0], x.shape), tensor(g[1], vec![c]), tensor(g[2], vec![c])])
 }
@@ -190,7 +205,8 @@ fn conv_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let wanted = |k: usize| node.output.get(k).is_some_and(|o| !o.is_empty());
     let mut out = vec![Value::Poisoned; 3];
     if wanted(0) {
-        let dx = emit(l, node, Op::Conv2dBackwardData, attrs.clone(), &[dyt, wt], &[(0, x.shape.clone(), Role::Gradient)])?;
+        let dx =
+            emit(l, node, Op::Conv2dBackwardData, attrs.clone(), &[dyt, wt], &[(0, x.shape.clone(), Role::Gradient)])?;
         out[0] = tensor(dx[0], x.shape.clone());
     }
     let role = weight_gradient_role(l, wt);
@@ -218,7 +234,8 @@ fn max_pool_with_mask<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
             _ => [d, d],
         }
     };
-    let pool = placer_zoo::Pool { kernel: pair("kernel_shape", 1), stride: pair("strides", 1), padding: pair("pads", 0) };
+    let pool =
+        placer_zoo::Pool { kernel: pair("kernel_shape", 1), stride: pair("strides", 1), padding: pair("pads", 0) };
     let xt = l.exact(&x);
     let name = l.name_for(&node.output[0]);
     let (y, idx) = l.g.max_pool2d_indexed(&name, xt, pool).or_else(|e| bad(e.to_string()))?;
@@ -314,9 +331,8 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     if tb {
         attrs.insert("transpose_b".into(), AttrValue::Bool(true));
     }
-    let is_weight_grad = node.output[0].ends_with("_grad") && l.graph.input.iter().any(|i| {
-        i.name.as_deref().is_some_and(|p| format!("{p}_grad") == node.output[0])
-    });
+    let is_weight_grad = node.output[0].ends_with("_grad")
+        && l.graph.input.iter().any(|i| i.name.as_deref().is_some_and(|p| format!("{p}_grad") == node.output[0]));
     let role = if is_weight_grad { Role::WeightGradient } else { Role::Gradient };
     let out = emit(l, node, Op::MatMul, attrs, &[x, y], &[(0, vec![m, n], role)])?;
     Ok(vec![tensor(out[0], vec![m, n])])
@@ -358,10 +374,8 @@ fn accumulate(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let gt = l.shaped(grad.t, &w.shape);
     let velocity_name = l.name_for(&format!("{param}.velocity"));
     let velocity = l.g.declare(&velocity_name, &w.shape, DType::F32, Role::OptimizerState);
-    let attrs = IrAttrs::from([
-        ("lr".to_string(), AttrValue::Float(0.01)),
-        ("momentum".to_string(), AttrValue::Float(0.9)),
-    ]);
+    let attrs =
+        IrAttrs::from([("lr".to_string(), AttrValue::Float(0.01)), ("momentum".to_string(), AttrValue::Float(0.9))]);
     let name = l.name_for(&format!("{param}.sgd"));
     l.g.node(&name, Op::SgdMomentum, attrs, &[gt], &[wt, velocity], &[]);
     l.note("InPlaceAccumulatorV2 mapped to the weight's SGD-momentum update (no accumulation buffer; the optimizer graph is not imported)");

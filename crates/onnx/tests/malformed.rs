@@ -7,8 +7,8 @@ use placer_onnx::proto::{
     ValueInfoProto, tensor_shape_proto::Dimension, tensor_shape_proto::dimension, type_proto,
 };
 use placer_onnx::{GraphKind, ImportOptions, OnnxError, import_bytes};
-use prost::Message;
 use proptest::prelude::*;
+use prost::Message;
 use std::path::Path;
 
 fn value(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {

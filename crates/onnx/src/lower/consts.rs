@@ -167,8 +167,10 @@ pub(crate) fn reshape(l: &mut Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value
 /// Ops on constants only, evaluated when their data is known; otherwise the result is a
 /// constant known by shape (weights computed from weights stay weights).
 pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail> {
-    let inputs: Vec<Constant> =
-        (0..node.input.len()).filter(|&k| !node.input[k].is_empty()).map(|k| l.const_operand(node, k)).collect::<Result<_, _>>()?;
+    let inputs: Vec<Constant> = (0..node.input.len())
+        .filter(|&k| !node.input[k].is_empty())
+        .map(|k| l.const_operand(node, k))
+        .collect::<Result<_, _>>()?;
     let out = node.output[0].as_str();
     let op = node.op_type();
     let first = &inputs[0];

@@ -137,11 +137,13 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
             }
             "BatchNormalization" => {
                 let Some((mul_i, mul)) = sole_reader(l, &node.output[0]) else { continue };
-                let Some(scale) = other(mul, &node.output[0]).filter(|s| mul.op_type() == "Mul" && is_const(l, s)) else {
+                let Some(scale) = other(mul, &node.output[0]).filter(|s| mul.op_type() == "Mul" && is_const(l, s))
+                else {
                     continue;
                 };
                 let Some((add_i, add)) = sole_reader(l, &mul.output[0]) else { continue };
-                let Some(shift) = other(add, &mul.output[0]).filter(|s| add.op_type() == "Add" && is_const(l, s)) else {
+                let Some(shift) = other(add, &mul.output[0]).filter(|s| add.op_type() == "Add" && is_const(l, s))
+                else {
                     continue;
                 };
                 fused.insert(add_i, Fused::ScaledNorm { norm: i, scale: scale.to_string(), shift: shift.to_string() });

@@ -56,15 +56,44 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
 
 /// Ops the importer has a rule for (in some forms); anything else is unsupported outright.
 const KNOWN: &[&str] = &[
-    "Constant", "ConstantOfShape", "Shape", "Unsqueeze", "Squeeze", "Flatten", "Reshape", "Identity", "Dropout",
-    "Cast", "Conv", "Relu", "Tanh", "Gelu", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
-    "LayerNormalization", "Softmax", "Gemm", "MatMul", "Add", "Sum", "Concat", "Transpose", "Gather", "Sub", "Mul",
-    "Div", "Erf", "ReduceMean", "Pow", "Sqrt",
+    "Constant",
+    "ConstantOfShape",
+    "Shape",
+    "Unsqueeze",
+    "Squeeze",
+    "Flatten",
+    "Reshape",
+    "Identity",
+    "Dropout",
+    "Cast",
+    "Conv",
+    "Relu",
+    "Tanh",
+    "Gelu",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "BatchNormalization",
+    "LayerNormalization",
+    "Softmax",
+    "Gemm",
+    "MatMul",
+    "Add",
+    "Sum",
+    "Concat",
+    "Transpose",
+    "Gather",
+    "Sub",
+    "Mul",
+    "Div",
+    "Erf",
+    "ReduceMean",
+    "Pow",
+    "Sqrt",
 ];
 
 pub(crate) fn known(node: &NodeProto) -> bool {
-    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type())
-        || crate::training::known(node)
+    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type()) || crate::training::known(node)
 }
 
 fn tensor(t: T, shape: Vec<u64>) -> Value {
@@ -141,7 +170,13 @@ fn pair(v: Option<Vec<i64>>, default: u64, what: &str) -> Result<[u64; 2], Fail>
 }
 
 /// Symmetric padding from ONNX `pads` [top, left, bottom, right] or `auto_pad`.
-fn padding(a: Attrs<'_>, input: [u64; 2], kernel: [u64; 2], stride: [u64; 2], dilation: [u64; 2]) -> Result<[u64; 2], Fail> {
+fn padding(
+    a: Attrs<'_>,
+    input: [u64; 2],
+    kernel: [u64; 2],
+    stride: [u64; 2],
+    dilation: [u64; 2],
+) -> Result<[u64; 2], Fail> {
     match a.string("auto_pad").as_deref() {
         None | Some("NOTSET") => {}
         Some("VALID") => return Ok([0, 0]),
@@ -352,7 +387,14 @@ fn gemm(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 
 /// `a · b`. A rank-r activation times a 2-D weight is computed as one 2-D product over
 /// the flattened leading dimensions, which the result keeps as a view.
-pub(crate) fn matmul(l: &mut Lowerer<'_>, a: &Value, b: &Value, transpose_b: bool, alpha: f64, out: &str) -> Result<Value, Fail> {
+pub(crate) fn matmul(
+    l: &mut Lowerer<'_>,
+    a: &Value,
+    b: &Value,
+    transpose_b: bool,
+    alpha: f64,
+    out: &str,
+) -> Result<Value, Fail> {
     let Value::Tensor(a) = a else { return unsupported("MatMul with a constant left operand") };
     let (k, rows) = match a.shape.split_last() {
         Some((&k, lead)) if !lead.is_empty() => (k, lead.iter().product::<u64>()),
@@ -424,10 +466,12 @@ fn add(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let out = &node.output[0];
     match (&a, &b) {
         (Value::Tensor(x), Value::Tensor(y)) => add_tensors(l, x, y, out).map(|v| vec![v]),
-        (Value::Tensor(x), Value::Const(c)) | (Value::Const(c), Value::Tensor(x)) => match bias_axis(&x.shape, &c.shape) {
-            Some(ax) => bias_add(l, x, c, ax, out).map(|v| vec![v]),
-            None => unsupported("Add of a constant that is not a per-axis bias (placer has no broadcasting)"),
-        },
+        (Value::Tensor(x), Value::Const(c)) | (Value::Const(c), Value::Tensor(x)) => {
+            match bias_axis(&x.shape, &c.shape) {
+                Some(ax) => bias_add(l, x, c, ax, out).map(|v| vec![v]),
+                None => unsupported("Add of a constant that is not a per-axis bias (placer has no broadcasting)"),
+            }
+        }
         _ => bad("Add without operands"),
     }
 }
@@ -492,6 +536,10 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
             let shape = l.g.shape(y).to_vec();
             Ok(vec![tensor(y, shape)])
         }
-        _ => unsupported(format!("Gather other than an embedding lookup ({:?} by {:?})", shape_of(&table), shape_of(&ids))),
+        _ => unsupported(format!(
+            "Gather other than an embedding lookup ({:?} by {:?})",
+            shape_of(&table),
+            shape_of(&ids)
+        )),
     }
 }
