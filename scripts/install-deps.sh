@@ -35,6 +35,16 @@ else
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The ONNX import tests generate their files with Python packages from PyPI
+# (scripts/onnx/testdata.sh): they need python3 with venv and pip.
+if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+  echo "install-deps: installing python3-venv (for scripts/onnx/testdata.sh)"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends python3 python3-venv
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo not found; install the Rust toolchain (rustup) first" >&2
   exit 1
