@@ -21,6 +21,14 @@ pub struct Args {
     /// Name of the model in model.json (default: the file's stem and the batch).
     #[arg(long)]
     name: Option<String>,
+    /// The graph output that takes the loss, for forward graphs (default: the first).
+    #[arg(long)]
+    loss_on: Option<String>,
+    /// Leave out this graph input and what is computed from it alone; an addition or
+    /// product of its values into an activation passes the activation on. For attention
+    /// masks: placer cannot broadcast, so the import is then unmasked attention.
+    #[arg(long = "drop-input", value_name = "NAME")]
+    drop_inputs: Vec<String>,
 }
 
 fn parse_dim(s: &str) -> Result<(String, u64), String> {
@@ -34,7 +42,7 @@ fn parse_dim(s: &str) -> Result<(String, u64), String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let opts =
-        ImportOptions { batch: args.batch, dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(), name: args.name };
+        ImportOptions { batch: args.batch, dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(), name: args.name, output: args.loss_on, drop_inputs: args.drop_inputs };
     let imported =
         placer_onnx::import(&args.model, &opts).with_context(|| format!("cannot import {}", args.model.display()))?;
     let model = &imported.model;

@@ -42,6 +42,13 @@ pub struct ImportOptions {
     pub dims: BTreeMap<String, u64>,
     /// The model's name in model.json; by default the file's stem and the batch.
     pub name: Option<String>,
+    /// The graph output that takes the loss (forward graphs); by default the first.
+    pub output: Option<String>,
+    /// Graph inputs to leave out, with everything computed only from them; adding or
+    /// multiplying their values into an activation leaves the activation unchanged.
+    /// For attention masks, which placer cannot broadcast: the import then describes
+    /// unmasked attention (every token attends to every token).
+    pub drop_inputs: Vec<String>,
 }
 
 /// Which kind of ONNX graph was imported.
@@ -91,7 +98,7 @@ fn import_loaded(path: &Path, loaded: load::Loaded, opts: &ImportOptions) -> Res
     let model = match kind {
         GraphKind::Forward => {
             l.declare_inputs(opts, &|_| false)?;
-            let loss = forward_with_loss(&mut l)?;
+            let loss = forward_with_loss(&mut l, opts)?;
             let (name, meta) = naming(path, &stem, opts, &l, loaded.opset);
             l.g.finish(&name, meta, loss, placer_zoo::Optimizer::default())
                 .map_err(|e| OnnxError::Invalid(e.to_string()))?
@@ -127,13 +134,18 @@ fn naming(
     (name, meta)
 }
 
-/// Lowers a forward graph and attaches the loss to its first output: softmax
+/// Lowers a forward graph and attaches the loss to its first output (or `--output`): softmax
 /// cross-entropy against integer labels, over the last dimension. A final Softmax is
 /// folded into the loss, which computes it.
-fn forward_with_loss(l: &mut Lowerer<'_>) -> Result<placer_zoo::T, OnnxError> {
+fn forward_with_loss(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<placer_zoo::T, OnnxError> {
     let graph = l.graph;
-    let Some(output) = graph.output.first().and_then(|o| o.name.clone()) else {
-        return Err(OnnxError::Malformed("the graph has no output".into()));
+    let names: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+    let output = match &opts.output {
+        Some(o) if names.contains(o) => o.clone(),
+        Some(o) => {
+            return Err(OnnxError::Input(format!("the graph has no output '{o}'; its outputs: {}", names.join(", "))));
+        }
+        None => names.first().cloned().ok_or_else(|| OnnxError::Malformed("the graph has no output".into()))?,
     };
     let mut logits_name = output.clone();
     if let Some(&i) = l.topo.producer.get(&output) {
@@ -144,7 +156,7 @@ fn forward_with_loss(l: &mut Lowerer<'_>) -> Result<placer_zoo::T, OnnxError> {
             l.note("final Softmax folded into the softmax cross-entropy loss");
         }
     }
-    l.run(&lower::forward)?;
+    l.run(std::slice::from_ref(&logits_name), &lower::forward)?;
     let logits = match l.value(&logits_name) {
         Some(values::Value::Tensor(t)) => t.clone(),
         _ => {

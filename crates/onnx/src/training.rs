@@ -66,7 +66,8 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<(), Onn
     l.note(
         "training graph: forward and backward imported as they are; shapes the file omits derived from the operands",
     );
-    l.run(&lower_node)
+    let outputs: Vec<String> = graph.output.iter().filter_map(|o| o.name.clone()).collect();
+    l.run(&outputs, &lower_node)
 }
 
 fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
@@ -313,7 +314,7 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         match l.operand(node, k)? {
             Value::Tensor(t) => Ok(l.exact(&t)),
             Value::Const(c) => l.weight(&c, &c.shape.clone()),
-            Value::Poisoned => Err(Fail::Poisoned),
+            Value::Poisoned | Value::Dropped => Err(Fail::Poisoned),
         }
     };
     let (x, y) = (operand(l, 0)?, operand(l, 1)?);

@@ -83,6 +83,8 @@ pub enum Value {
     Const(Constant),
     /// Produced by a node that could not be imported: readers are skipped, not reported.
     Poisoned,
+    /// Computed only from an input the user dropped (`--drop-input`, an attention mask).
+    Dropped,
 }
 
 /// Reads a TensorProto's header and, for small tensors stored in the file, its elements.

@@ -27,7 +27,7 @@ pub(crate) fn with_shape(v: Value, shape: Vec<u64>) -> Value {
             c.shape = shape;
             Value::Const(c)
         }
-        Value::Poisoned => Value::Poisoned,
+        other @ (Value::Poisoned | Value::Dropped) => other,
     }
 }
 
@@ -35,7 +35,7 @@ pub(crate) fn shape_of(v: &Value) -> &[u64] {
     match v {
         Value::Tensor(t) => &t.shape,
         Value::Const(c) => &c.shape,
-        Value::Poisoned => &[],
+        Value::Poisoned | Value::Dropped => &[],
     }
 }
 
@@ -238,6 +238,43 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
             };
             Ok(vec![Value::Const(Constant { shape, elem: a.elem, data, origin: out.to_string() })])
         }
+        "Slice" => slice(node, &inputs),
+        "Expand" => {
+            let Some(target) = inputs.get(1).and_then(Constant::ints) else {
+                return unsupported("Expand to a shape the importer does not know");
+            };
+            let shape = broadcast(&first.shape, &target.iter().map(|&d| d.max(0) as u64).collect::<Vec<_>>())?;
+            let data = first.data.as_ref().and_then(|d| match d.as_slice() {
+                [x] => Some(vec![*x; shape.iter().product::<u64>() as usize]),
+                _ if d.len() as u64 == shape.iter().product::<u64>() => Some(d.clone()),
+                // Repeat a row over leading dimensions ([1, S] expanded to [B, S]).
+                _ if shape.last() == first.shape.last() && first.numel() == *shape.last().unwrap_or(&0) => {
+                    let rows = shape.iter().product::<u64>() / first.numel().max(1);
+                    Some(d.iter().copied().cycle().take(d.len() * rows as usize).collect())
+                }
+                _ => None,
+            });
+            let data = data.filter(|d| d.len() as u64 <= crate::values::MAX_READ_ELEMENTS);
+            Ok(vec![Value::Const(Constant { shape, elem: first.elem, data, origin: out.to_string() })])
+        }
+        "Equal" | "Where" => {
+            let n = inputs.iter().map(Constant::numel).max().unwrap_or(0);
+            let at = |c: &Constant, i: usize| c.data.as_ref().map(|d| if d.len() == 1 { d[0] } else { d[i] });
+            let same = inputs.iter().all(|c| c.numel() == n || c.numel() == 1);
+            let data: Option<Vec<f64>> = same
+                .then(|| {
+                    (0..n as usize)
+                        .map(|i| match op {
+                            "Equal" => Some(f64::from(u8::from(at(&inputs[0], i)? == at(&inputs[1], i)?))),
+                            _ => Some(if at(&inputs[0], i)? != 0.0 { at(&inputs[1], i)? } else { at(&inputs[2], i)? }),
+                        })
+                        .collect::<Option<Vec<f64>>>()
+                })
+                .flatten();
+            let widest = inputs.iter().max_by_key(|c| c.numel()).unwrap_or(first);
+            let elem = if op == "Equal" { Elem::Bool } else { inputs.get(1).map_or(first.elem, |c| c.elem) };
+            Ok(vec![Value::Const(Constant { shape: widest.shape.clone(), elem, data, origin: out.to_string() })])
+        }
         "Transpose" => {
             let perm = Attrs(node).ints("perm").unwrap_or_else(|| (0..first.shape.len() as i64).rev().collect());
             let shape = perm.iter().map(|&p| first.shape.get(p as usize).copied().unwrap_or(1)).collect();
@@ -245,4 +282,63 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
         }
         _ => unsupported(format!("{op} on constants")),
     }
+}
+
+/// Numpy-style broadcast of two shapes.
+fn broadcast(a: &[u64], b: &[u64]) -> Result<Vec<u64>, Fail> {
+    let rank = a.len().max(b.len());
+    let dim = |s: &[u64], i: usize| if i + s.len() < rank { 1 } else { s[i + s.len() - rank] };
+    (0..rank)
+        .map(|i| match (dim(a, i), dim(b, i)) {
+            (x, y) if x == y || y == 1 => Ok(x),
+            (1, y) => Ok(y),
+            (x, y) => bad(format!("shapes {a:?} and {b:?} do not broadcast ({x} against {y})")),
+        })
+        .collect()
+}
+
+/// Slice (opset 10+: starts, ends, axes, steps as inputs) of a constant.
+fn slice(node: &NodeProto, inputs: &[Constant]) -> Result<Vec<Value>, Fail> {
+    let data = &inputs[0];
+    let ints = |k: usize| inputs.get(k).and_then(Constant::ints);
+    let (Some(starts), Some(ends)) = (ints(1), ints(2)) else {
+        return unsupported("Slice with bounds the importer does not know (or opset < 10 attributes)");
+    };
+    let rank = data.shape.len();
+    let axes: Vec<usize> = match ints(3) {
+        Some(a) => a.iter().map(|&x| axis(x, rank)).collect::<Result<_, _>>()?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps = ints(4).unwrap_or_else(|| vec![1; starts.len()]);
+    if steps.iter().any(|&s| s != 1) || axes.len() != starts.len() || ends.len() != starts.len() {
+        return unsupported("Slice with steps other than 1");
+    }
+    let mut shape = data.shape.clone();
+    let mut ranges: Vec<(u64, u64)> = shape.iter().map(|&d| (0, d)).collect();
+    for ((&ax, &st), &en) in axes.iter().zip(&starts).zip(&ends) {
+        let d = shape[ax] as i64;
+        let clamp = |x: i64| if x < 0 { (x + d).max(0) } else { x.min(d) } as u64;
+        let (a, b) = (clamp(st), clamp(en));
+        ranges[ax] = (a, b.max(a));
+        shape[ax] = b.saturating_sub(a);
+    }
+    // Elements, in row-major order, of the kept ranges.
+    let values = data.data.as_ref().map(|d| {
+        let mut out = Vec::new();
+        let strides: Vec<u64> =
+            (0..rank).map(|i| data.shape[i + 1..].iter().product()).collect();
+        let count: u64 = shape.iter().product();
+        for flat in 0..count {
+            let mut rem = flat;
+            let mut src = 0;
+            for i in (0..rank).rev() {
+                let idx = rem % shape[i].max(1);
+                rem /= shape[i].max(1);
+                src += (ranges[i].0 + idx) * strides[i];
+            }
+            out.push(d[src as usize]);
+        }
+        out
+    });
+    Ok(vec![Value::Const(Constant { shape, elem: data.elem, data: values, origin: node.output[0].clone() })])
 }

@@ -3,7 +3,7 @@
 //! (Caffe2's Scale layer), and attention scores divided by √d.
 
 use super::ops::{batch_norm, layer_norm_on, matmul};
-use super::{Lowered, Lowerer, bad};
+use super::{Fail, Lowered, Lowerer, bad};
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Value, constant_of};
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ impl Fused {
         let out = last.output[0].clone();
         match self {
             Fused::Gelu { x } => {
-                let Some(Value::Tensor(x)) = l.value(x).cloned() else { return bad("GELU of a non-tensor") };
+                let x = tensor_value(l, x)?;
                 let name = l.name_for(&out);
                 l.note("GELU written with Erf fused into one gelu");
                 let y = l.g.gelu(&name, x.t);
@@ -44,8 +44,8 @@ impl Fused {
                 batch_norm(l, node, &x, &s, &b, &out)
             }
             Fused::LayerNorm { x, scale, shift, epsilon } => {
-                let (Some(Value::Tensor(x)), Some(Value::Const(s)), Some(Value::Const(b))) =
-                    (l.value(x).cloned(), l.value(scale).cloned(), l.value(shift).cloned())
+                let x = tensor_value(l, x)?;
+                let (Some(Value::Const(s)), Some(Value::Const(b))) = (l.value(scale).cloned(), l.value(shift).cloned())
                 else {
                     return bad("a written-out LayerNorm on a non-tensor or with computed scale or shift");
                 };
@@ -59,6 +59,15 @@ impl Fused {
                 matmul(l, &a, &b, false, *alpha, &out).map(|v| vec![v])
             }
         }
+    }
+}
+
+/// The tensor a fused chain starts from; an upstream failure is passed on, not reported.
+fn tensor_value(l: &Lowerer<'_>, name: &str) -> Result<crate::values::Tensor, Fail> {
+    match l.value(name) {
+        Some(Value::Tensor(t)) => Ok(t.clone()),
+        Some(Value::Poisoned) => Err(Fail::Poisoned),
+        _ => bad(format!("the fused chain starts from '{name}', which is not an activation")),
     }
 }
 

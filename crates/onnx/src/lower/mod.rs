@@ -89,6 +89,13 @@ impl<'m> Lowerer<'m> {
     /// placer inputs with every dimension resolved. `is_param` picks the inputs that are
     /// trainable parameters (training graphs feed them as inputs).
     pub fn declare_inputs(&mut self, opts: &ImportOptions, is_param: &dyn Fn(&str) -> bool) -> Result<(), OnnxError> {
+        let inputs: Vec<&str> = self.graph.input.iter().filter_map(|i| i.name.as_deref()).collect();
+        if let Some(unknown) = opts.drop_inputs.iter().find(|d| !inputs.contains(&d.as_str())) {
+            return Err(OnnxError::Input(format!(
+                "--drop-input {unknown}: the graph has no such input; its inputs: {}",
+                inputs.iter().filter(|i| !self.graph.initializer.iter().any(|t| t.name.as_deref() == Some(i))).copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
         for init in &self.graph.initializer {
             let name = init.name.clone().unwrap_or_default();
             self.values.insert(name.clone(), Value::Const(constant_of(init, &name)));
@@ -96,6 +103,10 @@ impl<'m> Lowerer<'m> {
         for input in &self.graph.input {
             let name = input.name.clone().unwrap_or_default();
             if self.values.contains_key(&name) {
+                continue;
+            }
+            if opts.drop_inputs.contains(&name) {
+                self.values.insert(name, Value::Dropped);
                 continue;
             }
             let param = is_param(&name);
@@ -175,11 +186,18 @@ impl<'m> Lowerer<'m> {
     }
 
     /// Lowers every node in order, collecting what cannot be imported.
-    pub fn run(&mut self, lower: &dyn Fn(&mut Lowerer<'m>, &'m NodeProto) -> Lowered) -> Result<(), OnnxError> {
+    /// Only nodes that `roots` depend on are lowered: other outputs' branches (an
+    /// exported pooling head, a passthrough of the ids) are left out, and counted.
+    pub fn run(&mut self, roots: &[String], lower: &dyn Fn(&mut Lowerer<'m>, &'m NodeProto) -> Lowered) -> Result<(), OnnxError> {
         self.fused = fuse::find(self);
+        let needed = self.needed_by(roots);
+        let unneeded = (0..self.graph.node.len()).filter(|i| !needed.contains(i) && !self.skipped.contains(i)).count();
+        if unneeded > 0 {
+            self.notes.insert(format!("{unneeded} node(s) that the loss does not depend on left out"), 1);
+        }
         for k in 0..self.topo.order.len() {
             let i = self.topo.order[k];
-            if self.skipped.contains(&i) {
+            if self.skipped.contains(&i) || !needed.contains(&i) {
                 continue;
             }
             let node = &self.graph.node[i];
@@ -191,6 +209,8 @@ impl<'m> Lowerer<'m> {
                     true => Err(Fail::Poisoned),
                     false => Err(Fail::Unsupported(op_label(node))),
                 }
+            } else if let Some(dropped) = self.dropped(node) {
+                dropped
             } else if let Some(f) = self.fused.remove(&i) {
                 f.lower(self, node)
             } else {
@@ -217,6 +237,14 @@ impl<'m> Lowerer<'m> {
                 }
             }
         }
+        if self.failures.is_empty() && self.unexamined > 0 {
+            // Every skip traces back to a failure, unless a node read an output the
+            // importer deliberately does not produce (running statistics, a dropout mask).
+            return Err(OnnxError::Unsupported {
+                count: self.unexamined,
+                list: "nodes that read outputs placer does not produce (running statistics, masks)".into(),
+            });
+        }
         if self.failures.is_empty() {
             return Ok(());
         }
@@ -234,6 +262,42 @@ impl<'m> Lowerer<'m> {
         Err(OnnxError::Unsupported { count, list })
     }
 
+    /// What a node that reads a dropped input's values produces: dropped values when it
+    /// reads nothing else computed, the activation itself when it adds or multiplies one
+    /// by them (the mask term falls out), and otherwise a failure. `None` when the node
+    /// reads no dropped value.
+    fn dropped(&mut self, node: &NodeProto) -> Option<Lowered> {
+        let inputs: Vec<Option<&Value>> = node.input.iter().filter(|n| !n.is_empty()).map(|n| self.values.get(n.as_str())).collect();
+        if !inputs.iter().any(|v| matches!(v, Some(Value::Dropped))) {
+            return None;
+        }
+        let tensors: Vec<&Value> = inputs.iter().flatten().filter(|v| matches!(v, Value::Tensor(_))).copied().collect();
+        let result = match (tensors.as_slice(), node.op_type()) {
+            ([], _) => Ok(vec![Value::Dropped; node.output.len()]),
+            ([t], "Add" | "Mul") if inputs.len() == 2 => {
+                let t = (*t).clone();
+                self.note(format!("{} of a dropped input's values passed over (the activation goes on unchanged)", node.op_type()));
+                Ok(vec![t])
+            }
+            _ => unsupported(format!("{} combining a dropped input's values with an activation", op_label(node))),
+        };
+        Some(result)
+    }
+
+    /// Indices of the nodes the values `roots` are computed from (fused chains included).
+    fn needed_by(&self, roots: &[String]) -> HashSet<usize> {
+        let mut needed = HashSet::new();
+        let mut stack: Vec<&str> = roots.iter().map(String::as_str).collect();
+        while let Some(v) = stack.pop() {
+            if let Some(&i) = self.topo.producer.get(v)
+                && needed.insert(i)
+            {
+                stack.extend(self.graph.node[i].input.iter().map(String::as_str).filter(|n| !n.is_empty()));
+            }
+        }
+        needed
+    }
+
     pub fn skip(&mut self, i: usize) {
         self.skipped.insert(i);
     }
@@ -242,6 +306,7 @@ impl<'m> Lowerer<'m> {
     pub fn operand(&self, node: &NodeProto, k: usize) -> Result<Value, Fail> {
         match node.input.get(k).filter(|n| !n.is_empty()) {
             Some(name) => match self.values.get(name.as_str()) {
+                Some(Value::Poisoned) => Err(Fail::Poisoned),
                 Some(v) => Ok(v.clone()),
                 None => bad(format!("operand '{name}' has no value")),
             },

@@ -25,6 +25,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Reshape" => consts::reshape(l, node),
         "Identity" => Ok(vec![l.operand(node, 0)?]),
         "Dropout" => dropout(l, node),
+        "Gather" => gather(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
         "Cast" => cast(l, node),
         "Conv" => conv(l, node),
@@ -49,7 +50,6 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Sum" => sum(l, node),
         "Concat" => concat(l, node),
         "Transpose" => transpose(l, node),
-        "Gather" => gather(l, node),
         _ => unsupported(op_label(node)),
     }
 }
@@ -427,7 +427,7 @@ pub(crate) fn matmul(
             let shape = l.g.shape(y).to_vec();
             (y, shape)
         }
-        Value::Poisoned => return bad("poisoned operand"),
+        Value::Poisoned | Value::Dropped => return bad("MatMul of a value that is not an activation or a constant"),
     };
     Ok(tensor(y, shape))
 }
@@ -536,6 +536,24 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
             let shape = l.g.shape(y).to_vec();
             Ok(vec![tensor(y, shape)])
         }
+        // Fixed ids (positions, token types) into a trained table: still an embedding
+        // (the table gets its gradient), with the ids fed as data, one row per sample.
+        (Value::Const(c), Value::Const(i), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
+            let w = l.weight(c, &c.shape)?;
+            let mut shape = i.shape.clone();
+            let batch = l.batch();
+            if shape.len() >= 2 && shape[0] == 1 && batch > 1 {
+                shape[0] = batch;
+            }
+            let ids_name = l.name_for(&format!("{}.ids", c.origin));
+            let ids = l.g.input(&ids_name, &shape, placer_ir::DType::I32);
+            l.note("constant ids into an embedding table (positions, token types) fed as an input, one row per sample");
+            let name = l.name_for(&node.output[0]);
+            let y = l.g.embedding(&name, ids, w);
+            let shape = l.g.shape(y).to_vec();
+            Ok(vec![tensor(y, shape)])
+        }
+        (Value::Const(_), Value::Const(_), _) => consts::fold(l, node),
         _ => unsupported(format!(
             "Gather other than an embedding lookup ({:?} by {:?})",
             shape_of(&table),
