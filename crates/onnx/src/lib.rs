@@ -165,6 +165,12 @@ fn forward_with_loss(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<placer
             )));
         }
     };
+    if !l.dtype_of(logits.t).is_float() {
+        return Err(OnnxError::Input(format!(
+            "output '{output}' is not floating point, so it cannot take a loss; choose another with --loss-on (outputs: {})",
+            names.join(", ")
+        )));
+    }
     // [N, C, 1, 1] (a 1x1 convolution head) has its classes before the trailing ones.
     let mut dims = logits.shape.clone();
     while dims.len() > 2 && dims.last() == Some(&1) {

@@ -325,8 +325,7 @@ fn slice(node: &NodeProto, inputs: &[Constant]) -> Result<Vec<Value>, Fail> {
     // Elements, in row-major order, of the kept ranges.
     let values = data.data.as_ref().map(|d| {
         let mut out = Vec::new();
-        let strides: Vec<u64> =
-            (0..rank).map(|i| data.shape[i + 1..].iter().product()).collect();
+        let strides: Vec<u64> = (0..rank).map(|i| data.shape[i + 1..].iter().product()).collect();
         let count: u64 = shape.iter().product();
         for flat in 0..count {
             let mut rem = flat;

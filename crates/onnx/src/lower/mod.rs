@@ -93,7 +93,12 @@ impl<'m> Lowerer<'m> {
         if let Some(unknown) = opts.drop_inputs.iter().find(|d| !inputs.contains(&d.as_str())) {
             return Err(OnnxError::Input(format!(
                 "--drop-input {unknown}: the graph has no such input; its inputs: {}",
-                inputs.iter().filter(|i| !self.graph.initializer.iter().any(|t| t.name.as_deref() == Some(i))).copied().collect::<Vec<_>>().join(", ")
+                inputs
+                    .iter()
+                    .filter(|i| !self.graph.initializer.iter().any(|t| t.name.as_deref() == Some(i)))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         for init in &self.graph.initializer {
@@ -188,7 +193,11 @@ impl<'m> Lowerer<'m> {
     /// Lowers every node in order, collecting what cannot be imported.
     /// Only nodes that `roots` depend on are lowered: other outputs' branches (an
     /// exported pooling head, a passthrough of the ids) are left out, and counted.
-    pub fn run(&mut self, roots: &[String], lower: &dyn Fn(&mut Lowerer<'m>, &'m NodeProto) -> Lowered) -> Result<(), OnnxError> {
+    pub fn run(
+        &mut self,
+        roots: &[String],
+        lower: &dyn Fn(&mut Lowerer<'m>, &'m NodeProto) -> Lowered,
+    ) -> Result<(), OnnxError> {
         self.fused = fuse::find(self);
         let needed = self.needed_by(roots);
         let unneeded = (0..self.graph.node.len()).filter(|i| !needed.contains(i) && !self.skipped.contains(i)).count();
@@ -267,7 +276,8 @@ impl<'m> Lowerer<'m> {
     /// by them (the mask term falls out), and otherwise a failure. `None` when the node
     /// reads no dropped value.
     fn dropped(&mut self, node: &NodeProto) -> Option<Lowered> {
-        let inputs: Vec<Option<&Value>> = node.input.iter().filter(|n| !n.is_empty()).map(|n| self.values.get(n.as_str())).collect();
+        let inputs: Vec<Option<&Value>> =
+            node.input.iter().filter(|n| !n.is_empty()).map(|n| self.values.get(n.as_str())).collect();
         if !inputs.iter().any(|v| matches!(v, Some(Value::Dropped))) {
             return None;
         }
@@ -276,7 +286,10 @@ impl<'m> Lowerer<'m> {
             ([], _) => Ok(vec![Value::Dropped; node.output.len()]),
             ([t], "Add" | "Mul") if inputs.len() == 2 => {
                 let t = (*t).clone();
-                self.note(format!("{} of a dropped input's values passed over (the activation goes on unchanged)", node.op_type()));
+                self.note(format!(
+                    "{} of a dropped input's values passed over (the activation goes on unchanged)",
+                    node.op_type()
+                ));
                 Ok(vec![t])
             }
             _ => unsupported(format!("{} combining a dropped input's values with an activation", op_label(node))),

@@ -150,6 +150,13 @@ fn cast(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     if to == Some(l.dtype_of(x.t)) {
         return Ok(vec![Value::Tensor(x)]);
     }
+    if l.g.role(x.t) == placer_ir::Role::Input {
+        // Typically an attention mask turned into an additive bias.
+        return unsupported(format!(
+            "Cast of graph input '{}' to another dtype (if it is an attention mask: --drop-input {0})",
+            l.g.name_of(x.t)
+        ));
+    }
     unsupported("Cast of an activation to another dtype")
 }
 
