@@ -193,3 +193,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn options_that_name_nothing_are_refused() {
+    let model = bytes(&tiny_cnn(13, cnn_nodes()));
+    let opts = ImportOptions { batch: Some(2), drop_inputs: vec!["mask".into()], ..Default::default() };
+    let err = import_bytes(Path::new("t.onnx"), model.clone(), &opts).expect_err("no such input");
+    assert!(err.to_string().contains("--drop-input mask") && err.to_string().contains("inputs: x"), "{err}");
+    let opts = ImportOptions { batch: Some(2), output: Some("probs".into()), ..Default::default() };
+    let err = import_bytes(Path::new("t.onnx"), model, &opts).expect_err("no such output");
+    assert!(err.to_string().contains("no output 'probs'") && err.to_string().contains("logits"), "{err}");
+}
+
+#[test]
+fn a_branch_the_loss_does_not_need_is_left_out() {
+    let mut nodes = cnn_nodes();
+    // An unsupported op on a side branch no longer blocks the import.
+    nodes.push(node("LRN", &["r"], &["side"], vec![]));
+    let mut model = tiny_cnn(13, nodes);
+    if let Some(g) = model.graph.as_mut() {
+        g.output.push(value("side", &[None, Some(4), Some(8), Some(8)]));
+    }
+    let imported = run(bytes(&model)).expect("imports");
+    assert!(
+        imported.notes.keys().any(|n| n.contains("1 node(s) that the loss does not depend on")),
+        "{:?}",
+        imported.notes
+    );
+}
