@@ -126,6 +126,12 @@ fn naming(
     for (k, v) in &opts.dims {
         generator.push_str(&format!(" --dim {k}={v}"));
     }
+    if let Some(o) = &opts.output {
+        generator.push_str(&format!(" --loss-on {o}"));
+    }
+    for d in &opts.drop_inputs {
+        generator.push_str(&format!(" --drop-input {d}"));
+    }
     let meta = BTreeMap::from([
         ("generator".to_string(), generator),
         ("batch".to_string(), batch.to_string()),
@@ -134,7 +140,7 @@ fn naming(
     (name, meta)
 }
 
-/// Lowers a forward graph and attaches the loss to its first output (or `--output`): softmax
+/// Lowers a forward graph and attaches the loss to its first output (or `--loss-on`): softmax
 /// cross-entropy against integer labels, over the last dimension. A final Softmax is
 /// folded into the loss, which computes it.
 fn forward_with_loss(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<placer_zoo::T, OnnxError> {
