@@ -45,8 +45,10 @@ pub fn default_dir() -> PathBuf {
 }
 
 /// A digest of what makes memory figures comparable: host name, CPU model and count,
-/// and every NUMA node's index, size and technology. Another machine, or this one
-/// after a memory change, gets a different key.
+/// and every NUMA node's index and technology. Another machine gets a different key.
+/// Node sizes are left out: on VMs with memory hotplug they change while the machine
+/// runs (seen here: a profile and its resume a few seconds apart disagreed), and a
+/// tier's bandwidth does not depend on how much of it there is.
 pub fn fingerprint(topology: &HostTopology) -> String {
     let mut h = Sha256::new();
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
@@ -55,7 +57,6 @@ pub fn fingerprint(topology: &HostTopology) -> String {
     h.update(topology.cpus.to_le_bytes());
     for n in &topology.nodes {
         h.update(n.os_index.to_le_bytes());
-        h.update(n.capacity.to_le_bytes());
         h.update(n.subtype.as_deref().unwrap_or("").as_bytes());
     }
     let digest = h.finalize();
