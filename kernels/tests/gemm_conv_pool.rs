@@ -824,3 +824,11 @@ fn max_pool_never_picks_padding_and_propagates_nan() {
     assert!(y[0].is_nan());
     assert_eq!(idx, vec![1]);
 }
+
+/// Found by `conv_matches_reference`: a "same"-width row whose padding and dilation put
+/// the first source element past the end of the output row indexed out of bounds.
+#[test]
+fn conv_with_dilation_taller_than_the_input_matches_reference() {
+    let p = Conv2d::new([1, 1, 1, 2], [1, 2, 3], [1, 1], [1, 1], [2, 1], 1).expect("a valid convolution");
+    check_conv_all(&p, 0);
+}

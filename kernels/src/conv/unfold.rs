@@ -167,11 +167,16 @@ fn same_row(
     let q = p.q;
     let delta = off_h * p.w as isize + off_w;
     // Output positions of the valid rows whose source index lies inside the plane.
-    let lo = ((oh_ok.start * q) as isize).max(-delta) as usize;
-    let hi = ((oh_ok.end * q) as isize).min(plane.len() as isize - delta).max(lo as isize) as usize;
+    // Both are clamped to the row: with padding and dilation larger than the input, the
+    // first source index can lie past the end of the output row.
+    let len = row.len() as isize;
+    let lo = ((oh_ok.start * q) as isize).max(-delta).min(len) as usize;
+    let hi = ((oh_ok.end * q) as isize).min(plane.len() as isize - delta).min(len).max(lo as isize) as usize;
     row[..lo].fill(0.0);
     row[hi..].fill(0.0);
-    row[lo..hi].copy_from_slice(&plane[(lo as isize + delta) as usize..][..hi - lo]);
+    if hi > lo {
+        row[lo..hi].copy_from_slice(&plane[(lo as isize + delta) as usize..][..hi - lo]);
+    }
     for seg in row[oh_ok.start * q..oh_ok.end * q].chunks_exact_mut(q) {
         let (head, rest) = seg.split_at_mut(ow_ok.start);
         zero_run(head);
