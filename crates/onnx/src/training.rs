@@ -82,7 +82,6 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
                 emit(l, node, Op::ReluBackward, IrAttrs::new(), &[dyt, yt], &[(0, dy.shape.clone(), Role::Gradient)])?;
             Ok(vec![tensor(dx[0], dy.shape)])
         }
-        "MaxPool" => max_pool_with_mask(l, node),
         "MaxPoolGrad" | "AveragePoolGrad" => pool_grad(l, node),
         "SoftmaxCrossEntropyLoss" => loss(l, node),
         "SoftmaxCrossEntropyLossGrad" => {
@@ -175,8 +174,10 @@ fn batch_norm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(g[0], x.shape), tensor(g[1], vec![c]), tensor(g[2], vec![c])])
 }
 
-/// Forward convolution attributes in placer's spelling, from a ConvGrad's ONNX ones.
-fn conv_attrs(node: &NodeProto) -> Result<IrAttrs, Fail> {
+/// Window attributes in placer's spelling (`kernel` when `kernel` is set, `stride`,
+/// `padding`, `dilation`, `groups`) from a gradient op's ONNX ones; padding must be
+/// symmetric.
+fn window_attrs(node: &NodeProto, kernel: bool) -> Result<IrAttrs, Fail> {
     let a = Attrs(node);
     let pair = |name: &str| -> Result<Option<Vec<i64>>, Fail> {
         match a.ints(name) {
@@ -187,7 +188,12 @@ fn conv_attrs(node: &NodeProto) -> Result<IrAttrs, Fail> {
         }
     };
     let mut attrs = IrAttrs::new();
-    for (onnx, ours) in [("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")] {
+    let names: &[(&str, &str)] = if kernel {
+        &[("kernel_shape", "kernel"), ("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")]
+    } else {
+        &[("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")]
+    };
+    for &(onnx, ours) in names {
         if let Some(v) = pair(onnx)? {
             attrs.insert(ours.to_string(), AttrValue::Ints(v));
         }
@@ -201,7 +207,7 @@ fn conv_attrs(node: &NodeProto) -> Result<IrAttrs, Fail> {
 fn conv_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let (dy, x) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
     let w = l.const_operand(node, 2)?;
-    let attrs = conv_attrs(node)?;
+    let attrs = window_attrs(node, false)?;
     let (dyt, xt, wt) = (l.exact(&dy), l.exact(&x), l.weight(&w, &w.shape)?);
     let wanted = |k: usize| node.output.get(k).is_some_and(|o| !o.is_empty());
     let mut out = vec![Value::Poisoned; 3];
@@ -220,28 +226,6 @@ fn conv_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         out[2] = tensor(db[0], vec![k]);
     }
     Ok(out)
-}
-
-fn max_pool_with_mask<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
-    let mask_used = node.output.get(1).is_some_and(|m| !m.is_empty() && !l.topo.readers_of(m).is_empty());
-    if !mask_used {
-        return forward(l, node);
-    }
-    let x = l.tensor_operand(node, 0)?;
-    let a = Attrs(node);
-    let pair = |n: &str, d: u64| -> [u64; 2] {
-        match a.ints(n).as_deref() {
-            Some(&[p, q]) | Some(&[p, q, _, _]) => [p as u64, q as u64],
-            _ => [d, d],
-        }
-    };
-    let pool =
-        placer_zoo::Pool { kernel: pair("kernel_shape", 1), stride: pair("strides", 1), padding: pair("pads", 0) };
-    let xt = l.exact(&x);
-    let name = l.name_for(&node.output[0]);
-    let (y, idx) = l.g.max_pool2d_indexed(&name, xt, pool).or_else(|e| bad(e.to_string()))?;
-    let shape = l.g.shape(y).to_vec();
-    Ok(vec![tensor(y, shape.clone()), tensor(idx, shape)])
 }
 
 /// The shape the file declares for value `name` (value_info or graph output), with the
@@ -267,16 +251,9 @@ fn declared_shape(l: &Lowerer<'_>, name: &str) -> Option<Vec<u64>> {
 fn pool_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let dy = l.tensor_operand(node, 0)?;
     let a = Attrs(node);
-    let ints = |v: Option<Vec<i64>>| v.map(|v| AttrValue::Ints(v.into_iter().take(2).collect()));
-    let mut attrs = IrAttrs::new();
-    if let Some(k) = ints(a.ints("kernel_shape")) {
-        attrs.insert("kernel".into(), k);
-    }
-    if let Some(s) = ints(a.ints("strides")) {
-        attrs.insert("stride".into(), s);
-    }
-    if let Some(p) = ints(a.ints("pads")) {
-        attrs.insert("padding".into(), p);
+    let mut attrs = window_attrs(node, true)?;
+    if attrs.remove("dilation").is_some_and(|d| d != AttrValue::Ints(vec![1, 1])) {
+        return unsupported(format!("{} with dilations", node.op_type()));
     }
     let Some(dx_shape) = node.output.first().and_then(|o| declared_shape(l, o)) else {
         return unsupported(format!("{} whose output shape the file does not give", node.op_type()));

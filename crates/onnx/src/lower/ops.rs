@@ -266,20 +266,23 @@ fn pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
             return unsupported(format!("{} with ceil_mode=1 where it changes the output size", node.op_type()));
         }
     }
-    if node.output.get(1).is_some_and(|o| !o.is_empty() && !l.topo.readers_of(o).is_empty()) {
-        return unsupported("MaxPool whose indices are used");
-    }
     let xt = l.exact(&x);
     let name = l.name_for(&node.output[0]);
     let geometry = Pool { kernel, stride, padding: pad };
-    let y = if node.op_type() == "MaxPool" {
-        l.g.max_pool2d(&name, xt, geometry)
+    // The indices are placer's own (the window position of each maximum); only
+    // onnxruntime's MaxPoolGrad reads a MaxPool's second output, and it becomes
+    // placer's max_pool2d_backward, which reads exactly these.
+    let (y, indices) = if node.op_type() == "MaxPool" {
+        let (y, idx) = l.g.max_pool2d_indexed(&name, xt, geometry).or_else(|e| bad(e.to_string()))?;
+        (y, Some(idx))
     } else {
-        l.g.avg_pool2d(&name, xt, geometry, a.int("count_include_pad", 0) == 1)
-    }
-    .or_else(|e| bad(e.to_string()))?;
+        let y =
+            l.g.avg_pool2d(&name, xt, geometry, a.int("count_include_pad", 0) == 1).or_else(|e| bad(e.to_string()))?;
+        (y, None)
+    };
     let shape = l.g.shape(y).to_vec();
-    Ok(vec![tensor(y, shape), Value::Poisoned])
+    let indices = indices.map_or(Value::Poisoned, |i| tensor(i, shape.clone()));
+    Ok(vec![tensor(y, shape), indices])
 }
 
 fn global_avg_pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
