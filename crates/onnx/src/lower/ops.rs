@@ -383,7 +383,7 @@ fn gemm(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         None => Ok(vec![Value::Tensor(y)]),
         Some(Value::Const(c)) => {
             if a.float("beta", 1.0) != 1.0 {
-                l.note("Gemm beta folded into the bias (only its initial value changes)");
+                l.note("Gemm beta ignored: it scales a trained bias, so it changes only the bias's initial value");
             }
             let n = *y.shape.last().unwrap_or(&1);
             if c.numel() != n {
