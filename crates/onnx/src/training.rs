@@ -3,8 +3,7 @@
 //! gradient op maps to placer's backward kernel, and the shapes the file leaves out
 //! (weight gradients, batch-norm statistics) follow from the operands.
 
-use crate::graph::op_label;
-use crate::lower::{Fail, Lowered, Lowerer, bad, forward, unsupported};
+use crate::lower::{Fail, Lowered, Lowerer, bad, conv_geometry, forward, hw, pool_geometry, unsupported};
 use crate::proto::{GraphProto, NodeProto, type_proto};
 use crate::values::{Attrs, Tensor, Value};
 use crate::{ImportOptions, OnnxError};
@@ -49,18 +48,20 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<(), Onn
         .filter(|n| n.op_type() == "BatchNormInternal")
         .flat_map(|n| n.input.iter().skip(3).map(String::as_str))
         .collect();
-    let is_bool = |name: &str| {
-        graph.input.iter().any(|i| {
-            i.name.as_deref() == Some(name)
-                && matches!(i.r#type.as_ref().and_then(|t| t.value.as_ref()),
-                    Some(type_proto::Value::TensorType(t)) if t.elem_type == Some(9))
+    let flags: HashSet<&str> = graph
+        .input
+        .iter()
+        .filter(|i| {
+            matches!(i.r#type.as_ref().and_then(|t| t.value.as_ref()),
+                Some(type_proto::Value::TensorType(t)) if t.elem_type == Some(9))
         })
-    };
+        .filter_map(|i| i.name.as_deref())
+        .collect();
     let not_data = |name: &str| {
         names.contains(format!("{name}{BUFFER}").as_str())
             || name.ends_with(BUFFER)
             || frozen.contains(name)
-            || is_bool(name)
+            || flags.contains(name)
     };
     l.declare_inputs(opts, &not_data)?;
     l.note(
@@ -174,40 +175,11 @@ fn batch_norm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(g[0], x.shape), tensor(g[1], vec![c]), tensor(g[2], vec![c])])
 }
 
-/// Window attributes in placer's spelling (`kernel` when `kernel` is set, `stride`,
-/// `padding`, `dilation`, `groups`) from a gradient op's ONNX ones; padding must be
-/// symmetric.
-fn window_attrs(node: &NodeProto, kernel: bool) -> Result<IrAttrs, Fail> {
-    let a = Attrs(node);
-    let pair = |name: &str| -> Result<Option<Vec<i64>>, Fail> {
-        match a.ints(name) {
-            None => Ok(None),
-            Some(v) if v.len() == 2 => Ok(Some(v)),
-            Some(v) if v.len() == 4 && v[0] == v[2] && v[1] == v[3] => Ok(Some(vec![v[0], v[1]])),
-            Some(v) => unsupported(format!("{} with {name} {v:?}", op_label(node))),
-        }
-    };
-    let mut attrs = IrAttrs::new();
-    let names: &[(&str, &str)] = if kernel {
-        &[("kernel_shape", "kernel"), ("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")]
-    } else {
-        &[("strides", "stride"), ("pads", "padding"), ("dilations", "dilation")]
-    };
-    for &(onnx, ours) in names {
-        if let Some(v) = pair(onnx)? {
-            attrs.insert(ours.to_string(), AttrValue::Ints(v));
-        }
-    }
-    if a.int("group", 1) != 1 {
-        attrs.insert("groups".into(), AttrValue::Int(a.int("group", 1)));
-    }
-    Ok(attrs)
-}
-
 fn conv_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let (dy, x) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
     let w = l.const_operand(node, 2)?;
-    let attrs = window_attrs(node, false)?;
+    // The forward convolution's attributes, as the zoo's backward nodes carry them.
+    let attrs = conv_geometry(node, hw(&x.shape)?, &w.shape)?.attrs();
     let (dyt, xt, wt) = (l.exact(&dy), l.exact(&x), l.weight(&w, &w.shape)?);
     let wanted = |k: usize| node.output.get(k).is_some_and(|o| !o.is_empty());
     let mut out = vec![Value::Poisoned; 3];
@@ -251,13 +223,10 @@ fn declared_shape(l: &Lowerer<'_>, name: &str) -> Option<Vec<u64>> {
 fn pool_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let dy = l.tensor_operand(node, 0)?;
     let a = Attrs(node);
-    let mut attrs = window_attrs(node, true)?;
-    if attrs.remove("dilation").is_some_and(|d| d != AttrValue::Ints(vec![1, 1])) {
-        return unsupported(format!("{} with dilations", node.op_type()));
-    }
     let Some(dx_shape) = node.output.first().and_then(|o| declared_shape(l, o)) else {
         return unsupported(format!("{} whose output shape the file does not give", node.op_type()));
     };
+    let mut attrs = pool_geometry(node, hw(&dx_shape)?)?.attrs();
     let dyt = l.exact(&dy);
     let (op, inputs) = if node.op_type() == "MaxPoolGrad" {
         let mask = l.tensor_operand(node, 1)?;
@@ -309,8 +278,9 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     if tb {
         attrs.insert("transpose_b".into(), AttrValue::Bool(true));
     }
-    let is_weight_grad = node.output[0].ends_with("_grad")
-        && l.graph.input.iter().any(|i| i.name.as_deref().is_some_and(|p| format!("{p}_grad") == node.output[0]));
+    // onnxruntime names a parameter's gradient `<parameter>_grad`; parameters are constants here.
+    let is_weight_grad =
+        node.output[0].strip_suffix("_grad").is_some_and(|p| matches!(l.value(p), Some(Value::Const(_))));
     let role = if is_weight_grad { Role::WeightGradient } else { Role::Gradient };
     let out = emit(l, node, Op::MatMul, attrs, &[x, y], &[(0, vec![m, n], role)])?;
     Ok(vec![tensor(out[0], vec![m, n])])

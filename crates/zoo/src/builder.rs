@@ -62,7 +62,8 @@ impl Conv {
         Conv { stride: [s, s], padding: [p, p], dilation: [1, 1], groups: 1 }
     }
 
-    fn attrs(&self) -> Attrs {
+    /// The attributes placer's ops take for this geometry (defaults left out).
+    pub fn attrs(&self) -> Attrs {
         let mut a = Attrs::new();
         if self.stride != [1, 1] {
             a.insert("stride".into(), ints(&self.stride));
@@ -89,7 +90,8 @@ pub struct Pool {
 }
 
 impl Pool {
-    fn attrs(&self) -> Attrs {
+    /// The attributes placer's ops take for this geometry (defaults left out).
+    pub fn attrs(&self) -> Attrs {
         let mut a = Attrs::from([("kernel".to_string(), ints(&self.kernel))]);
         if self.stride != self.kernel {
             a.insert("stride".into(), ints(&self.stride));

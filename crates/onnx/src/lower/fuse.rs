@@ -73,7 +73,7 @@ fn tensor_value(l: &Lowerer<'_>, name: &str) -> Result<crate::values::Tensor, Fa
 
 /// The elements of a small constant `name`, from an initializer or a Constant node.
 fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
-    if let Some(init) = l.graph.initializer.iter().find(|t| t.name.as_deref() == Some(name)) {
+    if let Some(init) = l.initializers.get(name) {
         return constant_of(init, name).data;
     }
     let node = &l.graph.node[*l.topo.producer.get(name)?];
@@ -97,7 +97,7 @@ fn scalar(l: &Lowerer<'_>, name: &str) -> Option<f64> {
 }
 
 fn is_const(l: &Lowerer<'_>, name: &str) -> bool {
-    l.graph.initializer.iter().any(|t| t.name.as_deref() == Some(name))
+    l.initializers.contains_key(name)
         || l.topo.producer.get(name).is_some_and(|&i| {
             matches!(l.graph.node[i].op_type(), "Constant" | "ConstantOfShape" | "Unsqueeze" | "Reshape")
                 && l.graph.node[i].input.iter().all(|n| n.is_empty() || is_const(l, n))

@@ -6,10 +6,10 @@ mod fuse;
 mod ops;
 
 pub(crate) use consts::{axes, axis};
-pub(crate) use ops::{forward, known};
+pub(crate) use ops::{conv_geometry, forward, hw, known, pool_geometry};
 
 use crate::graph::{Topology, node_label, op_label};
-use crate::proto::{GraphProto, NodeProto, ValueInfoProto, tensor_shape_proto::dimension, type_proto};
+use crate::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, tensor_shape_proto::dimension, type_proto};
 use crate::values::{Constant, Elem, Tensor, Value, constant_of};
 use crate::{ImportOptions, OnnxError};
 use fuse::Fused;
@@ -42,6 +42,8 @@ pub(crate) struct Lowerer<'m> {
     pub graph: &'m GraphProto,
     pub topo: Topology,
     pub opset: i64,
+    /// The graph's initializers by name.
+    pub initializers: HashMap<&'m str, &'m TensorProto>,
     values: HashMap<String, Value>,
     /// Nodes whose work a fused node does; they emit nothing.
     skipped: HashSet<usize>,
@@ -65,6 +67,7 @@ impl<'m> Lowerer<'m> {
             graph,
             topo,
             opset,
+            initializers: graph.initializer.iter().filter_map(|t| Some((t.name.as_deref()?, t))).collect(),
             values: HashMap::new(),
             skipped: HashSet::new(),
             fused: HashMap::new(),
@@ -93,12 +96,7 @@ impl<'m> Lowerer<'m> {
         if let Some(unknown) = opts.drop_inputs.iter().find(|d| !inputs.contains(&d.as_str())) {
             return Err(OnnxError::Input(format!(
                 "--drop-input {unknown}: the graph has no such input; its inputs: {}",
-                inputs
-                    .iter()
-                    .filter(|i| !self.graph.initializer.iter().any(|t| t.name.as_deref() == Some(i)))
-                    .copied()
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                inputs.iter().filter(|i| !self.initializers.contains_key(*i)).copied().collect::<Vec<_>>().join(", ")
             )));
         }
         for init in &self.graph.initializer {

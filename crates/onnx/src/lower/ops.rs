@@ -209,24 +209,47 @@ fn padding(
     }
 }
 
-fn hw(shape: &[u64]) -> Result<[u64; 2], Fail> {
+pub(crate) fn hw(shape: &[u64]) -> Result<[u64; 2], Fail> {
     match shape {
         &[_, _, h, w] => Ok([h, w]),
         other => unsupported(format!("a 2-D window op on a rank-{} tensor", other.len())),
     }
 }
 
+/// The geometry of a Conv (or onnxruntime's ConvGrad) over an input of spatial size
+/// `input` with a filter of shape `filter`.
+pub(crate) fn conv_geometry(node: &NodeProto, input: [u64; 2], filter: &[u64]) -> Result<Conv, Fail> {
+    let a = Attrs(node);
+    let kernel = pair(Some(filter.get(2..).unwrap_or_default().iter().map(|&d| d as i64).collect()), 1, "kernel")?;
+    let stride = pair(a.ints("strides"), 1, "strides")?;
+    let dilation = pair(a.ints("dilations"), 1, "dilations")?;
+    let padding = padding(a, input, kernel, stride, dilation)?;
+    Ok(Conv { stride, padding, dilation, groups: a.int("group", 1).max(1) as u64 })
+}
+
+/// The window of a MaxPool or AveragePool (or their onnxruntime gradients) over an
+/// input of spatial size `input`.
+pub(crate) fn pool_geometry(node: &NodeProto, input: [u64; 2]) -> Result<Pool, Fail> {
+    let a = Attrs(node);
+    let kernel = pair(a.ints("kernel_shape"), 1, "kernel_shape")?;
+    let stride = pair(a.ints("strides"), 1, "strides")?;
+    if pair(a.ints("dilations"), 1, "dilations")? != [1, 1] {
+        return unsupported(format!("{} with dilations", node.op_type()));
+    }
+    let padding = padding(a, input, kernel, stride, [1, 1])?;
+    if a.int("ceil_mode", 0) == 1 {
+        let differs = (0..2).any(|i| !(input[i] + 2 * padding[i] - kernel[i]).is_multiple_of(stride[i]));
+        if differs {
+            return unsupported(format!("{} with ceil_mode=1 where it changes the output size", node.op_type()));
+        }
+    }
+    Ok(Pool { kernel, stride, padding })
+}
+
 fn conv(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let x = l.tensor_operand(node, 0)?;
     let w = l.const_operand(node, 1)?;
-    let a = Attrs(node);
-    let input = hw(&x.shape)?;
-    let kernel = pair(Some(w.shape.get(2..).unwrap_or_default().iter().map(|&d| d as i64).collect()), 1, "kernel")?;
-    let stride = pair(a.ints("strides"), 1, "strides")?;
-    let dilation = pair(a.ints("dilations"), 1, "dilations")?;
-    let pad = padding(a, input, kernel, stride, dilation)?;
-    let groups = a.int("group", 1).max(1) as u64;
-    let geometry = Conv { stride, padding: pad, dilation, groups };
+    let geometry = conv_geometry(node, hw(&x.shape)?, &w.shape)?;
     let xt = l.exact(&x);
     let wt = l.weight(&w, &w.shape)?;
     let out = &node.output[0];
@@ -250,25 +273,9 @@ fn conv(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 fn pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let x = l.tensor_operand(node, 0)?;
     let a = Attrs(node);
-    let input = hw(&x.shape)?;
-    let kernel = pair(a.ints("kernel_shape"), 1, "kernel_shape")?;
-    let stride = pair(a.ints("strides"), 1, "strides")?;
-    if pair(a.ints("dilations"), 1, "dilations")? != [1, 1] {
-        return unsupported(format!("{} with dilations", node.op_type()));
-    }
-    let pad = padding(a, input, kernel, stride, [1, 1])?;
-    if a.int("ceil_mode", 0) == 1 {
-        let differs = (0..2).any(|i| {
-            let span = input[i] + 2 * pad[i] - kernel[i];
-            span % stride[i] != 0
-        });
-        if differs {
-            return unsupported(format!("{} with ceil_mode=1 where it changes the output size", node.op_type()));
-        }
-    }
+    let geometry = pool_geometry(node, hw(&x.shape)?)?;
     let xt = l.exact(&x);
     let name = l.name_for(&node.output[0]);
-    let geometry = Pool { kernel, stride, padding: pad };
     // The indices are placer's own (the window position of each maximum); only
     // onnxruntime's MaxPoolGrad reads a MaxPool's second output, and it becomes
     // placer's max_pool2d_backward, which reads exactly these.
