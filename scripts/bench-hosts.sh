@@ -4,7 +4,7 @@
 #  2. `placer topo --probe`: bandwidth and latency per pool and per pair of pools;
 #  3. the emulated tier's accuracy: `placer run` with every activation in DRAM, then in
 #     the emulated pmem pool, interleaved; the step's excess against the waits the
-#     executor injected (what the DESIGN §4 formula predicts).
+#     executor injected (what the emulation formula (docs/background.md) predicts).
 # Needs a quiet machine: run nothing else meanwhile.
 set -euo pipefail
 cd "$(dirname "$0")/.."

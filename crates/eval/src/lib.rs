@@ -1,5 +1,5 @@
 //! Closing the loop: plans executed for real, side by side, against what they predicted
-//! (DESIGN §3, last stage), and the report `placer pipeline` writes.
+//! (the last stage of the pipeline), and the report `placer pipeline` writes.
 //!
 //! - [`measure`](mod@measure) runs several plans interleaved in one process.
 //! - [`compare`] turns the measurements into rows: measured, predicted, error, speedups.

@@ -1,4 +1,4 @@
-//! The emulated tier slows a training step by what the DESIGN §4 formula predicts.
+//! The emulated tier slows a training step by what the emulation formula (docs/background.md) predicts.
 //!
 //! One run, interleaved: a step with every activation in DRAM, then a step with every
 //! activation in an emulated pool, and so on, so both see the same machine state. The

@@ -1,5 +1,5 @@
 //! The emulated tier: data stays in DRAM, and each kernel that touches it waits the
-//! extra time the slow device would have cost (DESIGN §4):
+//! extra time the slow device would have cost (docs/background.md, the emulated tier):
 //!
 //! extra = Σ bytes_read × (1/bw_read_slow − 1/bw_read_dram)
 //!       + bytes_written × (1/bw_write_slow − 1/bw_write_dram)

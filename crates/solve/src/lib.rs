@@ -3,7 +3,7 @@
 //!
 //! - [`instance`] gathers what a plan is scored on: live ranges at allocation
 //!   granularity, scratch space, per-kernel costs ([`cost`]) and move costs ([`pools`]).
-//! - [`ilp`] builds the static, synchronous or asynchronous formulation (DESIGN §2, §6)
+//! - [`ilp`] builds the static, synchronous or asynchronous formulation (docs/background.md: the reference ILP, solver scale)
 //!   and solves it with HiGHS through good_lp, warm-started from [`baselines`].
 //! - [`plan`] is the file format; [`check`](mod@check) verifies any plan independently of how it
 //!   was made.

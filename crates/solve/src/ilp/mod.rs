@@ -1,4 +1,4 @@
-//! The ILP (DESIGN §2, §6): per tensor, a location per segment of its live range and a
+//! The ILP (docs/background.md: the reference ILP, solver scale): per tensor, a location per segment of its live range and a
 //! flow of transitions between segments; DRAM (and every capped pool) bounded at every
 //! step through a running-occupancy variable; kernels weighed by their additive cost.
 //!
