@@ -213,7 +213,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
     out
 }
 
-fn spread(s: placer_host::measure::Spread) -> String {
+fn spread(s: placer_host::bandwidth::Spread) -> String {
     format!("{:.1} [{:.1}-{:.1}]", s.median, s.min, s.max)
 }
 

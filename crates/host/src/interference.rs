@@ -10,8 +10,7 @@
 //! pool charges, as the executor's copy thread does. Alone and with-copy runs alternate.
 
 use crate::HostError;
-use crate::measure::Spread;
-use crate::probe::emulated_ns;
+use crate::bandwidth::Spread;
 use placer_pools::{PoolSet, sleep_until};
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -44,7 +43,7 @@ pub fn interference_ns_per_byte(
     let mut src = pools.allocate(from, COPY as u64)?;
     let mut dst = pools.allocate(to, COPY as u64)?;
     src.bytes_mut().fill(1);
-    let wait_ns = emulated_ns(pools, from, COPY as u64, 0) + emulated_ns(pools, to, 0, COPY as u64);
+    let wait_ns = pools.emulated_ns(from, COPY as u64, 0) + pools.emulated_ns(to, 0, COPY as u64);
     let data: Vec<f32> = (0..(256 << 10)).map(|i| (i % 97) as f32 * 0.01).collect();
     // Each kernel-like loop takes about 1 ms, the order of the kernels copies overlap.
     let start = Instant::now();

@@ -3,18 +3,18 @@
 //! - [`discover`]: hwloc's view of the NUMA nodes (live, or from an XML export).
 //! - [`layout`]: nodes grouped into pools, one per tier; or [`hostfile`]'s layout.
 //! - [`device`]: device models for emulated tiers, each citing its source.
-//! - [`measure`] and [`probe`]: bandwidth and latency, measured per pool and per pair.
+//! - [`bandwidth`] and [`probe`]: bandwidth and latency, measured per pool and per pair.
 //! - [`cache`]: probe results kept per host fingerprint.
 //! - [`Host`]: ties them together and turns a layout into a live
 //!   [`placer_pools::PoolSet`].
 
+pub mod bandwidth;
 pub mod cache;
 pub mod device;
 pub mod discover;
 pub mod hostfile;
 pub mod interference;
 pub mod layout;
-pub mod measure;
 pub mod probe;
 
 mod host;

@@ -4,7 +4,7 @@
 //! the figure shown is what a kernel in that pool experiences, and is labelled as such.
 
 use crate::HostError;
-use crate::measure::{Spread, chase_ns, copy_seconds, read_seconds, write_seconds};
+use crate::bandwidth::{Spread, chase_ns, copy_seconds, read_seconds, write_seconds};
 use placer_pools::{Buffer, PageTally, PoolId, PoolSet, busy_wait_ns};
 use serde::{Deserialize, Serialize};
 
@@ -63,12 +63,6 @@ pub struct PoolsProbe {
     pub copies: Vec<CopyProbe>,
 }
 
-/// Extra ns the emulation charges for reading `read` bytes from `pool` and writing
-/// `written` bytes into it (zero for real pools).
-pub(crate) fn emulated_ns(pools: &PoolSet, pool: PoolId, read: u64, written: u64) -> f64 {
-    pools.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
-}
-
 fn words(buffer: &mut Buffer) -> Result<&mut [u64], HostError> {
     let bytes = buffer.bytes_mut();
     let len = bytes.len() / 8 * 8;
@@ -99,13 +93,13 @@ pub fn probe_pool(pools: &mut PoolSet, pool: PoolId, options: &ProbeOptions) -> 
     let (mut read, mut write, mut copy) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..options.repeats {
         let secs = read_seconds(words(&mut a)?, options.threads);
-        let extra = busy_wait_ns(emulated_ns(pools, pool, bytes, 0)).as_secs_f64();
+        let extra = busy_wait_ns(pools.emulated_ns(pool, bytes, 0)).as_secs_f64();
         read.push(gbps(bytes, secs + extra));
         let secs = write_seconds(words(&mut a)?, options.threads, r as u64);
-        let extra = busy_wait_ns(emulated_ns(pools, pool, 0, bytes)).as_secs_f64();
+        let extra = busy_wait_ns(pools.emulated_ns(pool, 0, bytes)).as_secs_f64();
         write.push(gbps(bytes, secs + extra));
         let secs = copy_seconds(words(&mut a)?, words(&mut b)?, options.threads);
-        let extra = busy_wait_ns(emulated_ns(pools, pool, bytes, bytes)).as_secs_f64();
+        let extra = busy_wait_ns(pools.emulated_ns(pool, bytes, bytes)).as_secs_f64();
         copy.push(gbps(bytes, secs + extra));
     }
     let chase_bytes = bytes.min(256 << 20);
@@ -116,7 +110,7 @@ pub fn probe_pool(pools: &mut PoolSet, pool: PoolId, options: &ProbeOptions) -> 
         let ns = chase_ns(&mut words(&mut a)?[..chase_words], steps, 0x9E37_79B9 + r as u64);
         // Each dependent load reads one line; the emulation charges it the per-byte
         // read cost of 64 bytes, the only latency model the formula has.
-        latency.push(ns + emulated_ns(pools, pool, 64, 0));
+        latency.push(ns + pools.emulated_ns(pool, 64, 0));
     }
     let after = pools.pool(pool).page_tally();
     let p = pools.pool(pool);
@@ -150,7 +144,7 @@ pub fn probe_copy(
     let mut samples = Vec::new();
     for _ in 0..options.repeats {
         let secs = copy_seconds(words(&mut src)?, words(&mut dst)?, options.threads);
-        let extra = emulated_ns(pools, from, bytes, 0) + emulated_ns(pools, to, 0, bytes);
+        let extra = pools.emulated_ns(from, bytes, 0) + pools.emulated_ns(to, 0, bytes);
         let waited = busy_wait_ns(extra).as_secs_f64();
         samples.push(gbps(bytes, secs + waited));
     }

@@ -1,6 +1,6 @@
 //! One pool: identity, limits, backend, emulation and accounting.
 
-use crate::alloc::numa::NumaBinder;
+use crate::alloc::numa::{NumaBinder, node_list};
 use crate::emulation::Emulation;
 use std::fmt;
 use std::sync::Arc;
@@ -81,10 +81,6 @@ impl Backend {
             Backend::Memkind(kind) => kind.label(),
         }
     }
-}
-
-pub(crate) fn node_list(nodes: &[u32]) -> String {
-    nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// A pool's identity and limits, plus running accounting.

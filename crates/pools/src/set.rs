@@ -40,6 +40,12 @@ impl PoolSet {
         self.pools.iter().any(Pool::is_emulated)
     }
 
+    /// Extra ns the emulation charges for reading `read` bytes from `pool` and writing
+    /// `written` bytes into it (zero for real pools).
+    pub fn emulated_ns(&self, pool: PoolId, read: u64, written: u64) -> f64 {
+        self.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
+    }
+
     pub fn find(&self, name: &str) -> Result<PoolId, PoolError> {
         self.pools.iter().position(|p| p.name == name).map(|i| PoolId(i as u16)).ok_or_else(|| PoolError::UnknownPool {
             name: name.to_string(),

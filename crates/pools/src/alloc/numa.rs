@@ -2,7 +2,6 @@
 //! once, then asked where they really are (`move_pages` in query mode).
 
 use crate::PoolError;
-use crate::pool::node_list;
 use hwlocality::Topology;
 use hwlocality::memory::binding::{MemoryBindingFlags, MemoryBindingPolicy};
 use hwlocality::memory::nodeset::NodeSet;
@@ -180,4 +179,9 @@ fn query_page_nodes(addresses: &[*const u8]) -> std::io::Result<Vec<i32>> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(status)
+}
+
+/// NUMA nodes as the kernel's node lists spell them: `0,2`.
+pub(crate) fn node_list(nodes: &[u32]) -> String {
+    nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
