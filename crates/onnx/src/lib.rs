@@ -17,7 +17,6 @@ mod error;
 mod graph;
 mod load;
 mod lower;
-mod training;
 mod values;
 
 pub mod proto {
@@ -92,7 +91,7 @@ fn import_loaded(path: &Path, loaded: load::Loaded, opts: &ImportOptions) -> Res
         return Err(OnnxError::Malformed("no graph".into()));
     };
     let topo = graph::topology(graph)?;
-    let kind = if training::is_training_graph(graph) { GraphKind::Training } else { GraphKind::Forward };
+    let kind = if lower::training::is_training_graph(graph) { GraphKind::Training } else { GraphKind::Forward };
     let mut l = Lowerer::new(graph, topo, loaded.opset);
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "onnx".into());
     let model = match kind {
@@ -104,7 +103,7 @@ fn import_loaded(path: &Path, loaded: load::Loaded, opts: &ImportOptions) -> Res
                 .map_err(|e| OnnxError::Invalid(e.to_string()))?
         }
         GraphKind::Training => {
-            training::lower(&mut l, opts)?;
+            lower::training::lower(&mut l, opts)?;
             let (name, meta) = naming(path, &stem, opts, &l, loaded.opset);
             std::mem::take(&mut l.g).finish_as_is(&name, meta).map_err(|e| OnnxError::Invalid(e.to_string()))?
         }

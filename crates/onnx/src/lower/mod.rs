@@ -1,12 +1,13 @@
 //! Lowering ONNX nodes onto placer's op set through the zoo's [`GraphBuilder`], which
-//! derives the backward pass and the updates of a forward graph.
+//! derives the backward pass and the updates of a forward graph. Training graphs, which
+//! carry their own backward pass, lower in [`training`] on the same [`Lowerer`].
 
 mod consts;
 mod fuse;
 mod ops;
+pub(crate) mod training;
 
-pub(crate) use consts::{axes, axis};
-pub(crate) use ops::{conv_geometry, forward, hw, known, pool_geometry};
+pub(crate) use ops::{forward, known};
 
 use crate::graph::{Topology, node_label, op_label};
 use crate::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, tensor_shape_proto::dimension, type_proto};

@@ -93,7 +93,7 @@ const KNOWN: &[&str] = &[
 ];
 
 pub(crate) fn known(node: &NodeProto) -> bool {
-    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type()) || crate::training::known(node)
+    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type()) || super::training::known(node)
 }
 
 fn tensor(t: T, shape: Vec<u64>) -> Value {

@@ -3,7 +3,9 @@
 //! gradient op maps to placer's backward kernel, and the shapes the file leaves out
 //! (weight gradients, batch-norm statistics) follow from the operands.
 
-use crate::lower::{Fail, Lowered, Lowerer, bad, conv_geometry, forward, hw, pool_geometry, unsupported};
+use super::consts;
+use super::ops::{conv_geometry, forward, hw, pool_geometry};
+use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::{GraphProto, NodeProto, type_proto};
 use crate::values::{Attrs, Tensor, Value};
 use crate::{ImportOptions, OnnxError};
@@ -290,8 +292,8 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 fn reduce_sum(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let dy = l.tensor_operand(node, 0)?;
     let rank = dy.shape.len();
-    let axes = match crate::lower::axes(l, node)? {
-        Some(a) => a.iter().map(|&x| crate::lower::axis(x, rank)).collect::<Result<Vec<_>, _>>()?,
+    let axes = match consts::axes(l, node)? {
+        Some(a) => a.iter().map(|&x| consts::axis(x, rank)).collect::<Result<Vec<_>, _>>()?,
         None => (0..rank).collect(),
     };
     let kept: Vec<usize> = (0..rank).filter(|i| !axes.contains(i)).collect();
