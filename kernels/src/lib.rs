@@ -31,6 +31,5 @@ pub mod norm;
 pub mod optim;
 pub mod pool;
 pub mod tensor_ops;
-pub mod traffic;
 
 pub use error::KernelError;

@@ -2,8 +2,8 @@
 //! deduplicated by kernel signature so identical kernels are measured once.
 
 use crate::ProfileError;
+use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId, Role, TensorId};
-use placer_kernels::traffic::node_traffic;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 

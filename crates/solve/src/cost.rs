@@ -19,8 +19,8 @@
 //! predicted time uses the measured value wherever there is one.
 
 use crate::pools::SolvePools;
+use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
-use placer_kernels::traffic::node_traffic;
 use placer_profile::Measurement;
 use placer_profile::tasks::signature;
 use serde::{Deserialize, Serialize};

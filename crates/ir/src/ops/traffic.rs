@@ -7,7 +7,7 @@
 //! counts are a lower bound on traffic; where a kernel touches only part of an operand
 //! the count says so (an embedding reads only the rows its ids select).
 
-use placer_ir::{Model, NodeId, Op, TensorId};
+use crate::{Model, NodeId, Op, TensorId};
 
 /// Bytes moved between a kernel and one operand's memory in one execution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -16,7 +16,7 @@ pub struct Traffic {
     pub written: u64,
 }
 
-/// Traffic per operand of `node`, in the order of [`placer_ir::Node::operands`] (each
+/// Traffic per operand of `node`, in the order of [`crate::Node::operands`] (each
 /// distinct tensor once: inputs, then updates, then outputs).
 pub fn node_traffic(model: &Model, node: NodeId) -> Vec<(TensorId, Traffic)> {
     let n = model.node(node);
@@ -71,7 +71,7 @@ mod tests {
         assert_eq!(get("w.velocity"), Some(Traffic { read: 64, written: 64 }));
     }
 
-    /// A one-node update model written by hand (kernels must not depend on the zoo).
+    /// A one-node update model written by hand (the IR must not depend on the zoo).
     fn placer_zoo_free_model() -> Model {
         let src = r#"{"format": "placer-model", "version": 1, "name": "t",
           "tensors": [
@@ -81,6 +81,6 @@ mod tests {
           ],
           "nodes": [{"name": "w.sgd", "op": "sgd_momentum", "attrs": {"lr": 0.1, "momentum": 0.9},
                      "inputs": ["w.grad"], "updates": ["w", "w.velocity"], "outputs": []}]}"#;
-        placer_ir::parse_model(src).expect("valid")
+        crate::parse_model(src).expect("valid")
     }
 }

@@ -1,0 +1,128 @@
+//! An op's signature: how many inputs, in-place updates and outputs it takes, and which
+//! attributes it reads, with their kinds.
+
+use super::Op;
+use std::fmt;
+
+/// How many operands of one kind an op takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arity {
+    Exactly(usize),
+    AtLeast(usize),
+}
+
+impl Arity {
+    pub fn accepts(self, n: usize) -> bool {
+        match self {
+            Arity::Exactly(k) => n == k,
+            Arity::AtLeast(k) => n >= k,
+        }
+    }
+}
+
+impl fmt::Display for Arity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arity::Exactly(k) => write!(f, "{k}"),
+            Arity::AtLeast(k) => write!(f, "at least {k}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrKind {
+    Int,
+    Float,
+    Bool,
+    /// A list of integers of exactly this length (`None`: any length).
+    Ints(Option<usize>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AttrSpec {
+    pub name: &'static str,
+    pub kind: AttrKind,
+    pub required: bool,
+}
+
+/// The operand counts and attributes of an op.
+#[derive(Debug, Clone, Copy)]
+pub struct Signature {
+    pub inputs: Arity,
+    /// Tensors read and written in place (weights in an update, accumulators).
+    pub updates: usize,
+    pub outputs: Arity,
+    pub attrs: &'static [AttrSpec],
+}
+
+const fn attr(name: &'static str, kind: AttrKind, required: bool) -> AttrSpec {
+    AttrSpec { name, kind, required }
+}
+
+const PAIR: AttrKind = AttrKind::Ints(Some(2));
+const CONV_ATTRS: &[AttrSpec] = &[
+    attr("stride", PAIR, false),
+    attr("padding", PAIR, false),
+    attr("dilation", PAIR, false),
+    attr("groups", AttrKind::Int, false),
+];
+const POOL_ATTRS: &[AttrSpec] =
+    &[attr("kernel", PAIR, true), attr("stride", PAIR, false), attr("padding", PAIR, false)];
+const AVG_POOL_ATTRS: &[AttrSpec] = &[
+    attr("kernel", PAIR, true),
+    attr("stride", PAIR, false),
+    attr("padding", PAIR, false),
+    attr("count_include_pad", AttrKind::Bool, false),
+];
+const MATMUL_ATTRS: &[AttrSpec] = &[
+    attr("transpose_a", AttrKind::Bool, false),
+    attr("transpose_b", AttrKind::Bool, false),
+    attr("alpha", AttrKind::Float, false),
+];
+const AXIS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true)];
+const SPLIT_ATTRS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true), attr("sizes", AttrKind::Ints(None), true)];
+const TRANSPOSE_ATTRS: &[AttrSpec] = &[attr("perm", AttrKind::Ints(None), true)];
+const EPSILON: &[AttrSpec] = &[attr("epsilon", AttrKind::Float, false)];
+const SGD_ATTRS: &[AttrSpec] = &[attr("lr", AttrKind::Float, true), attr("weight_decay", AttrKind::Float, false)];
+const SGD_MOMENTUM_ATTRS: &[AttrSpec] = &[
+    attr("lr", AttrKind::Float, true),
+    attr("momentum", AttrKind::Float, true),
+    attr("weight_decay", AttrKind::Float, false),
+];
+
+impl Op {
+    pub fn signature(self) -> Signature {
+        use Arity::{AtLeast, Exactly};
+        let sig = |inputs, outputs, attrs| Signature {
+            inputs: Exactly(inputs),
+            updates: 0,
+            outputs: Exactly(outputs),
+            attrs,
+        };
+        match self {
+            Op::MatMul => sig(2, 1, MATMUL_ATTRS),
+            Op::BiasAdd => sig(2, 1, AXIS),
+            Op::BiasGrad => sig(1, 1, AXIS),
+            Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => sig(2, 1, CONV_ATTRS),
+            Op::MaxPool2d => sig(1, 2, POOL_ATTRS),
+            Op::MaxPool2dBackward => sig(2, 1, POOL_ATTRS),
+            Op::AvgPool2d | Op::AvgPool2dBackward => sig(1, 1, AVG_POOL_ATTRS),
+            Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => sig(1, 1, &[]),
+            Op::BatchNorm | Op::LayerNorm => sig(3, 3, EPSILON),
+            Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
+            Op::Relu | Op::Gelu | Op::Tanh | Op::Softmax | Op::Reshape => sig(1, 1, &[]),
+            Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
+                sig(2, 1, &[])
+            }
+            Op::Concat => Signature { inputs: AtLeast(1), updates: 0, outputs: Exactly(1), attrs: AXIS },
+            Op::Split => Signature { inputs: Exactly(1), updates: 0, outputs: AtLeast(1), attrs: SPLIT_ATTRS },
+            Op::Transpose => sig(1, 1, TRANSPOSE_ATTRS),
+            Op::SoftmaxCrossEntropy => sig(2, 2, &[]),
+            Op::SoftmaxCrossEntropyBackward | Op::Embedding | Op::EmbeddingBackward => sig(2, 1, &[]),
+            Op::Sgd => Signature { inputs: Exactly(1), updates: 1, outputs: Exactly(0), attrs: SGD_ATTRS },
+            Op::SgdMomentum => {
+                Signature { inputs: Exactly(1), updates: 2, outputs: Exactly(0), attrs: SGD_MOMENTUM_ATTRS }
+            }
+        }
+    }
+}
