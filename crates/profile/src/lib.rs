@@ -5,14 +5,14 @@
 pub mod checkpoint;
 pub mod compare;
 pub mod export;
-pub mod measure;
+pub mod pass_run;
 pub mod passes;
+pub mod profiler;
 pub mod record;
-pub mod session;
 pub mod tasks;
 
+pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
 pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
-pub use session::{Plan, ProfileOptions, Progress, checkpoint_name};
 
 use std::path::PathBuf;
 
@@ -24,6 +24,9 @@ pub enum ProfileError {
     Mismatch { reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// The checkpoint directory could not be created.
+    #[error("cannot create {path}", path = path.display())]
+    CreateDir { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Exec(#[from] placer_exec::ExecError),
     #[error(transparent)]

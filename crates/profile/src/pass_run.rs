@@ -14,12 +14,12 @@ use crate::ProfileError;
 use crate::passes::Pick;
 use crate::record::{Measurement, Protocol};
 use crate::tasks::{Pin, Task};
-use placer_exec::{Executor, Placement, Stats};
+use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_ir::{Model, NodeId};
 
 /// The placement every pass starts from: pool 0, except pinned tensors.
-pub fn base_placement(model: &Model, pins: &[Pin]) -> Placement {
-    let mut placement = Placement(vec![placer_pools::PoolId(0); model.tensors().len()]);
+pub fn base_placement(model: &Model, pins: &[Pin]) -> PoolAssignment {
+    let mut placement = PoolAssignment(vec![placer_pools::PoolId(0); model.tensors().len()]);
     for (i, slot) in placement.0.iter_mut().enumerate() {
         let t = placer_ir::TensorId(i as u32);
         if let Some(pin) = pins.iter().rev().find(|p| p.applies_to(model, t)) {
@@ -68,7 +68,7 @@ pub struct PassResult {
 pub struct PassContext<'a> {
     pub model: &'a Model,
     pub tasks: &'a [Task],
-    pub base: &'a Placement,
+    pub base: &'a PoolAssignment,
     pub protocol: &'a Protocol,
     pub conflicts: &'a [Vec<NodeId>],
     pub reference_ns: &'a [f64],

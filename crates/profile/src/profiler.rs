@@ -3,7 +3,7 @@
 
 use crate::ProfileError;
 use crate::checkpoint;
-use crate::measure::{PassContext, base_placement, reference_pass, run_pass};
+use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 use crate::tasks::{self, Pin, TaskList};
@@ -11,7 +11,7 @@ use placer_exec::{ClockInfo, Executor};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use sha2::{Digest, Sha256};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(Debug, Clone)]
@@ -22,9 +22,22 @@ pub struct ProfileOptions {
     pub pins: Vec<String>,
 }
 
+impl ProfileOptions {
+    /// The protocol `placer pipeline` profiles with: simultaneous passes of up to 64
+    /// configurations, no sampling, the default warm-up, spread target and seed; `reps`
+    /// timed steps per pass at least (and at least 31 at most) over `rounds` rounds.
+    pub fn pipeline(reps: u32, rounds: u32) -> Self {
+        ProfileOptions {
+            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 256 },
+            protocol: Protocol { warmup: 2, reps, max_reps: reps.max(31), cv_target: 0.02, seed: 0x5EED, rounds },
+            pins: Vec::new(),
+        }
+    }
+}
+
 /// Everything decided before the first measurement.
 #[derive(Debug, Clone)]
-pub struct Plan {
+pub struct PassPlan {
     pub tasks: TaskList,
     pub pins: Vec<Pin>,
     pub passes: Vec<Vec<Pick>>,
@@ -51,7 +64,7 @@ pub fn plan(
     pools: &PoolSet,
     host_fingerprint: &str,
     options: &ProfileOptions,
-) -> Result<Plan, ProfileError> {
+) -> Result<PassPlan, ProfileError> {
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
     let mut list = tasks::enumerate(model, names.len() as u16, &pins, u128::from(options.mode.max_configs))?;
@@ -94,7 +107,7 @@ pub fn plan(
         pins: options.pins.clone(),
         plan_hash,
     };
-    Ok(Plan { tasks: list, pins, passes, stats, header })
+    Ok(PassPlan { tasks: list, pins, passes, stats, header })
 }
 
 /// The first `n` characters: a checkpoint's header comes from a file and may be short.
@@ -144,16 +157,61 @@ pub struct Progress {
     pub measurements: usize,
 }
 
-/// Measures every pass not yet in the checkpoint at `path` and saves after each one.
-/// An existing checkpoint made with other settings is refused unless `fresh`.
-pub fn run(
+/// What a profiling run leaves behind.
+#[derive(Debug, Clone)]
+pub struct ProfileOutcome {
+    /// The checkpoint the profile was measured into.
+    pub path: PathBuf,
+    pub profile: Profile,
+    /// Passes that were already in the checkpoint when this run started.
+    pub resumed: usize,
+    /// Passes of the whole run: the plan's passes times its rounds.
+    pub passes_total: usize,
+}
+
+/// Plans the profile of `model` on `pools` with `options` and measures it into its
+/// checkpoint in `dir` (created if missing), resuming what an earlier run of the same
+/// settings left there. An existing checkpoint made with other settings is refused.
+pub fn profile_into_dir(
     model: &Model,
     pools: PoolSet,
-    plan: &Plan,
+    host_fingerprint: &str,
+    options: &ProfileOptions,
+    dir: &Path,
+    on_pass: &mut dyn FnMut(Progress),
+) -> Result<ProfileOutcome, ProfileError> {
+    let plan = plan(model, &pools, host_fingerprint, options)?;
+    let path = dir.join(checkpoint_name(model, &options.mode));
+    std::fs::create_dir_all(dir).map_err(|source| ProfileError::CreateDir { path: dir.to_path_buf(), source })?;
+    run_to_checkpoint(model, pools, &plan, &path, false, on_pass)
+}
+
+/// Measures every pass not yet in the checkpoint at `path` and saves after each one,
+/// reporting progress once before the first pass (with what was resumed) and after
+/// every pass. An existing checkpoint made with other settings is refused unless
+/// `fresh`, in which case it is replaced.
+pub fn run_to_checkpoint(
+    model: &Model,
+    pools: PoolSet,
+    plan: &PassPlan,
     path: &Path,
     fresh: bool,
     on_pass: &mut dyn FnMut(Progress),
-) -> Result<Profile, ProfileError> {
+) -> Result<ProfileOutcome, ProfileError> {
+    let (profile, resumed) = measure_passes(model, pools, plan, path, fresh, on_pass)?;
+    let passes_total = plan.passes.len() * plan.header.protocol.rounds as usize;
+    Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
+}
+
+/// The profile after every pass is measured, and how many passes were resumed.
+fn measure_passes(
+    model: &Model,
+    pools: PoolSet,
+    plan: &PassPlan,
+    path: &Path,
+    fresh: bool,
+    on_pass: &mut dyn FnMut(Progress),
+) -> Result<(Profile, usize), ProfileError> {
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
         Some(old) => {
@@ -185,7 +243,7 @@ pub fn run(
     let total = profile.passes_total as usize;
     on_pass(Progress { passes_done: resumed, passes_total: total, resumed, measurements: profile.measurements.len() });
     if profile.is_complete() {
-        return Ok(profile);
+        return Ok((profile, resumed));
     }
     let base = base_placement(model, &plan.pins);
     let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
@@ -222,5 +280,5 @@ pub fn run(
             measurements: profile.measurements.len(),
         });
     }
-    Ok(profile)
+    Ok((profile, resumed))
 }
