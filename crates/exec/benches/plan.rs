@@ -5,7 +5,7 @@
 //! on a drifting host.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use placer_exec::{ExecPlan, Executor, Placement, PlanExecutor, PlannedSpan, reserved_bytes};
+use placer_exec::{ExecPlan, Executor, PlanExecutor, PlannedSpan, PoolAssignment, reserved_bytes};
 use placer_ir::Model;
 use placer_pools::{PoolId, PoolSet};
 
@@ -34,7 +34,7 @@ fn no_reuse(model: &Model) -> ExecPlan {
 fn bench(c: &mut Criterion) {
     let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
     let mut plain =
-        Executor::new(&model, PoolSet::host_dram(), &Placement::all_in(&model, PoolId(0)), 1).expect("plain");
+        Executor::new(&model, PoolSet::host_dram(), &PoolAssignment::all_in(&model, PoolId(0)), 1).expect("plain");
     let mut planned = PlanExecutor::new(&model, PoolSet::host_dram(), no_reuse(&model), 1).expect("planned");
     let mut group = c.benchmark_group("lenet-b64 step, all in DRAM");
     group.sample_size(30);

@@ -16,11 +16,11 @@ use std::time::{Duration, Instant};
 
 /// The pool of every tensor, indexed by tensor id.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement(pub Vec<PoolId>);
+pub struct PoolAssignment(pub Vec<PoolId>);
 
-impl Placement {
-    pub fn all_in(model: &Model, pool: PoolId) -> Placement {
-        Placement(vec![pool; model.tensors().len()])
+impl PoolAssignment {
+    pub fn all_in(model: &Model, pool: PoolId) -> PoolAssignment {
+        PoolAssignment(vec![pool; model.tensors().len()])
     }
 }
 
@@ -92,9 +92,9 @@ pub struct Executor<'m> {
 
 impl<'m> Executor<'m> {
     /// Allocates every tensor in its pool and fills it deterministically from `seed`.
-    pub fn new(model: &'m Model, mut pools: PoolSet, placement: &Placement, seed: u64) -> Result<Self, ExecError> {
+    pub fn new(model: &'m Model, mut pools: PoolSet, placement: &PoolAssignment, seed: u64) -> Result<Self, ExecError> {
         if placement.0.len() != model.tensors().len() {
-            return Err(ExecError::PlacementLength { given: placement.0.len(), expected: model.tensors().len() });
+            return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: model.tensors().len() });
         }
         if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32)) {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
@@ -147,9 +147,9 @@ impl<'m> Executor<'m> {
     /// Between pools that share memory (an emulated pool and the DRAM it lives in) only
     /// the accounting moves, so the bytes keep their addresses. On failure the tensors
     /// moved so far stay moved and the error names the tensor.
-    pub fn set_placement(&mut self, placement: &Placement) -> Result<usize, ExecError> {
+    pub fn set_placement(&mut self, placement: &PoolAssignment) -> Result<usize, ExecError> {
         if placement.0.len() != self.model.tensors().len() {
-            return Err(ExecError::PlacementLength { given: placement.0.len(), expected: self.model.tensors().len() });
+            return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: self.model.tensors().len() });
         }
         let mut moved = 0;
         for (i, &pool) in placement.0.iter().enumerate() {

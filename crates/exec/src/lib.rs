@@ -3,7 +3,6 @@
 //! between kernels.
 
 mod clock;
-mod copier;
 mod data;
 mod executor;
 mod invoke;
@@ -13,7 +12,7 @@ mod stats;
 mod summary;
 
 pub use clock::ClockInfo;
-pub use executor::{EmulatedPoolUse, Executor, Placement, RunOptions, RunReport, StepTimes};
+pub use executor::{EmulatedPoolUse, Executor, PoolAssignment, RunOptions, RunReport, StepTimes};
 pub use plan_run::{PlanExecutor, PlanRunReport, PlanStepTimes};
 pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, reserved_bytes};
 pub use stats::Stats;
@@ -34,7 +33,7 @@ pub enum ExecError {
     #[error("tensor '{tensor}' has element type {dtype}, which the CPU kernels do not support (only f32 and i32)")]
     UnsupportedType { tensor: String, dtype: DType },
     #[error("placement lists {given} pools for {expected} tensors")]
-    PlacementLength { given: usize, expected: usize },
+    AssignmentLength { given: usize, expected: usize },
     /// Only reachable if one node both reads and writes a tensor, which validation
     /// refuses; reported rather than panicking all the same.
     #[error("tensor '{tensor}' is read and written by the same node")]

@@ -5,14 +5,13 @@
 
 use crate::ExecError;
 use crate::clock::ClockInfo;
-use crate::copier::Copier;
 use crate::data::{fill_bytes, fill_plan};
 use crate::executor::{EmulatedPoolUse, RunOptions, broadcast_cost_ns, wait_on_every_thread};
 use crate::invoke::{invoke, scratch_bytes};
 use crate::planned::{CopyKind, ExecPlan, PlannedMove, reserved_bytes};
 use placer_ir::ops::{Traffic, node_traffic};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
-use placer_pools::{Arenas, PoolSet, Slot};
+use placer_pools::{Arenas, CopyTicket, PoolError, PoolSet, Slot};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::time::Instant;
@@ -76,8 +75,9 @@ pub struct PlanExecutor<'m> {
     loss: Option<(TensorId, usize)>,
     last_loss: Option<f32>,
     broadcast_ns: f64,
-    // Declared before the arenas: the copy thread is joined before they are freed.
-    copier: Copier,
+    /// Per move, the background copy in flight for it (launched, not yet joined).
+    in_flight: Vec<Option<CopyTicket>>,
+    /// Also runs the background copies, and waits for them before freeing any byte.
     arenas: Arenas,
     pools: PoolSet,
 }
@@ -99,6 +99,7 @@ impl<'m> PlanExecutor<'m> {
             let node = model.node(n);
             (node.op == Op::SoftmaxCrossEntropy).then(|| (node.outputs[0], step))
         });
+        let in_flight = (0..plan.moves.len()).map(|_| None).collect();
         let mut exec = PlanExecutor {
             model,
             plan,
@@ -108,7 +109,7 @@ impl<'m> PlanExecutor<'m> {
             loss,
             last_loss: None,
             broadcast_ns,
-            copier: Copier::start()?,
+            in_flight,
             arenas,
             pools,
         };
@@ -170,10 +171,7 @@ impl<'m> PlanExecutor<'m> {
 
     /// What the emulated pools charge for copying `from` into `to`.
     fn copy_extra_ns(&self, from: Slot, to: Slot) -> f64 {
-        let extra = |s: Slot, read: u64, written: u64| {
-            self.pools.pool(s.pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
-        };
-        extra(from, from.len, 0) + extra(to, 0, to.len)
+        self.pools.emulated_ns(from.pool, from.len, 0) + self.pools.emulated_ns(to.pool, 0, to.len)
     }
 
     fn blocking_copy(&mut self, index: usize) -> Result<f64, ExecError> {
@@ -197,14 +195,17 @@ impl<'m> PlanExecutor<'m> {
         let to = self.placed(m.tensor, dst)?;
         let from = self.slot(m.tensor, src);
         let extra = self.copy_extra_ns(from, to);
-        let job = self.arenas.start_copy(index as u64, from, to).map_err(pool_err(self.model, m.tensor))?;
-        self.copier.submit(job, extra)
+        let ticket = self.arenas.start_copy(from, to, extra).map_err(copy_err(self.model, m.tensor))?;
+        self.in_flight[index] = Some(ticket);
+        Ok(())
     }
 
     fn join(&mut self, index: usize) -> Result<(), ExecError> {
-        self.copier.wait_for(index as u64)?;
-        self.arenas.finish_copy(index as u64);
         let m = self.plan.moves[index];
+        let ticket = self.in_flight[index].take().ok_or_else(|| ExecError::Copy {
+            reason: format!("the move of '{}' was never launched", self.model.tensor(m.tensor).name),
+        })?;
+        self.arenas.finish_copy(ticket).map_err(copy_err(self.model, m.tensor))?;
         let (src, _) = self.move_spans(&m);
         self.release(m.tensor, src)
     }
@@ -249,7 +250,7 @@ impl<'m> PlanExecutor<'m> {
             let len = bytes.len();
             scratch_view = bytemuck::try_cast_slice_mut(bytes).map_err(|_| ExecError::Scratch {
                 bytes: scratch_len,
-                error: placer_pools::PoolError::BadView { len, what: "f32" },
+                error: PoolError::BadView { len, what: "f32" },
             })?;
         }
         let kernel_ns = invoke(model, n, &inputs, outs, scratch_view)?;
@@ -388,8 +389,16 @@ impl<'m> PlanExecutor<'m> {
     }
 }
 
-fn pool_err(model: &Model, t: TensorId) -> impl FnOnce(placer_pools::PoolError) -> ExecError + '_ {
+fn pool_err(model: &Model, t: TensorId) -> impl FnOnce(PoolError) -> ExecError + '_ {
     move |source| ExecError::Pool { tensor: model.tensor(t).name.clone(), error: source }
+}
+
+/// As [`pool_err`], but the copy thread's own failures stay copy errors.
+fn copy_err(model: &Model, t: TensorId) -> impl FnOnce(PoolError) -> ExecError + '_ {
+    move |source| match source {
+        PoolError::Copy { reason } => ExecError::Copy { reason },
+        other => pool_err(model, t)(other),
+    }
 }
 
 /// Sorts the plan into per-kernel events; every span after the first must be entered

@@ -8,7 +8,7 @@
 //! to decide: the issue asks for it, and its tolerance comes from the data, not a
 //! guess.
 
-use placer_exec::{Executor, Placement, Stats};
+use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_ir::Role;
 use placer_pools::{Emulation, Pool, PoolId, PoolKind, PoolSet};
 
@@ -26,7 +26,7 @@ fn pools() -> PoolSet {
 #[allow(clippy::print_stdout)]
 fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
-    let in_dram = Placement::all_in(&model, PoolId(0));
+    let in_dram = PoolAssignment::all_in(&model, PoolId(0));
     let mut in_pmem = in_dram.clone();
     for (slot, tensor) in in_pmem.0.iter_mut().zip(model.tensors()) {
         if tensor.role == Role::Activation {

@@ -1,7 +1,7 @@
 //! Training steps run for real: the loss falls, moves between pools keep data intact,
 //! full pools are clear errors, and results are deterministic.
 
-use placer_exec::{ExecError, Executor, Placement, RunOptions};
+use placer_exec::{ExecError, Executor, PoolAssignment, RunOptions};
 use placer_pools::{Pool, PoolId, PoolKind, PoolSet};
 
 fn dram() -> PoolSet {
@@ -13,7 +13,7 @@ fn two_pools() -> PoolSet {
 }
 
 fn losses(model: &placer_ir::Model, steps: usize, seed: u64) -> Vec<f32> {
-    let mut exec = Executor::new(model, dram(), &Placement::all_in(model, PoolId(0)), seed).expect("allocates");
+    let mut exec = Executor::new(model, dram(), &PoolAssignment::all_in(model, PoolId(0)), seed).expect("allocates");
     let report = exec.run(&RunOptions { warmup: 0, iterations: steps, seed }).expect("runs");
     report.losses
 }
@@ -51,7 +51,8 @@ fn the_same_seed_gives_the_same_numbers() {
 fn moving_tensors_between_pools_keeps_their_contents() {
     let model = placer_zoo::build("mlp", 8).expect("zoo");
     let run = |move_between_steps: bool| {
-        let mut exec = Executor::new(&model, two_pools(), &Placement::all_in(&model, PoolId(0)), 5).expect("allocates");
+        let mut exec =
+            Executor::new(&model, two_pools(), &PoolAssignment::all_in(&model, PoolId(0)), 5).expect("allocates");
         for _ in 0..3 {
             exec.step().expect("step");
             if move_between_steps {
@@ -77,7 +78,7 @@ fn a_full_pool_is_a_clear_error_naming_the_tensor() {
     let model = placer_zoo::build("lenet-mnist", 256).expect("zoo");
     let tiny =
         PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 20)]);
-    let mut placement = Placement::all_in(&model, PoolId(0));
+    let mut placement = PoolAssignment::all_in(&model, PoolId(0));
     let big = model.tensor_id("conv1.conv").expect("tensor");
     placement.0[big.index()] = PoolId(1);
     let err = Executor::new(&model, tiny, &placement, 1).expect_err("4.6 MiB does not fit in 1 MiB");
@@ -89,7 +90,7 @@ fn a_full_pool_is_a_clear_error_naming_the_tensor() {
 fn a_failed_move_leaves_the_tensor_where_it_was() {
     let model = placer_zoo::build("mlp", 8).expect("zoo");
     let pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 64)]);
-    let mut exec = Executor::new(&model, pools, &Placement::all_in(&model, PoolId(0)), 1).expect("allocates");
+    let mut exec = Executor::new(&model, pools, &PoolAssignment::all_in(&model, PoolId(0)), 1).expect("allocates");
     exec.step().expect("step");
     let w = model.tensor_id("fc1.weight").expect("tensor");
     let before = exec.read_f32(w).expect("readable").to_vec();
@@ -101,7 +102,8 @@ fn a_failed_move_leaves_the_tensor_where_it_was() {
 #[test]
 fn reset_state_replays_the_same_steps_and_placements_can_change_between_them() {
     let model = placer_zoo::build("mlp", 8).expect("zoo");
-    let mut exec = Executor::new(&model, two_pools(), &Placement::all_in(&model, PoolId(0)), 5).expect("allocates");
+    let mut exec =
+        Executor::new(&model, two_pools(), &PoolAssignment::all_in(&model, PoolId(0)), 5).expect("allocates");
     let run = |exec: &mut Executor<'_>| -> Vec<f32> {
         (0..3)
             .map(|_| {
@@ -114,7 +116,7 @@ fn reset_state_replays_the_same_steps_and_placements_can_change_between_them() {
     exec.reset_state(5).expect("reset");
     // Moving every tensor to the other pool (a copy: the pools do not share memory)
     // changes nothing about the numbers.
-    let moved = exec.set_placement(&Placement::all_in(&model, PoolId(1))).expect("moves");
+    let moved = exec.set_placement(&PoolAssignment::all_in(&model, PoolId(1))).expect("moves");
     assert_eq!(moved, model.tensors().len());
     assert_eq!(run(&mut exec), first, "bit-identical after a reset");
     assert!(exec.pools().pool(PoolId(0)).in_use() <= exec.pools().pool(PoolId(0)).peak());

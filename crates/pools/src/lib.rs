@@ -15,7 +15,7 @@ mod emulation;
 mod pool;
 mod set;
 
-pub use alloc::arena::{Arenas, CopyJob, Slot, Views};
+pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{NumaBinder, PagePlacement};
@@ -54,6 +54,9 @@ pub enum PoolError {
     /// a bug in the plan or its executor, never ignored.
     #[error("arena of pool {pool}: {reason}")]
     Arena { pool: u16, reason: String },
+    /// The copy thread stopped, or a copy was finished by arenas that did not start it.
+    #[error("background copy: {reason}")]
+    Copy { reason: String },
     #[error("pool '{pool}': cannot bind {bytes} bytes to NUMA node(s) {nodes}: {reason}")]
     Bind { pool: String, nodes: String, bytes: u64, reason: String },
 }

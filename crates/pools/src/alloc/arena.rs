@@ -7,9 +7,25 @@
 //! one, to lend a range that is not placed, to lend the same bytes mutably twice, and to
 //! lend bytes that a background copy is reading or writing. Those checks are what make
 //! the raw-pointer views below sound.
+//!
+//! Background copies run on the arenas' own copy thread, so the whole contract that
+//! makes them sound lives in this module: a copy's raw pointers never leave it; its
+//! slots are fenced from [`Arenas::start_copy`] until [`Arenas::finish_copy`], which
+//! waits for the copy thread to report the copy done (finishing early cannot happen);
+//! and dropping or releasing the arenas joins the copy thread before any buffer is
+//! freed. A copy is named by a [`CopyTicket`] that cannot be cloned, so it is finished
+//! once, and only by the arenas that started it.
+//!
+//! The emulated part of a copy is slept, not spun: it stands for time the device keeps
+//! the copy waiting, and spinning would take a core from the kernels it overlaps, which
+//! on a 2-core host halves them.
 
-use crate::{Buffer, PoolError, PoolId, PoolSet};
+use crate::{Buffer, PoolError, PoolId, PoolSet, sleep_until};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Bytes of one arena: `len` bytes at `offset` in pool `pool`'s arena.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,16 +45,30 @@ impl Slot {
     }
 }
 
+/// The first byte of an arena's buffer, taken once when the arena is reserved. Every
+/// view and copy is derived from it, so no reference to the whole buffer is made while
+/// the copy thread writes part of it.
+#[derive(Debug, Clone, Copy)]
+struct Base(*mut u8);
+
+// SAFETY: the pointer is into memory owned by the arena's `Buffer` (a heap vector, a
+// mapping or a memkind allocation), which does not move when the arenas move to another
+// thread; all access through it is governed by the checks in `Arenas`, wherever they run.
+unsafe impl Send for Base {}
+
 #[derive(Debug)]
 struct Arena {
+    /// Owns the bytes; not touched again between `reserve` and `free_buffers`.
     buffer: Buffer,
+    base: Base,
+    len: u64,
     /// Placed ranges: offset → reserved length.
     placed: BTreeMap<u64, u64>,
     in_use: u64,
     peak: u64,
 }
 
-/// A copy in flight on another thread: which job, and the two slots it touches.
+/// A copy in flight on the copy thread: which job, and the two slots it touches.
 #[derive(Debug, Clone, Copy)]
 struct Busy {
     job: u64,
@@ -49,65 +79,174 @@ struct Busy {
 /// Bytes lent by [`Arenas::views`]: the read slots, then the written ones.
 pub type Views<'a> = (Vec<&'a [u8]>, Vec<&'a mut [u8]>);
 
-/// One arena per pool (pools a plan does not use get an empty one).
+/// A copy started by [`Arenas::start_copy`], to be handed back to
+/// [`Arenas::finish_copy`]. Its slots stay fenced until then.
+///
+/// ```
+/// use placer_pools::{Arenas, Pool, PoolId, PoolKind, PoolSet, Slot};
+/// let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 20)]);
+/// let mut arenas = Arenas::reserve(&mut pools, &[8192]).expect("reserved");
+/// let (from, to) = (Slot { pool: PoolId(0), offset: 0, len: 4096 }, Slot { pool: PoolId(0), offset: 4096, len: 4096 });
+/// arenas.place(from).expect("placed");
+/// arenas.place(to).expect("placed");
+/// let ticket = arenas.start_copy(from, to, 0.0).expect("started");
+/// arenas.finish_copy(ticket).expect("finished");
+/// ```
+///
+/// A ticket cannot be copied, so a copy is finished once:
+///
+/// ```compile_fail,E0382
+/// # use placer_pools::{Arenas, Pool, PoolId, PoolKind, PoolSet, Slot};
+/// # let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 20)]);
+/// # let mut arenas = Arenas::reserve(&mut pools, &[8192]).expect("reserved");
+/// # let (from, to) = (Slot { pool: PoolId(0), offset: 0, len: 4096 }, Slot { pool: PoolId(0), offset: 4096, len: 4096 });
+/// # arenas.place(from).expect("placed");
+/// # arenas.place(to).expect("placed");
+/// let ticket = arenas.start_copy(from, to, 0.0).expect("started");
+/// arenas.finish_copy(ticket).expect("finished");
+/// arenas.finish_copy(ticket).expect("finished twice");
+/// ```
+#[must_use = "a copy's slots stay fenced until it is finished"]
+#[derive(Debug, PartialEq, Eq)]
+pub struct CopyTicket {
+    id: u64,
+}
+
+/// Copy ids are unique across all arenas, so a ticket from other arenas names no copy here.
+static NEXT_COPY: AtomicU64 = AtomicU64::new(0);
+
+/// One arena per pool (pools a plan does not use get an empty one), and the thread that
+/// runs copies between them.
 #[derive(Debug)]
 pub struct Arenas {
     arenas: Vec<Arena>,
     busy: Vec<Busy>,
+    copier: CopyThread,
 }
 
-/// A copy handed to another thread. It holds raw pointers into the arenas: the arenas
-/// keep both slots out of every view until [`Arenas::finish_copy`] is called, and the
-/// owner must not drop the arenas while a job runs.
+/// A copy on its way to the copy thread. Its pointers never leave this module.
 #[derive(Debug)]
-pub struct CopyJob {
-    pub id: u64,
+struct Job {
+    id: u64,
     src: *const u8,
     dst: *mut u8,
     len: usize,
+    /// What the emulated pools charge for the copy, slept after it.
+    extra_ns: f64,
 }
 
-// SAFETY: the pointers refer to arena memory that stays allocated and untouched by any
-// other view until the job is finished (see `Arenas::start_copy`); moving the job to
-// the copy thread moves the only access to those bytes with it.
-unsafe impl Send for CopyJob {}
+// SAFETY: the pointers refer to arena memory that stays allocated (the arenas join the
+// copy thread before freeing any buffer) and that no view touches, except to read the
+// source, until the job is finished (see `Arenas::start_copy`); moving the job to the copy
+// thread moves the only write access to those bytes with it.
+unsafe impl Send for Job {}
 
-impl CopyJob {
-    pub fn len(&self) -> usize {
-        self.len
+/// The copy thread: runs copies in the order they were started.
+#[derive(Debug)]
+struct CopyThread {
+    jobs: Option<Sender<Job>>,
+    done: Receiver<u64>,
+    /// Copies reported done that nobody has finished yet.
+    finished: Vec<u64>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl CopyThread {
+    fn start() -> Result<CopyThread, PoolError> {
+        let (jobs, inbox) = channel::<Job>();
+        let (report, done) = channel();
+        let thread = std::thread::Builder::new()
+            .name("placer-copy".into())
+            .spawn(move || {
+                for job in inbox {
+                    let start = Instant::now();
+                    // SAFETY: `start_copy` checked that both slots lie inside their
+                    // arenas, are placed, and do not overlap each other; until the job is
+                    // finished no view may touch the destination or write the source, and
+                    // the buffers outlive this thread (it is joined before they are freed).
+                    unsafe { std::ptr::copy_nonoverlapping(job.src, job.dst, job.len) }
+                    sleep_until(start + Duration::from_nanos(job.extra_ns.max(0.0) as u64));
+                    if report.send(job.id).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| stopped(&e.to_string()))?;
+        Ok(CopyThread { jobs: Some(jobs), done, finished: Vec::new(), thread: Some(thread) })
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
+    fn submit(&mut self, job: Job) -> Result<(), PoolError> {
+        let jobs = self.jobs.as_ref().ok_or_else(|| stopped("closed"))?;
+        jobs.send(job).map_err(|_| stopped("the copy thread stopped"))
     }
 
-    /// Copies the bytes.
-    pub fn run(&self) {
-        // SAFETY: `start_copy` checked that both slots lie inside their arenas, are
-        // placed, and do not overlap each other; while the job is busy no view may
-        // touch the destination or write the source, so nothing else aliases them.
-        unsafe { std::ptr::copy_nonoverlapping(self.src, self.dst, self.len) }
+    /// Blocks until copy `id` has run.
+    fn wait_for(&mut self, id: u64) -> Result<(), PoolError> {
+        while !self.finished.contains(&id) {
+            let done = self.done.recv().map_err(|_| stopped("the copy thread stopped"))?;
+            self.finished.push(done);
+        }
+        self.finished.retain(|&f| f != id);
+        Ok(())
+    }
+
+    /// Closes the queue and joins the thread, which first runs the copies already queued:
+    /// afterwards nothing touches the arenas' memory.
+    fn stop(&mut self) {
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            // A panicking copy thread has stopped touching memory all the same.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for CopyThread {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn stopped(reason: &str) -> PoolError {
+    PoolError::Copy { reason: reason.to_string() }
+}
+
+impl Drop for Arenas {
+    fn drop(&mut self) {
+        // The copies in flight point into the buffers: let them run before the buffers,
+        // dropped after this, are freed.
+        self.copier.stop();
     }
 }
 
 impl Arenas {
-    /// Reserves `bytes[p]` in every pool `p` (nothing for 0), zeroed and touched once.
+    /// Reserves `bytes[p]` in every pool `p` (nothing for 0), zeroed and touched once,
+    /// and starts the copy thread.
     pub fn reserve(pools: &mut PoolSet, bytes: &[u64]) -> Result<Arenas, PoolError> {
         let mut arenas = Vec::with_capacity(bytes.len());
         for (i, &len) in bytes.iter().enumerate() {
-            let mut buffer = pools.allocate(PoolId(i as u16), len)?;
-            // Touch every page now, so no step pays for first-touch faults.
-            for page in buffer.bytes_mut().chunks_mut(4096) {
-                page[0] = 0;
-            }
-            arenas.push(Arena { buffer, placed: BTreeMap::new(), in_use: 0, peak: 0 });
+            let buffer = match pools.allocate(PoolId(i as u16), len) {
+                Ok(buffer) => buffer,
+                Err(e) => {
+                    free_buffers(arenas, pools);
+                    return Err(e);
+                }
+            };
+            arenas.push(Arena::new(buffer));
         }
-        Ok(Arenas { arenas, busy: Vec::new() })
+        let copier = match CopyThread::start() {
+            Ok(copier) => copier,
+            Err(e) => {
+                free_buffers(arenas, pools);
+                return Err(e);
+            }
+        };
+        Ok(Arenas { arenas, busy: Vec::new(), copier })
     }
 
     /// Bytes reserved in each pool.
     pub fn reserved(&self) -> Vec<u64> {
-        self.arenas.iter().map(|a| a.buffer.len_bytes() as u64).collect()
+        self.arenas.iter().map(|a| a.len).collect()
     }
 
     /// The most bytes placed at once in each pool since the arenas were reserved.
@@ -124,11 +263,10 @@ impl Arenas {
         self.arenas.get(pool.index()).map_or(0, |a| a.in_use)
     }
 
-    /// Gives the arenas' buffers back to their pools.
-    pub fn release_all(self, pools: &mut PoolSet) {
-        for a in self.arenas {
-            pools.free(a.buffer);
-        }
+    /// Gives the arenas' buffers back to their pools, once the copies in flight have run.
+    pub fn release_all(mut self, pools: &mut PoolSet) {
+        self.copier.stop();
+        free_buffers(std::mem::take(&mut self.arenas), pools);
     }
 
     fn arena(&self, pool: PoolId) -> Result<&Arena, PoolError> {
@@ -139,15 +277,10 @@ impl Arenas {
     /// over a placed one.
     pub fn place(&mut self, slot: Slot) -> Result<(), PoolError> {
         let arena = self.arenas.get_mut(slot.pool.index()).ok_or_else(|| refused(slot.pool, "no arena".into()))?;
-        if slot.end() > arena.buffer.len_bytes() as u64 {
+        if slot.end() > arena.len {
             return Err(refused(
                 slot.pool,
-                format!(
-                    "{} bytes at {} run past the arena's {} bytes",
-                    slot.len,
-                    slot.offset,
-                    arena.buffer.len_bytes()
-                ),
+                format!("{} bytes at {} run past the arena's {} bytes", slot.len, slot.offset, arena.len),
             ));
         }
         let before = arena.placed.range(..slot.end()).next_back();
@@ -205,16 +338,11 @@ impl Arenas {
                 return Err(refused(w.pool, format!("bytes at {} would be lent twice", w.offset)));
             }
         }
-        let base: Vec<*mut u8> = self.arenas.iter_mut().map(|a| a.buffer.bytes_mut().as_mut_ptr()).collect();
-        let ptr = |s: &Slot| {
-            // SAFETY: `check_placed` showed the slot lies inside its arena's buffer, so
-            // the offset stays within the same allocation.
-            unsafe { base[s.pool.index()].add(s.offset as usize) }
-        };
-        // SAFETY: every slot is inside a live buffer borrowed mutably through `self`
-        // for the lifetime of the views; written slots overlap nothing else lent here
-        // nor anything a copy job touches, and read slots are only read (by the views
-        // and by copy jobs reading them as sources).
+        let ptr = |s: &Slot| self.slot_ptr(*s);
+        // SAFETY: every slot is inside a live buffer owned by `self`, which is borrowed
+        // mutably for the lifetime of the views; written slots overlap nothing else lent
+        // here nor anything a copy in flight touches, and read slots are only read (by
+        // the views and by copies reading them as sources).
         let read_views = reads.iter().map(|s| unsafe { std::slice::from_raw_parts(ptr(s), s.len as usize) }).collect();
         // SAFETY: as above; mutable slots are pairwise disjoint.
         let write_views =
@@ -222,10 +350,20 @@ impl Arenas {
         Ok((read_views, write_views))
     }
 
-    /// Hands out a copy of `from` into `to` for another thread; both slots must be
-    /// placed, of equal length, and not already in a copy. Until [`Self::finish_copy`]
-    /// no view may write `from` or touch `to`, and neither may be released.
-    pub fn start_copy(&mut self, id: u64, from: Slot, to: Slot) -> Result<CopyJob, PoolError> {
+    /// A pointer to the first byte of `slot`, which must have been checked to lie
+    /// inside its arena (`check_placed`).
+    fn slot_ptr(&self, slot: Slot) -> *mut u8 {
+        // SAFETY: the slot lies inside its arena's buffer, so the offset stays within the
+        // allocation `base` points to.
+        unsafe { self.arenas[slot.pool.index()].base.0.add(slot.offset as usize) }
+    }
+
+    /// Starts a copy of `from` into `to` on the copy thread, which then sleeps
+    /// `extra_ns` (what emulated pools charge for it). Both slots must be placed, of
+    /// equal length, disjoint, and not in another copy. Until the ticket is given to
+    /// [`Self::finish_copy`] no view may write `from` or touch `to`, and neither may be
+    /// released.
+    pub fn start_copy(&mut self, from: Slot, to: Slot, extra_ns: f64) -> Result<CopyTicket, PoolError> {
         self.check_placed(from)?;
         self.check_placed(to)?;
         if from.len != to.len || from.overlaps(&to) {
@@ -237,17 +375,23 @@ impl Arenas {
         if self.busy.iter().any(|b| b.to.overlaps(&from) || b.to.overlaps(&to) || b.from.overlaps(&to)) {
             return Err(refused(to.pool, format!("bytes at {} are already in a copy", to.offset)));
         }
-        let src = self.arenas[from.pool.index()].buffer.bytes_mut().as_mut_ptr();
-        let dst = self.arenas[to.pool.index()].buffer.bytes_mut().as_mut_ptr();
+        let id = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
+        let job =
+            Job { id, src: self.slot_ptr(from).cast_const(), dst: self.slot_ptr(to), len: from.len as usize, extra_ns };
+        self.copier.submit(job)?;
         self.busy.push(Busy { job: id, from, to });
-        // SAFETY: both slots were checked to lie inside their buffers.
-        let (src, dst) = unsafe { (src.add(from.offset as usize).cast_const(), dst.add(to.offset as usize)) };
-        Ok(CopyJob { id, src, dst, len: from.len as usize })
+        Ok(CopyTicket { id })
     }
 
-    /// The job has run: its slots may be lent and released again.
-    pub fn finish_copy(&mut self, id: u64) {
-        self.busy.retain(|b| b.job != id);
+    /// Waits for the copy to have run, then lets its slots be lent and released again.
+    /// Refused for a ticket these arenas did not issue.
+    pub fn finish_copy(&mut self, ticket: CopyTicket) -> Result<(), PoolError> {
+        if !self.busy.iter().any(|b| b.job == ticket.id) {
+            return Err(PoolError::Copy { reason: format!("copy {} was not started by these arenas", ticket.id) });
+        }
+        self.copier.wait_for(ticket.id)?;
+        self.busy.retain(|b| b.job != ticket.id);
+        Ok(())
     }
 
     /// Copies in flight.
@@ -256,74 +400,27 @@ impl Arenas {
     }
 }
 
+impl Arena {
+    fn new(mut buffer: Buffer) -> Arena {
+        // Touch every page now, so no step pays for first-touch faults.
+        let bytes = buffer.bytes_mut();
+        for page in bytes.chunks_mut(4096) {
+            page[0] = 0;
+        }
+        let (base, len) = (Base(bytes.as_mut_ptr()), bytes.len() as u64);
+        Arena { buffer, base, len, placed: BTreeMap::new(), in_use: 0, peak: 0 }
+    }
+}
+
+fn free_buffers(arenas: Vec<Arena>, pools: &mut PoolSet) {
+    for a in arenas {
+        pools.free(a.buffer);
+    }
+}
+
 fn refused(pool: PoolId, reason: String) -> PoolError {
     PoolError::Arena { pool: pool.0, reason }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Pool, PoolKind};
-
-    fn arenas(sizes: &[u64]) -> (PoolSet, Arenas) {
-        let mut pools =
-            PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)]);
-        let arenas = Arenas::reserve(&mut pools, sizes).expect("arena");
-        (pools, arenas)
-    }
-
-    fn slot(pool: u16, offset: u64, len: u64) -> Slot {
-        Slot { pool: PoolId(pool), offset, len }
-    }
-
-    #[test]
-    fn placing_over_a_live_range_is_refused_and_peaks_are_measured() {
-        let (mut pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).expect("arena");
-        assert!(a.place(slot(0, 2048, 4096)).is_err());
-        assert!(a.place(slot(0, 4096, 8192)).is_err(), "past the end");
-        a.place(slot(0, 4096, 4096)).expect("arena");
-        a.release(slot(0, 0, 4096)).expect("arena");
-        assert!(a.release(slot(0, 0, 4096)).is_err(), "nothing placed there any more");
-        a.place(slot(0, 0, 1024)).expect("arena");
-        assert_eq!(a.in_use(), vec![5120, 0]);
-        assert_eq!(a.peaks(), vec![8192, 0]);
-        assert_eq!(pools.pool(PoolId(0)).in_use(), 8192);
-        a.release_all(&mut pools);
-        assert_eq!(pools.pool(PoolId(0)).in_use(), 0);
-    }
-
-    #[test]
-    fn views_refuse_aliasing_and_unplaced_bytes() {
-        let (_pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).expect("arena");
-        a.place(slot(1, 0, 4096)).expect("arena");
-        assert!(a.views(&[slot(0, 0, 64)], &[slot(0, 32, 64)]).is_err());
-        assert!(a.views(&[], &[slot(0, 0, 64), slot(0, 0, 64)]).is_err());
-        assert!(a.views(&[slot(0, 4096, 64)], &[]).is_err(), "not placed");
-        let (r, w) = a.views(&[slot(0, 0, 64), slot(0, 0, 64)], &[slot(1, 0, 128)]).expect("arena");
-        assert_eq!((r.len(), w.len(), w[0].len()), (2, 1, 128));
-    }
-
-    #[test]
-    fn a_copy_in_flight_fences_its_slots() {
-        let (_pools, mut a) = arenas(&[8192, 4096]);
-        a.place(slot(0, 0, 4096)).expect("arena");
-        a.place(slot(1, 0, 4096)).expect("arena");
-        a.views(&[], &[slot(0, 0, 4096)]).expect("arena").1[0].fill(7);
-        let job = a.start_copy(1, slot(0, 0, 4096), slot(1, 0, 4096)).expect("arena");
-        assert!(a.views(&[slot(1, 0, 8)], &[]).is_err(), "destination is being written");
-        assert!(a.views(&[], &[slot(0, 0, 8)]).is_err(), "source is being read");
-        assert!(a.views(&[slot(0, 0, 8)], &[]).is_ok(), "reading the source is fine");
-        assert!(a.release(slot(1, 0, 4096)).is_err());
-        let job = std::thread::spawn(move || {
-            job.run();
-            job.id
-        })
-        .join()
-        .expect("arena");
-        a.finish_copy(job);
-        assert!(a.views(&[slot(1, 0, 4096)], &[]).expect("arena").0[0].iter().all(|&b| b == 7));
-        a.release(slot(1, 0, 4096)).expect("arena");
-    }
-}
+mod tests;
