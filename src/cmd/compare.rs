@@ -3,7 +3,7 @@
 use crate::table::{Table, count};
 use anyhow::Context as _;
 use placer_profile::checkpoint;
-use placer_profile::compare::{Agreement, CompareOptions, Comparison, ProfileFacts, compare, scatter_svg};
+use placer_profile::agreement::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -107,7 +107,7 @@ fn memory(f: &ProfileFacts) -> String {
     if f.emulated { "EMULATED pool(s)".into() } else { "real".into() }
 }
 
-fn render(c: &Comparison, a: &Path, b: &Path) -> String {
+fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
     let mut facts = Table::new(&["", "A", "B"]);
     facts.row(vec!["file".into(), a.display().to_string(), b.display().to_string()]);
     facts.row(vec!["mode".into(), c.a.mode.clone(), c.b.mode.clone()]);

@@ -2,8 +2,8 @@
 //! passes, how to measure them, where the results are kept, and how two profiles
 //! compare.
 
+pub mod agreement;
 pub mod checkpoint;
-pub mod compare;
 pub mod export;
 pub mod pass_run;
 pub mod passes;

@@ -1,0 +1,387 @@
+//! Comparing two profiles of the same model: does simultaneous profiling measure what
+//! single-config profiling measures, or do two runs of one agree?
+//!
+//! Measurements are joined on their key, `(signature, config)`, and every joined pair (a
+//! [`Row`]) gets the ratio of medians B/A and a significance test. Kernels shorter than
+//! `min_us` in A are *tiny*: timer resolution, the clock read and launch overheads are a
+//! large part of their time, so they are summarised apart and never decide the verdict.
+//!
+//! The reference system (AutoTM) found its simultaneous profiles disagreed with single
+//! ones (median ratio 1.18, 33% within ±10%, worst 5.8x); [`AgreementReport::meets`] is the
+//! check that placer's do not.
+
+mod plot;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+pub use plot::scatter_svg;
+pub use stats::{Agreement, median_se, significant};
+
+use crate::ProfileError;
+use crate::record::{Measurement, PoolInfo, Profile};
+use serde::Serialize;
+use stats::EDGE_SLACK;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How many of the worst offenders an [`AgreementReport`] keeps.
+pub const WORST: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareOptions {
+    /// Relative difference of medians (|B/A − 1|) that counts as agreement.
+    pub tolerance: f64,
+    /// Kernels whose median in A is below this (µs) are tiny: summarised separately and
+    /// left out of the verdict.
+    pub min_us: f64,
+    /// Share of non-tiny kernels that must agree within `tolerance`.
+    pub share: f64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions { tolerance: 0.05, min_us: 50.0, share: 0.95 }
+    }
+}
+
+/// What one profile was, for the report's facts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProfileFacts {
+    /// `Mode::label()`: "single" or "simultaneous (...)".
+    pub mode: String,
+    pub host_fingerprint: String,
+    pub emulated: bool,
+    pub passes_total: u32,
+    pub passes_done: u32,
+    pub wall_seconds: f64,
+    pub measurements: usize,
+}
+
+impl ProfileFacts {
+    fn of(p: &Profile) -> ProfileFacts {
+        ProfileFacts {
+            mode: p.header.mode.label(),
+            host_fingerprint: p.header.host_fingerprint.clone(),
+            emulated: p.header.emulated || p.header.pools.iter().any(|pool| pool.emulated_as.is_some()),
+            passes_total: p.passes_total,
+            passes_done: p.passes_done,
+            wall_seconds: p.wall_seconds,
+            measurements: p.measurements.len(),
+        }
+    }
+}
+
+/// One kernel signature in one configuration, measured by both profiles.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub signature: u64,
+    /// The node A measured (B may have measured another instance of the signature).
+    pub node: String,
+    pub op: String,
+    /// The pool of each operand, by name, in operand order: `pmem,dram,dram`.
+    pub config: String,
+    pub a_us: f64,
+    pub b_us: f64,
+    pub a_mad_us: f64,
+    pub b_mad_us: f64,
+    pub a_count: u32,
+    pub b_count: u32,
+    /// B/A.
+    pub ratio: f64,
+    /// The difference of medians exceeds what the two spreads explain (see [`significant`]).
+    pub significant: bool,
+    /// A's median is below `min_us`.
+    pub tiny: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgreementReport {
+    pub model_name: String,
+    pub model_hash: String,
+    /// The pool names, for reading `Row::config`.
+    pub pools: Vec<String>,
+    pub options: CompareOptions,
+    pub a: ProfileFacts,
+    pub b: ProfileFacts,
+    /// B's wall time over A's; `None` when A took no time.
+    pub wall_ratio: Option<f64>,
+    /// Either profile has an emulated pool: its timings are not measurements of the device.
+    pub emulated: bool,
+    /// Keys measured by both.
+    pub matched: usize,
+    /// Keys measured by only one side.
+    pub only_in_a: usize,
+    pub only_in_b: usize,
+    /// Matched keys left out because a median is zero or not a number.
+    pub unusable: usize,
+    pub non_tiny: Agreement,
+    pub tiny: Agreement,
+    /// The non-tiny rows furthest from agreement (by |ln B/A|), worst first.
+    pub worst: Vec<Row>,
+    /// The non-tiny share within tolerance reaches `options.share`, over at least one row.
+    pub meets: bool,
+    /// One line saying whether the profiles agree and by how much.
+    pub verdict: String,
+    pub notes: Vec<String>,
+    /// The noise floor, when a repeat of A was given: A against its repeat, over the
+    /// kernels of at least `min_us`. Disagreement between A and B is meaningful only
+    /// beyond this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Agreement>,
+    /// Every matched row, in A's measurement order.
+    pub rows: Vec<Row>,
+}
+
+impl AgreementReport {
+    /// The `n` non-tiny rows furthest from agreement (by |ln B/A|), worst first; ties keep
+    /// A's order, so the list is deterministic.
+    pub fn worst_offenders(&self, n: usize) -> Vec<Row> {
+        let mut rows: Vec<&Row> = self.rows.iter().filter(|r| !r.tiny).collect();
+        rows.sort_by(|x, y| y.ratio.ln().abs().total_cmp(&x.ratio.ln().abs()));
+        rows.into_iter().take(n).cloned().collect()
+    }
+}
+
+fn describe_pools(pools: &[PoolInfo]) -> String {
+    pools
+        .iter()
+        .map(|p| match &p.emulated_as {
+            Some(device) => format!("{} ({}, emulated as {device})", p.name, p.kind),
+            None => format!("{} ({})", p.name, p.kind),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn config_names(config: &[u16], pools: &[PoolInfo]) -> String {
+    config
+        .iter()
+        .map(|&i| pools.get(usize::from(i)).map_or_else(|| format!("pool#{i}"), |p| p.name.clone()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn percent(v: f64) -> String {
+    format!("{:.1}%", 100.0 * v)
+}
+
+/// Compares B against A. Refuses profiles of different models or pool layouts (their
+/// keys would join things that are not the same kernel in the same memory); different
+/// hosts, protocols or pins are allowed and noted.
+pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<AgreementReport, ProfileError> {
+    let usage = |reason: String| Err(ProfileError::Usage { reason });
+    if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
+        return usage(format!("tolerance {} must be a fraction of at least 0 (0.05 is ±5%)", options.tolerance));
+    }
+    if !(options.min_us.is_finite() && options.min_us >= 0.0) {
+        return usage(format!("minimum kernel time {} µs must be at least 0", options.min_us));
+    }
+    if !(0.0..=1.0).contains(&options.share) {
+        return usage(format!("share {} must be between 0 and 1", options.share));
+    }
+    let (ha, hb) = (&a.header, &b.header);
+    if ha.model_hash != hb.model_hash {
+        return Err(ProfileError::Mismatch {
+            reason: format!(
+                "profiles of different models: A is {} (model hash {}), B is {} (model hash {})",
+                ha.model_name,
+                short(&ha.model_hash),
+                hb.model_name,
+                short(&hb.model_hash)
+            ),
+        });
+    }
+    if ha.pools != hb.pools {
+        return Err(ProfileError::Mismatch {
+            reason: format!(
+                "profiles over different pools: A has {}; B has {}",
+                describe_pools(&ha.pools),
+                describe_pools(&hb.pools)
+            ),
+        });
+    }
+    let mut notes = Vec::new();
+    if ha.host_fingerprint != hb.host_fingerprint {
+        notes.push(format!(
+            "measured on different hosts (A {}, B {}): differences include the machines",
+            ha.host_fingerprint, hb.host_fingerprint
+        ));
+    }
+    if ha.protocol != hb.protocol {
+        notes.push(format!(
+            "different measurement protocols: A warm-up {}, reps {}-{}, CV target {}, seed {}; \
+             B warm-up {}, reps {}-{}, CV target {}, seed {}",
+            ha.protocol.warmup,
+            ha.protocol.reps,
+            ha.protocol.max_reps,
+            ha.protocol.cv_target,
+            ha.protocol.seed,
+            hb.protocol.warmup,
+            hb.protocol.reps,
+            hb.protocol.max_reps,
+            hb.protocol.cv_target,
+            hb.protocol.seed
+        ));
+    }
+    if ha.pins != hb.pins {
+        notes.push(format!("different --pin rules: A [{}], B [{}]", ha.pins.join(" "), hb.pins.join(" ")));
+    }
+    for (side, p) in [("A", a), ("B", b)] {
+        if !p.is_complete() {
+            notes.push(format!("{side} is incomplete: {} of {} passes done", p.passes_done, p.passes_total));
+        }
+    }
+
+    // Rounds measure a key once each; they are merged into one measurement per key.
+    let (merged_a, merged_b) = (a.merged(), b.merged());
+    let (a_measurements, b_measurements) = (&merged_a, &merged_b);
+    // Join on the key. A key measured twice in one profile (which the profiler does not
+    // do) keeps its first measurement, and is noted.
+    let mut by_key: BTreeMap<(u64, &[u16]), &Measurement> = BTreeMap::new();
+    let mut duplicates = 0usize;
+    for m in b_measurements {
+        match by_key.entry((m.signature, m.config.as_slice())) {
+            Entry::Vacant(slot) => {
+                slot.insert(m);
+            }
+            Entry::Occupied(_) => duplicates += 1,
+        }
+    }
+    let mut seen_a: BTreeSet<(u64, &[u16])> = BTreeSet::new();
+    let mut rows = Vec::new();
+    let (mut matched, mut only_in_a, mut unusable) = (0usize, 0usize, 0usize);
+    for ma in a_measurements {
+        let key = (ma.signature, ma.config.as_slice());
+        if !seen_a.insert(key) {
+            duplicates += 1;
+            continue;
+        }
+        let Some(mb) = by_key.get(&key) else {
+            only_in_a += 1;
+            continue;
+        };
+        matched += 1;
+        let usable = |m: &Measurement| m.median_ns.is_finite() && m.median_ns > 0.0;
+        if !usable(ma) || !usable(mb) {
+            unusable += 1;
+            continue;
+        }
+        let a_us = ma.median_ns / 1e3;
+        rows.push(Row {
+            signature: ma.signature,
+            node: ma.node.clone(),
+            op: ma.op.clone(),
+            config: config_names(&ma.config, &ha.pools),
+            a_us,
+            b_us: mb.median_ns / 1e3,
+            a_mad_us: ma.mad_ns / 1e3,
+            b_mad_us: mb.mad_ns / 1e3,
+            a_count: ma.count,
+            b_count: mb.count,
+            ratio: mb.median_ns / ma.median_ns,
+            significant: significant(ma, mb),
+            tiny: a_us < options.min_us,
+        });
+    }
+    let only_in_b = by_key.len() - matched;
+    if only_in_a > 0 || only_in_b > 0 {
+        notes.push(format!(
+            "{only_in_a} measurement(s) only in A and {only_in_b} only in B are not compared \
+             (a sampled or incomplete profile measures fewer)"
+        ));
+    }
+    if duplicates > 0 {
+        notes.push(format!("{duplicates} measurement(s) repeat a key within one profile; the first was used"));
+    }
+    if unusable > 0 {
+        notes.push(format!("{unusable} matched pair(s) have a zero or invalid median and are left out"));
+    }
+
+    let non_tiny = Agreement::of(rows.iter().filter(|r| !r.tiny), options.tolerance);
+    let tiny = Agreement::of(rows.iter().filter(|r| r.tiny), options.tolerance);
+    if tiny.rows > 0 {
+        notes.push(format!(
+            "{} kernel(s) under {} µs in A are summarised apart: timer and launch overheads dominate them",
+            tiny.rows, options.min_us
+        ));
+    }
+    let emulated_pools: Vec<String> =
+        ha.pools.iter().filter_map(|p| p.emulated_as.as_ref().map(|d| format!("'{}' as {d}", p.name))).collect();
+    let (fa, fb) = (ProfileFacts::of(a), ProfileFacts::of(b));
+    let emulated = fa.emulated || fb.emulated;
+    if emulated {
+        notes.push(format!(
+            "EMULATED: {} stand(s) in DRAM for the device; these timings are not measurements of it",
+            if emulated_pools.is_empty() { "a pool".to_string() } else { emulated_pools.join(", ") }
+        ));
+    }
+
+    let share = non_tiny.within_tolerance.unwrap_or(0.0);
+    let meets = non_tiny.rows > 0 && share + EDGE_SLACK >= options.share;
+    let mut report = AgreementReport {
+        model_name: ha.model_name.clone(),
+        model_hash: ha.model_hash.clone(),
+        pools: ha.pools.iter().map(|p| p.name.clone()).collect(),
+        options: options.clone(),
+        wall_ratio: (a.wall_seconds > 0.0).then(|| b.wall_seconds / a.wall_seconds),
+        a: fa,
+        b: fb,
+        emulated,
+        matched,
+        only_in_a,
+        only_in_b,
+        unusable,
+        non_tiny,
+        tiny,
+        worst: Vec::new(),
+        meets,
+        verdict: String::new(),
+        floor: None,
+        notes,
+        rows,
+    };
+    report.worst = report.worst_offenders(WORST);
+    if report.non_tiny.rows == 0 {
+        report.notes.push(format!(
+            "no kernel of at least {} µs was measured by both profiles: there is nothing to judge agreement on",
+            options.min_us
+        ));
+    }
+    report.verdict = verdict(&report);
+    Ok(report)
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..16).unwrap_or(hash)
+}
+
+fn verdict(c: &AgreementReport) -> String {
+    let o = &c.options;
+    let emulated = if c.emulated { " (EMULATED pools)" } else { "" };
+    let n = &c.non_tiny;
+    if n.rows == 0 {
+        return format!("profiles cannot be judged: no kernel of at least {} µs in both{emulated}", o.min_us);
+    }
+    let within = n.within_tolerance.unwrap_or(0.0);
+    let median = n.median_ratio.unwrap_or(f64::NAN);
+    let head = format!(
+        "{} of {} kernel(s) of at least {} µs within ±{} (needed {}); median B/A {:.3}",
+        percent(within),
+        n.rows,
+        o.min_us,
+        percent(o.tolerance),
+        percent(o.share),
+        median
+    );
+    let worst = c
+        .worst
+        .first()
+        .map(|w| format!(", worst {:.2}x ({} {} {})", w.ratio, w.op, w.node, w.config))
+        .unwrap_or_default();
+    if c.meets {
+        format!("profiles agree: {head}{emulated}")
+    } else {
+        format!("profiles disagree: {head}{worst}{emulated}")
+    }
+}

@@ -1,0 +1,77 @@
+//! The statistics of agreement: how two medians are judged different beyond their
+//! noise, and how a set of rows (kernels measured by both profiles) is summarised.
+
+use super::Row;
+use crate::record::Measurement;
+use serde::Serialize;
+
+/// sqrt(π/2): the asymptotic standard error of a sample median is this times σ/√n for
+/// normally distributed samples.
+const MEDIAN_SE_FACTOR: f64 = 1.2533;
+/// Scales a MAD to σ for normally distributed samples.
+const MAD_TO_SIGMA: f64 = 1.4826;
+/// A difference is significant beyond this many combined standard errors.
+const SIGNIFICANCE_SIGMAS: f64 = 3.0;
+/// Ratios are compared with their band with this much slack, so a ratio that is exactly
+/// on the edge (1.1 computed as 1.1000000000000001) counts as inside.
+pub(super) const EDGE_SLACK: f64 = 1e-9;
+
+/// Agreement over a set of rows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    pub rows: usize,
+    /// Shares of rows with |B/A − 1| within 5%, 10% and the tolerance; `None` without rows.
+    pub within_5: Option<f64>,
+    pub within_10: Option<f64>,
+    pub within_tolerance: Option<f64>,
+    pub median_ratio: Option<f64>,
+    pub geomean_ratio: Option<f64>,
+    pub significant: usize,
+}
+
+impl Agreement {
+    pub(super) fn of<'a>(rows: impl Iterator<Item = &'a Row>, tolerance: f64) -> Agreement {
+        let rows: Vec<&Row> = rows.collect();
+        let n = rows.len();
+        let share = |band: f64| {
+            (n > 0)
+                .then(|| rows.iter().filter(|r| (r.ratio - 1.0).abs() <= band + EDGE_SLACK).count() as f64 / n as f64)
+        };
+        let mut ratios: Vec<f64> = rows.iter().map(|r| r.ratio).collect();
+        ratios.sort_by(f64::total_cmp);
+        let median_ratio = match n {
+            0 => None,
+            n if n % 2 == 1 => Some(ratios[n / 2]),
+            n => Some((ratios[n / 2 - 1] + ratios[n / 2]) / 2.0),
+        };
+        // Ratios multiply (2x slower and 2x faster cancel), so their mean is geometric.
+        let geomean_ratio = (n > 0).then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / n as f64).exp());
+        Agreement {
+            rows: n,
+            within_5: share(0.05),
+            within_10: share(0.10),
+            within_tolerance: share(tolerance),
+            median_ratio,
+            geomean_ratio,
+            significant: rows.iter().filter(|r| r.significant).count(),
+        }
+    }
+}
+
+/// Standard error of a sample median estimated from its MAD: σ ≈ 1.4826·MAD (normal
+/// samples), and the median's standard error is sqrt(π/2)·σ/√n ≈ 1.2533·σ/√n. Infinite
+/// without samples, so nothing measured zero times is ever significant.
+pub fn median_se(mad: f64, count: u32) -> f64 {
+    if count == 0 {
+        return f64::INFINITY;
+    }
+    MEDIAN_SE_FACTOR * MAD_TO_SIGMA * mad / f64::from(count).sqrt()
+}
+
+/// The two medians differ by more than three combined standard errors:
+/// |Δmedian| > 3·sqrt(se_a² + se_b²). Timing noise is not normal (it has a long right
+/// tail), so this is a screen for "clearly more than noise", not an exact test.
+pub fn significant(a: &Measurement, b: &Measurement) -> bool {
+    let se = median_se(a.mad_ns, a.count).hypot(median_se(b.mad_ns, b.count));
+    (b.median_ns - a.median_ns).abs() > SIGNIFICANCE_SIGMAS * se
+}

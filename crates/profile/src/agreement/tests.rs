@@ -1,0 +1,239 @@
+//! The agreement report checked by hand on small profiles.
+
+use super::*;
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, ProfileHeader, Protocol};
+
+fn pools() -> Vec<PoolInfo> {
+    vec![
+        PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
+        PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: None },
+    ]
+}
+
+fn header(max_simultaneous: u32) -> ProfileHeader {
+    ProfileHeader {
+        format: FORMAT_NAME.into(),
+        version: FORMAT_VERSION,
+        model_name: "toy-b1".into(),
+        model_hash: "00112233445566778899aabbccddeeff".into(),
+        host_fingerprint: "host-a".into(),
+        pools: pools(),
+        emulated: false,
+        protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7, rounds: 1 },
+        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
+        pins: vec![],
+        plan_hash: "plan".into(),
+    }
+}
+
+/// A measurement of signature `sig` in config `[sig % 2, 0]`, median `us`.
+fn m(sig: u64, us: f64, mad_us: f64, count: u32) -> Measurement {
+    Measurement {
+        signature: sig,
+        config: vec![(sig % 2) as u16, 0],
+        node: format!("n{sig}"),
+        op: "conv2d".into(),
+        pass: 0,
+        count,
+        median_ns: us * 1e3,
+        drift_corrected_ns: us * 1e3,
+        mad_ns: mad_us * 1e3,
+        min_ns: us * 1e3,
+        max_ns: us * 1e3,
+        cv: 0.0,
+    }
+}
+
+fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
+    Profile {
+        header: header(max_simultaneous),
+        passes_total: 4,
+        passes_done: 4,
+        wall_seconds: 10.0,
+        clock_resolution_ns: 1.0,
+        clock_overhead_ns: 20.0,
+        reference_ns: vec![],
+        pass_drift: vec![],
+        measurements,
+    }
+}
+
+/// A profile whose signature i (from 0) has median `us[i]`, MAD 1 µs, 20 samples.
+fn medians(max_simultaneous: u32, us: &[f64]) -> Profile {
+    profile(max_simultaneous, us.iter().enumerate().map(|(i, &u)| m(i as u64, u, 1.0, 20)).collect())
+}
+
+fn close(x: f64, y: f64) -> bool {
+    (x - y).abs() < 1e-9
+}
+
+#[test]
+fn identical_profiles_agree_completely() {
+    let a = medians(1, &[100.0, 200.0, 300.0, 1000.0]);
+    let c = compare(&a, &a, &CompareOptions::default()).expect("same model");
+    assert_eq!((c.matched, c.only_in_a, c.only_in_b), (4, 0, 0));
+    assert_eq!(c.non_tiny.rows, 4);
+    assert_eq!(c.non_tiny.within_5, Some(1.0));
+    assert_eq!(c.non_tiny.median_ratio, Some(1.0));
+    assert_eq!(c.non_tiny.geomean_ratio, Some(1.0));
+    assert_eq!(c.non_tiny.significant, 0);
+    assert!(c.meets && !c.emulated, "{c:?}");
+    assert!(c.verdict.starts_with("profiles agree: 100.0% of 4"), "{}", c.verdict);
+    assert_eq!(c.rows[1].config, "pmem,dram");
+    assert_eq!(c.wall_ratio, Some(1.0));
+    assert!(c.notes.is_empty(), "{:?}", c.notes);
+}
+
+#[test]
+fn a_slower_subset_is_summarised_as_by_hand() {
+    let ratios = [1.0, 1.0, 1.0, 1.0, 1.04, 1.08, 1.2, 1.2, 1.2, 0.75];
+    let a = medians(1, &[1000.0; 10]);
+    let b = medians(8, &ratios.map(|r| 1000.0 * r));
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    let n = &c.non_tiny;
+    assert_eq!(n.rows, 10);
+    // |r − 1| ≤ 0.05: the four 1.0s and 1.04; ≤ 0.10 adds 1.08.
+    assert_eq!(n.within_5, Some(0.5));
+    assert_eq!(n.within_10, Some(0.6));
+    assert_eq!(n.within_tolerance, Some(0.5));
+    // Sorted: 0.75 1 1 1 1 | 1.04 1.08 1.2 1.2 1.2 → (1 + 1.04) / 2.
+    assert!(close(n.median_ratio.expect("rows"), 1.02));
+    // exp((ln 1.04 + ln 1.08 + 3 ln 1.2 + ln 0.75) / 10), by hand: 1.0382602078.
+    assert!((n.geomean_ratio.expect("rows") - 1.038_260_207_8).abs() < 1e-9);
+    assert!(!c.meets);
+    assert!(c.verdict.starts_with("profiles disagree: 50.0% of 10"), "{}", c.verdict);
+    assert!(c.verdict.contains("worst 0.75x (conv2d n9 pmem,dram)"), "{}", c.verdict);
+    // |ln 0.75| = 0.288 > ln 1.2 = 0.182 (three ties, in A's order) > ln 1.08 > ln 1.04.
+    let worst: Vec<&str> = c.worst.iter().map(|r| r.node.as_str()).collect();
+    assert_eq!(worst, ["n9", "n6", "n7", "n8", "n5", "n4", "n0", "n1", "n2", "n3"]);
+    assert_eq!(c.worst_offenders(2).len(), 2);
+    // MAD 1 µs over 20 samples: a 40 µs difference is far beyond noise, equality is not.
+    assert_eq!(n.significant, 6);
+}
+
+#[test]
+fn geometric_mean_and_median_of_two() {
+    let a = medians(1, &[100.0, 100.0]);
+    let b = medians(1, &[200.0, 800.0]);
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    assert!(close(c.non_tiny.geomean_ratio.expect("rows"), 4.0));
+    assert!(close(c.non_tiny.median_ratio.expect("rows"), 5.0));
+    assert_eq!(c.non_tiny.within_10, Some(0.0));
+}
+
+#[test]
+fn significance_weighs_the_difference_against_the_spreads() {
+    // se = 1.2533 · 1.4826 · 5 / √100 = 0.93 µs each; 3 · √2 · 0.93 = 3.9 µs ≪ 100 µs.
+    assert!(significant(&m(0, 1000.0, 5.0, 100), &m(0, 1100.0, 5.0, 100)));
+    // se = 1.2533 · 1.4826 · 200 / √10 = 117.5 µs each; 3 · √2 · 117.5 = 499 µs ≫ 10 µs.
+    assert!(!significant(&m(0, 1000.0, 200.0, 10), &m(0, 1010.0, 200.0, 10)));
+    assert!((median_se(5000.0, 100) - 929.071_29).abs() < 1e-6);
+    assert!(!significant(&m(0, 1000.0, 0.0, 0), &m(0, 5000.0, 0.0, 0)), "no samples, no evidence");
+}
+
+#[test]
+fn tiny_kernels_are_summarised_apart_and_do_not_decide() {
+    let a = medians(1, &[1000.0, 2000.0, 10.0, 20.0]);
+    let b = medians(2, &[1000.0, 2000.0, 30.0, 20.0]);
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    assert_eq!((c.non_tiny.rows, c.tiny.rows), (2, 2));
+    assert_eq!(c.tiny.within_5, Some(0.5));
+    assert!(c.rows[2].tiny && !c.rows[0].tiny);
+    assert!(c.worst.iter().all(|r| !r.tiny));
+    assert!(c.meets);
+    assert!(c.notes.iter().any(|n| n.contains("2 kernel(s) under 50 µs")), "{:?}", c.notes);
+}
+
+#[test]
+fn unmatched_keys_are_counted() {
+    let a = medians(1, &[100.0, 100.0, 100.0, 100.0]);
+    let mut b = medians(1, &[100.0, 100.0]);
+    b.measurements.push(m(40, 100.0, 1.0, 20));
+    // Same signature in another configuration is another key.
+    let mut other = m(0, 100.0, 1.0, 20);
+    other.config = vec![1, 1];
+    b.measurements.push(other);
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    assert_eq!((c.matched, c.only_in_a, c.only_in_b), (2, 2, 2));
+    assert!(c.notes.iter().any(|n| n.contains("2 measurement(s) only in A and 2 only in B")), "{:?}", c.notes);
+}
+
+#[test]
+fn different_models_and_pools_are_refused() {
+    let a = medians(1, &[100.0]);
+    let mut b = a.clone();
+    b.header.model_hash = "ffeeddccbbaa99887766554433221100".into();
+    b.header.model_name = "other-b1".into();
+    let err = compare(&a, &b, &CompareOptions::default()).expect_err("different models");
+    assert!(matches!(err, ProfileError::Mismatch { .. }));
+    let text = err.to_string();
+    assert!(text.contains("toy-b1") && text.contains("other-b1") && !text.contains('\n'), "{text}");
+
+    let mut b = a.clone();
+    b.header.pools[1].emulated_as = Some("optane-pmem-100".into());
+    let err = compare(&a, &b, &CompareOptions::default()).expect_err("different pools");
+    assert!(err.to_string().contains("emulated as optane-pmem-100"), "{err}");
+}
+
+#[test]
+fn bad_options_are_refused() {
+    let a = medians(1, &[100.0]);
+    for options in [
+        CompareOptions { tolerance: -0.1, ..CompareOptions::default() },
+        CompareOptions { min_us: f64::NAN, ..CompareOptions::default() },
+        CompareOptions { share: 1.5, ..CompareOptions::default() },
+    ] {
+        let err = compare(&a, &a, &options).expect_err("bad option");
+        assert!(matches!(err, ProfileError::Usage { .. }), "{err}");
+    }
+}
+
+#[test]
+fn hosts_protocols_and_emulation_are_noted() {
+    let mut a = medians(1, &[100.0]);
+    a.header.pools[1].emulated_as = Some("optane-pmem-100".into());
+    a.header.emulated = true;
+    let mut b = a.clone();
+    b.header.host_fingerprint = "host-b".into();
+    b.header.protocol.reps = 20;
+    b.wall_seconds = 2.5;
+    b.passes_done = 1;
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    assert!(c.emulated && c.a.emulated && c.b.emulated);
+    assert!(c.verdict.contains("EMULATED"), "{}", c.verdict);
+    assert_eq!(c.wall_ratio, Some(0.25));
+    let notes = c.notes.join("\n");
+    for needle in ["different hosts", "different measurement protocols", "B is incomplete", "EMULATED: 'pmem'"] {
+        assert!(notes.contains(needle), "{needle} missing from {notes}");
+    }
+}
+
+#[test]
+fn nothing_to_judge_does_not_meet() {
+    let a = medians(1, &[10.0]);
+    let c = compare(&a, &a, &CompareOptions::default()).expect("same model");
+    assert_eq!(c.non_tiny.rows, 0);
+    assert_eq!(c.non_tiny.within_5, None);
+    assert!(!c.meets);
+    assert!(c.notes.iter().any(|n| n.contains("nothing to judge")), "{:?}", c.notes);
+    let empty = profile(1, vec![]);
+    assert!(!compare(&empty, &empty, &CompareOptions::default()).expect("same model").meets);
+}
+
+#[test]
+fn scatter_is_deterministic_and_shows_both_series() {
+    let a = medians(1, &[1000.0, 2000.0, 10.0]);
+    let b = medians(2, &[1100.0, 2000.0, 30.0]);
+    let c = compare(&a, &b, &CompareOptions::default()).expect("same model");
+    let svg = scatter_svg(&c);
+    assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    assert!(svg.contains("log10 µs") && svg.contains("tiny (&lt; 50 µs)") && svg.contains("B = 1.1·A (+10%)"));
+    assert_eq!(svg.matches("<circle").count(), 3 + 1, "three kernels and the worst-offender marker");
+    assert_eq!(scatter_svg(&c), svg);
+
+    let a = medians(1, &[0.5, 100.0]);
+    let svg = scatter_svg(&compare(&a, &a, &CompareOptions::default()).expect("same model"));
+    assert!(svg.contains("log10 ns"), "sub-µs medians switch the axes to ns");
+    let empty = profile(1, vec![]);
+    assert!(scatter_svg(&compare(&empty, &empty, &CompareOptions::default()).expect("same")).contains("</svg>"));
+}
