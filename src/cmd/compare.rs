@@ -4,7 +4,6 @@ use crate::table::{Table, count};
 use anyhow::Context as _;
 use placer_profile::checkpoint;
 use placer_profile::agreement::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -52,7 +51,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         c.floor = Some(floor.non_tiny);
     }
     if let Some(path) = &args.svg {
-        write_atomically(path, scatter_svg(&c).as_bytes())?;
+        // Beside the target, then renamed, so a reader never sees half a file.
+        placer_files::write_atomic(path, scatter_svg(&c))
+            .map_err(|e| e.io)
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
@@ -71,24 +73,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         Err(crate::exit::Disagreement(c.verdict).into())
     }
-}
-
-/// Beside the target, then renamed, so a reader never sees half a file.
-fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write()
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })
-        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn percent(share: Option<f64>) -> String {

@@ -144,9 +144,9 @@ fn write_svg(model: &Model, path: &Path) -> anyhow::Result<()> {
         y: profile.peak_bytes as f64,
         label: format!("peak {} at step {}", bytes(profile.peak_bytes), profile.peak_step),
     });
-    let tmp = path.with_extension("svg.tmp");
-    std::fs::write(&tmp, chart.to_svg()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    placer_files::write_atomic(path, chart.to_svg())
+        .map_err(|e| e.io)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
 

@@ -47,7 +47,8 @@ fn to_json<T: Serialize + ?Sized>(dir: &Path, value: &T) -> Result<String, EvalE
 
 fn save(dir: &Path, name: &str, text: &str, written: &mut Vec<PathBuf>) -> Result<(), EvalError> {
     let path = dir.join(name);
-    std::fs::write(&path, text).map_err(io(&path))?;
+    // Atomic, so a reader (or a rerun into the same directory) never sees half a plan.json.
+    placer_files::write_atomic(&path, text).map_err(|e| io(&path)(e.io))?;
     written.push(path);
     Ok(())
 }

@@ -84,8 +84,8 @@ pub fn load(dir: &Path, fingerprint: &str) -> Result<Option<HostCache>, HostErro
     Ok(Some(cache))
 }
 
-/// Writes atomically: a temporary file in the same directory, then a rename, so an
-/// interrupted write never leaves a half-written cache.
+/// Writes atomically ([`placer_files::write_atomic`]), so an interrupted write never
+/// leaves a half-written cache.
 pub fn store(
     dir: &Path,
     fingerprint: &str,
@@ -105,8 +105,6 @@ pub fn store(
         probe,
     };
     let text = serde_json::to_string_pretty(&cache).map_err(|e| err(e.to_string()))?;
-    let tmp = dir.join(format!(".host-{fingerprint}.json.tmp{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
-    std::fs::rename(&tmp, &path).map_err(|e| err(e.to_string()))?;
+    placer_files::write_atomic(&path, text).map_err(|e| err(e.io.to_string()))?;
     Ok(path)
 }

@@ -56,14 +56,9 @@ pub fn load_model(path: &Path) -> Result<Model, IrError> {
     parse_model(&src).map_err(|diagnostics| IrError::Invalid { path: path.to_path_buf(), diagnostics })
 }
 
-/// Writes a model atomically: to a temporary file beside the target, then renamed, so
-/// an interrupted write never leaves a truncated model behind.
+/// Writes a model atomically ([`placer_files::write_atomic`]), so an interrupted write
+/// never leaves a truncated model behind.
 pub fn save_model(model: &Model, path: &Path) -> Result<(), IrError> {
-    let err = |source| IrError::Write { path: path.to_path_buf(), source };
-    let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, model.to_json()).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err(e)
-    })
+    placer_files::write_atomic(path, model.to_json())
+        .map_err(|e| IrError::Write { path: path.to_path_buf(), source: e.io })
 }

@@ -1,5 +1,6 @@
 //! Checkpoints: a [`Profile`] in bincode 2 behind a fixed text header, written
-//! atomically (temporary file, fsync, rename, fsync of the directory) after every pass.
+//! atomically ([`placer_files::write_atomic`]: temporary file, fsync, rename, fsync of the
+//! directory) after every pass.
 //!
 //! Layout: `placer-profile\n` magic, then a little-endian u32 format version, then the
 //! bincode body. The version is read before the body, so a file from another version is
@@ -7,7 +8,6 @@
 
 use crate::ProfileError;
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile};
-use std::io::Write;
 use std::path::Path;
 
 const MAGIC: &[u8] = b"placer-profile\n";
@@ -53,18 +53,5 @@ pub fn save(path: &Path, profile: &Profile) -> Result<(), ProfileError> {
     let bytes = encode(profile).map_err(&err)?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| err(e.to_string()))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        // The rename itself is durable only once the directory is synced.
-        std::fs::File::open(dir)?.sync_all()
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        err(e.to_string())
-    })
+    placer_files::write_atomic(path, bytes).map_err(|e| err(e.io.to_string()))
 }

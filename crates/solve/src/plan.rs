@@ -282,16 +282,11 @@ impl Plan {
         }
     }
 
-    /// Writes atomically: a temporary file beside the target, then a rename.
+    /// Writes atomically ([`placer_files::write_atomic`]).
     pub fn save(&self, path: &Path) -> Result<(), SolveError> {
         let err = |reason: String| SolveError::PlanFile { path: path.to_path_buf(), reason };
         let text = serde_json::to_string_pretty(self).map_err(|e| err(e.to_string()))?;
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, text).map_err(|e| err(e.to_string()))?;
-        std::fs::rename(&tmp, path).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            err(e.to_string())
-        })
+        placer_files::write_atomic(path, text).map_err(|e| err(e.io.to_string()))
     }
 
     pub fn load(path: &Path) -> Result<Plan, SolveError> {
