@@ -300,7 +300,10 @@ impl Arenas {
 
     /// Frees the range placed at `slot.offset`.
     pub fn release(&mut self, slot: Slot) -> Result<(), PoolError> {
-        if self.busy.iter().any(|b| b.from.overlaps(&slot) || b.to.overlaps(&slot)) {
+        // The whole placed range is freed, whatever length the caller names.
+        let placed = self.arenas.get(slot.pool.index()).and_then(|a| a.placed.get(&slot.offset)).copied();
+        let freed = Slot { len: placed.unwrap_or(0).max(slot.len), ..slot };
+        if self.busy.iter().any(|b| b.from.overlaps(&freed) || b.to.overlaps(&freed)) {
             return Err(refused(slot.pool, format!("bytes at {} are freed while a copy uses them", slot.offset)));
         }
         let arena = self.arenas.get_mut(slot.pool.index()).ok_or_else(|| refused(slot.pool, "no arena".into()))?;

@@ -136,6 +136,17 @@ fn copies_that_would_race_are_refused() {
 }
 
 #[test]
+fn freeing_a_range_part_of_which_is_in_a_copy_is_refused() {
+    let (_pools, mut a) = arenas(&[8192, 4096]);
+    a.place(slot(0, 0, 8192)).expect("arena");
+    a.place(slot(1, 0, 4096)).expect("arena");
+    let ticket = a.start_copy(slot(0, 4096, 4096), slot(1, 0, 4096), 0.0).expect("arena");
+    assert!(a.release(slot(0, 0, 64)).is_err(), "the range placed at 0 holds the copy's source");
+    a.finish_copy(ticket).expect("arena");
+    a.release(slot(0, 0, 64)).expect("arena");
+}
+
+#[test]
 fn copies_finished_out_of_order_each_wait_for_their_own() {
     let (_pools, mut a) = arenas(&[3 * 4096, 3 * 4096]);
     let mut tickets = Vec::new();
