@@ -57,30 +57,27 @@ fn exit_code(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<Disagreement>().is_some() {
             return DISAGREEMENT;
         }
-        if let Some(e) = cause.downcast_ref::<ProfileError>() {
-            match e {
-                ProfileError::Checkpoint { .. } | ProfileError::Mismatch { .. } | ProfileError::Usage { .. } => {
-                    return BAD_INPUT;
-                }
-                // Classified below, as their own causes.
-                ProfileError::Exec(_) | ProfileError::Host(_) => {}
-            }
+        if let Some(code) = cause.downcast_ref::<ProfileError>().and_then(profile_code) {
+            return code;
         }
-        if let Some(e) = cause.downcast_ref::<SolveError>() {
-            return solve_code(e);
+        if let Some(code) = cause.downcast_ref::<SolveError>().and_then(solve_code) {
+            return code;
         }
         if let Some(e) = cause.downcast_ref::<EvalError>() {
-            match e {
+            let code = match e {
                 // Transparent: the inner error is not a cause of its own in the chain.
-                EvalError::Solve(e) => return solve_code(e),
-                EvalError::Host(e) => {
-                    if let Some(code) = host_code(e) {
-                        return code;
-                    }
-                }
-                EvalError::Usage { .. } => return BAD_INPUT,
-                EvalError::Report { .. } => return FAILURE,
-                EvalError::Exec { error, .. } => return exec_code(error),
+                EvalError::Solve(e) => solve_code(e),
+                EvalError::Host(e) => host_code(e),
+                EvalError::Profile(e) => profile_code(e),
+                EvalError::Run(e) => Some(exec_code(e)),
+                EvalError::Usage { .. } => Some(BAD_INPUT),
+                EvalError::Report { .. } | EvalError::PlanCheck { .. } => Some(FAILURE),
+                EvalError::Exec { error, .. } => Some(exec_code(error)),
+                // The pool error is the next cause.
+                EvalError::Place { .. } => None,
+            };
+            if let Some(code) = code {
+                return code;
             }
         }
         if cause.downcast_ref::<placer_solve::BudgetError>().is_some() {
@@ -106,7 +103,8 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 | PoolError::OutOfMemory { .. }
                 | PoolError::BadView { .. }
                 | PoolError::BackendUnavailable { .. }
-                | PoolError::Arena { .. } => FAILURE,
+                | PoolError::Arena { .. }
+                | PoolError::Copy { .. } => FAILURE,
             };
         }
         if let Some(e) = cause.downcast_ref::<OnnxError>() {
@@ -157,13 +155,28 @@ fn host_code(e: &HostError) -> Option<u8> {
     }
 }
 
-fn solve_code(e: &SolveError) -> u8 {
+/// `None` for errors classified as their own causes further down the chain.
+fn profile_code(e: &ProfileError) -> Option<u8> {
+    match e {
+        ProfileError::Checkpoint { .. } | ProfileError::Mismatch { .. } | ProfileError::Usage { .. } => Some(BAD_INPUT),
+        ProfileError::CreateDir { .. } => Some(FAILURE),
+        ProfileError::Exec(_) | ProfileError::Host(_) => None,
+    }
+}
+
+/// `None` for errors classified as their own causes further down the chain.
+fn solve_code(e: &SolveError) -> Option<u8> {
     match e {
         SolveError::Budget(_)
         | SolveError::Infeasible { .. }
         | SolveError::Mismatch { .. }
         | SolveError::PlanFile { .. }
-        | SolveError::Usage { .. } => BAD_INPUT,
-        SolveError::Solver { .. } => FAILURE,
+        | SolveError::Usage { .. } => Some(BAD_INPUT),
+        SolveError::Solver { .. } => Some(FAILURE),
+        // Transparent: the inner error is not a cause of its own in the chain.
+        SolveError::Profile(e) => profile_code(e),
+        SolveError::Host(e) => host_code(e),
+        // The host's error is the next cause.
+        SolveError::Probe(_) => None,
     }
 }

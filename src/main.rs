@@ -3,8 +3,10 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod args;
 mod cmd;
 mod exit;
+mod render;
 mod table;
 
 use clap::{Parser, Subcommand};

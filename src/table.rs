@@ -7,15 +7,7 @@ pub fn bytes(b: u64) -> String {
 
 /// Formats a count with thousands separators: `25,557,032`.
 pub fn count(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    placer_host::fmt_count(n)
 }
 
 /// Formats a large quantity with an SI suffix: `4.1 G`.

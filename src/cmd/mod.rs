@@ -1,9 +1,7 @@
 pub mod compare;
-pub mod host_args;
 pub mod import;
 pub mod inspect;
 pub mod pipeline;
-pub mod plans;
 pub mod profile;
 pub mod run;
 pub mod solve;

@@ -1,16 +1,14 @@
 //! `placer run MODEL [--iterations N] [--warmup W] [--place ROLE=POOL ...] [--json]`, or
 //! `placer run MODEL --plan plan.json [--compare-baselines]`.
 
-use super::host_args::HostArgs;
-use super::plans;
+use crate::args::HostArgs;
+use crate::render::plans;
 use crate::table::{Table, bytes};
-use anyhow::Context;
-use placer_eval::{Comparison, Contender, EvalError, MeasureOptions};
-use placer_exec::{Executor, Placement, RunOptions, RunSummary};
-use placer_ir::{Model, Role};
-use placer_pools::{PoolId, PoolSet};
-use placer_solve::ilp::IlpOptions;
-use placer_solve::{Budget, Plan, SolveRequest};
+use placer_eval::{Comparison, LeftOut, MeasureOptions, PlanRunEvent};
+use placer_exec::{RunOptions, RunSummary};
+use placer_ir::Model;
+use placer_pools::PoolSet;
+use placer_solve::Plan;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -49,33 +47,6 @@ pub struct Args {
     host: HostArgs,
 }
 
-/// The placement `--place` options describe, checked against the model's roles and the
-/// host's pools.
-fn placement(model: &Model, pools: &PoolSet, options: &[String]) -> anyhow::Result<Placement> {
-    let mut placement = Placement::all_in(model, PoolId(0));
-    for option in options {
-        let (role, pool) = option.split_once('=').ok_or_else(|| placer_host::HostError::Usage {
-            reason: format!("--place '{option}': expected ROLE=POOL"),
-        })?;
-        let pool = pools.find(pool).with_context(|| format!("--place {option}"))?;
-        let role = match role {
-            "all" => None,
-            name => Some(Role::parse(name).ok_or_else(|| placer_host::HostError::Usage {
-                reason: format!(
-                    "--place {option}: unknown role '{name}' (roles: all, {})",
-                    Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
-                ),
-            })?),
-        };
-        for (slot, tensor) in placement.0.iter_mut().zip(model.tensors()) {
-            if role.is_none_or(|r| tensor.role == r) {
-                *slot = pool;
-            }
-        }
-    }
-    Ok(placement)
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = placer_ir::load_model(&args.model)?;
     if let Some(path) = &args.plan {
@@ -83,76 +54,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
-    let placement = placement(&model, &pools, &args.place)?;
-    let mut exec = Executor::new(&model, pools, &placement, args.seed)?;
     let options = RunOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
-    let report = exec.run(&options)?;
-    let summary = RunSummary::new(&model, &report, args.top).ok_or_else(|| anyhow::anyhow!("no timed steps"))?;
+    let run = placer_eval::run_plain(&model, pools, &args.place, &options)?;
+    let summary = RunSummary::new(&model, &run.report, args.top).ok_or_else(|| anyhow::anyhow!("no timed steps"))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print!("{}", render(&summary, exec.pools()));
+        print!("{}", render(&summary, run.executor.pools()));
     }
     Ok(())
-}
-
-/// A plan's name in tables: the strategy, and the formulation for an ILP plan.
-pub fn plan_label(plan: &Plan) -> String {
-    match plan.formulation {
-        Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),
-        _ => plan.strategy.clone(),
-    }
-}
-
-/// The baselines at `plan`'s budget and the all-DRAM reference, costed from the plan's
-/// own profile when it is still there.
-fn baseline_contenders(model: &Model, host: &mut placer_host::Host, plan: &Plan) -> anyhow::Result<Vec<Contender>> {
-    let profile = plan.profile.as_deref().map(Path::new).filter(|p| p.exists());
-    if let (Some(named), None) = (&plan.profile, profile) {
-        eprintln!("note: the plan's profile {named} is gone; baselines are costed by the cost model alone");
-    }
-    let inputs = super::solve::solve_inputs(model, host, profile, &[], true)?;
-    let request = SolveRequest {
-        model,
-        costs: &inputs.costs,
-        pools: inputs.pools,
-        budget: Budget::Bytes(plan.budget_bytes),
-        pins: inputs.pins,
-        options: IlpOptions::default(),
-        profile: profile.map(|p| p.display().to_string()),
-    };
-    let (all_dram, candidates) = placer_solve::baselines(&request)?;
-    let mut out = Vec::new();
-    for c in candidates {
-        match c.outcome {
-            Ok((plan, check)) if check.ok() => out.push(Contender { name: c.name, plan }),
-            Ok(_) => eprintln!("note: baseline {} failed the plan checker; left out", c.name),
-            Err(why) => eprintln!("note: baseline {} has no plan: {why}", c.name),
-        }
-    }
-    out.push(Contender { name: "all-dram".into(), plan: all_dram });
-    Ok(out)
 }
 
 fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     let plan = Plan::load(path)?;
     let mut host = args.host.open()?;
-    let mut contenders = vec![Contender { name: plan_label(&plan), plan }];
-    if args.compare_baselines {
-        contenders.extend(baseline_contenders(model, &mut host, &contenders[0].plan)?);
-    }
     let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
     // With --json, stdout carries only the JSON.
     let json = args.json;
-    let mut progress = |line: &str| {
-        if json {
-            eprintln!("  {line}");
-        } else {
-            println!("  {line}");
+    let mut events = |event: PlanRunEvent<'_>| match event {
+        PlanRunEvent::LeftOut(LeftOut::ProfileGone { profile }) => {
+            eprintln!("note: the plan's profile {profile} is gone; baselines are costed by the cost model alone");
         }
+        PlanRunEvent::LeftOut(LeftOut::FailedCheck { baseline }) => {
+            eprintln!("note: baseline {baseline} failed the plan checker; left out");
+        }
+        PlanRunEvent::LeftOut(LeftOut::NoPlan { baseline, why }) => {
+            eprintln!("note: baseline {baseline} has no plan: {why}");
+        }
+        PlanRunEvent::Progress(line) if json => eprintln!("  {line}"),
+        PlanRunEvent::Progress(line) => println!("  {line}"),
     };
-    let mut pools = || host.pool_set().map_err(EvalError::from);
-    let measured = placer_eval::measure(model, &mut pools, &contenders, &options, &mut progress)?;
+    let measured = placer_eval::run_plan(model, &mut host, plan, args.compare_baselines, &options, &mut events)?;
     let pools = host.pool_set()?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&measured)?);

@@ -1,15 +1,13 @@
 //! `placer solve MODEL --budget B [--profile CKPT] [--formulation static|sync|async]
 //! [--time-limit S] [--gap G] [-o plan.json] [--baselines]`
 
-use super::host_args::HostArgs;
+use crate::args::{FormulationArg, HostArgs};
+use crate::render::progress;
 use crate::table::{Table, bytes, count};
-use anyhow::Context as _;
-use placer_host::{Host, ProbeOptions, Source};
-use placer_profile::tasks::Pin;
-use placer_profile::{Profile, ProfileError, checkpoint};
+use placer_profile::Profile;
 use placer_solve::cost::Costs;
-use placer_solve::ilp::{Formulation, IlpOptions};
-use placer_solve::{Budget, SolvePools, SolveRequest, SolveResult};
+use placer_solve::ilp::IlpOptions;
+use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -67,23 +65,6 @@ pub struct Args {
     host: HostArgs,
 }
 
-#[derive(clap::ValueEnum, Debug, Clone, Copy)]
-pub(crate) enum FormulationArg {
-    Static,
-    Sync,
-    Async,
-}
-
-impl FormulationArg {
-    pub(crate) fn formulation(self) -> Formulation {
-        match self {
-            FormulationArg::Static => Formulation::Static,
-            FormulationArg::Sync => Formulation::Sync,
-            FormulationArg::Async => Formulation::Async,
-        }
-    }
-}
-
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = placer_ir::load_model(&args.model)?;
     let budget = Budget::parse(&args.budget)?;
@@ -99,8 +80,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let small_tensor = placer_host::parse_bytes(&args.small_tensor)
         .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
     let mut host = args.host.open()?;
-    let SolveInputs { pools, costs, pins, profile } =
-        solve_inputs(&model, &mut host, args.profile.as_deref(), &args.pin, args.no_probe)?;
+    let SolveInputs { pools, costs, pins, profile } = placer_solve::solve_inputs(
+        &model,
+        &mut host,
+        args.profile.as_deref(),
+        &args.pin,
+        args.no_probe,
+        &mut progress::inputs_event,
+    )?;
     let formulation = args.formulation.formulation();
     let log_file = std::env::temp_dir().join(format!("placer-highs-{}.log", std::process::id()));
     let request = SolveRequest {
@@ -145,86 +132,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     println!("wrote {}", args.output.display());
     if pools.any_emulated() {
         println!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools));
-    }
-    Ok(())
-}
-
-/// What a solve needs besides the model and the budget.
-pub(crate) struct SolveInputs {
-    pub pools: SolvePools,
-    pub costs: Costs,
-    pub pins: Vec<Pin>,
-    pub profile: Option<Profile>,
-}
-
-/// Pools and move costs for `host`, kernel costs from the profile at `profile_path`
-/// (checked against the model and pools) and the cost model, and the pins (the
-/// profile's and `extra_pins`).
-pub(crate) fn solve_inputs(
-    model: &placer_ir::Model,
-    host: &mut Host,
-    profile_path: Option<&std::path::Path>,
-    extra_pins: &[String],
-    no_probe: bool,
-) -> anyhow::Result<SolveInputs> {
-    let pools = solve_pools(host, no_probe)?;
-    let profile = profile_path.map(checkpoint::load).transpose()?;
-    if let (Some(p), Some(path)) = (&profile, profile_path) {
-        check_profile(p, model, &pools, path)?;
-    }
-    let names = pools.names();
-    let mut pins: Vec<Pin> = Vec::new();
-    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
-        pins.push(Pin::parse(text, model, &names)?);
-    }
-    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
-    let costs = Costs::new(model, &pools, &measurements);
-    Ok(SolveInputs { pools, costs, pins, profile })
-}
-
-/// Pools with their capacities and bandwidths, and move costs from the cached probe (or
-/// a fresh one, cached for next time).
-fn solve_pools(host: &mut Host, no_probe: bool) -> anyhow::Result<SolvePools> {
-    let this_host = matches!(host.layout.topology.source, Source::ThisHost);
-    let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
-    let probed_here = |host: &Host| {
-        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
-            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
-                && p.copies.iter().all(|c| c.interference_ns_per_byte.is_some())
-        })
-    };
-    if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
-        println!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)");
-        host.probe(&ProbeOptions { bytes: 128 << 20, repeats: 3, ..ProbeOptions::default() })
-            .context("cannot measure the pools")?;
-    }
-    let baseline = if this_host { Some(host.baseline()?.0) } else { None };
-    let probe = host.cache.as_ref().and_then(|c| c.probe.clone());
-    Ok(SolvePools::from_host(&host.layout, baseline.as_ref(), probe.as_ref()))
-}
-
-fn check_profile(
-    profile: &Profile,
-    model: &placer_ir::Model,
-    pools: &SolvePools,
-    path: &std::path::Path,
-) -> anyhow::Result<()> {
-    let h = &profile.header;
-    let mismatch = |reason: String| ProfileError::Mismatch { reason: format!("profile {}: {reason}", path.display()) };
-    if h.model_hash != model.content_hash() {
-        return Err(mismatch(format!(
-            "it was measured on model '{}', not this '{}' (content differs)",
-            h.model_name,
-            model.name()
-        ))
-        .into());
-    }
-    let theirs: Vec<&str> = h.pools.iter().map(|p| p.name.as_str()).collect();
-    let ours = pools.names();
-    if theirs != ours.iter().map(String::as_str).collect::<Vec<_>>() {
-        return Err(
-            mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))).into()
-        );
     }
     Ok(())
 }

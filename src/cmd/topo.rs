@@ -1,6 +1,6 @@
 //! `placer topo [--probe] [--topology FILE.xml] [--host FILE] [--emulate ...] [--json]`
 
-use super::host_args::HostArgs;
+use crate::args::HostArgs;
 use crate::table::{Table, bytes};
 use placer_host::probe::PoolsProbe;
 use placer_host::{DramBaseline, Host, LayoutOrigin, ProbeOptions, Source};

@@ -2,7 +2,7 @@
 //! against predicted, and speedups over first-touch and all-DRAM from the same
 //! interleaved run.
 
-use crate::measure::Measured;
+use crate::interleave::Measured;
 use serde::Serialize;
 
 /// The reference strategies' names, as contenders are named.

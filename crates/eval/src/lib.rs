@@ -1,17 +1,26 @@
 //! Closing the loop: plans executed for real, side by side, against what they predicted
 //! (the last stage of the pipeline), and the report `placer pipeline` writes.
 //!
-//! - [`measure`](mod@measure) runs several plans interleaved in one process.
+//! - [`interleave`] runs several plans interleaved in one process.
+//! - [`contenders`] says which plans run side by side, and under what names.
 //! - [`compare`] turns the measurements into rows: measured, predicted, error, speedups.
 //! - [`report`] writes summary.md, plan.json and the SVG plots.
+//! - [`run`](mod@run) and [`pipeline`](mod@pipeline) are `placer run` and `placer pipeline` as
+//!   library calls, for any front end.
 
 pub mod compare;
-pub mod measure;
+pub mod contenders;
+pub mod interleave;
+pub mod pipeline;
 pub mod report;
+pub mod run;
 
 pub use compare::{Comparison, Row};
-pub use measure::{Contender, MeasureOptions, Measured, measure};
+pub use contenders::{LeftOut, plan_label};
+pub use interleave::{Contender, MeasureOptions, Measured, run_interleaved};
+pub use pipeline::{PipelineEvent, PipelineOutcome, PipelineRequest, Stage, pipeline};
 pub use report::{Report, SweepPoint};
+pub use run::{PlainRun, PlanRunEvent, assign_roles, run_plain, run_plan};
 
 use std::path::PathBuf;
 
@@ -28,6 +37,30 @@ pub enum EvalError {
     Report { path: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// A `--place ROLE=POOL` rule names a pool this host does not have; the pool error
+    /// is the next cause.
+    #[error("--place {rule}")]
+    Place { rule: String, source: placer_pools::PoolError },
+    /// A plain run (no plan) failed.
+    #[error(transparent)]
+    Run(Box<placer_exec::ExecError>),
+    #[error(transparent)]
+    Profile(Box<placer_profile::ProfileError>),
+    #[error("the plan checker found problems in the solver's plan (a bug; please report it): {problems}")]
+    PlanCheck { problems: String },
+}
+
+impl EvalError {
+    /// A plain run's executor error.
+    pub fn run(e: placer_exec::ExecError) -> Self {
+        EvalError::Run(Box::new(e))
+    }
+}
+
+impl From<placer_profile::ProfileError> for EvalError {
+    fn from(e: placer_profile::ProfileError) -> Self {
+        EvalError::Profile(Box::new(e))
+    }
 }
 
 impl From<placer_solve::SolveError> for EvalError {

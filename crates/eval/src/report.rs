@@ -5,7 +5,7 @@
 
 use crate::EvalError;
 use crate::compare::{ALL_DRAM, Comparison, FIRST_TOUCH};
-use crate::measure::Measured;
+use crate::interleave::Measured;
 use placer_ir::Model;
 use placer_plot::{COLORS, Chart, HLine, Mark, Series, Timeline, TimelineBar, TimelineRow};
 use placer_solve::Plan;

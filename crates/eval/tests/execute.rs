@@ -2,8 +2,8 @@
 //! executor computes, never use more DRAM than the budget, and bad plans are refused
 //! with an error instead of a wrong run.
 
-use placer_eval::{Contender, EvalError, MeasureOptions, measure};
-use placer_exec::{Executor, Placement, RunOptions};
+use placer_eval::{Contender, EvalError, MeasureOptions, run_interleaved};
+use placer_exec::{Executor, PoolAssignment, RunOptions};
 use placer_ir::Model;
 use placer_pools::{Emulation, Pool, PoolId, PoolKind, PoolSet};
 use placer_solve::cost::Costs;
@@ -65,13 +65,13 @@ fn solved(model: &Model, budget: &str, formulation: Formulation) -> SolveResult 
 fn run(model: &Model, plans: Vec<(String, Plan)>, iterations: usize) -> Result<Vec<placer_eval::Measured>, EvalError> {
     let contenders: Vec<Contender> = plans.into_iter().map(|(name, plan)| Contender { name, plan }).collect();
     let options = MeasureOptions { warmup: 1, iterations, seed: 7 };
-    measure(model, &mut || Ok(pools()), &contenders, &options, &mut |_| {})
+    run_interleaved(model, &mut || Ok(pools()), &contenders, &options, &mut |_| {})
 }
 
 #[test]
 fn plans_compute_what_the_plain_executor_computes_within_their_budget() {
     let model = zoo("lenet-mnist", 8);
-    let mut plain = Executor::new(&model, pools(), &Placement::all_in(&model, PoolId(0)), 7).expect("executor");
+    let mut plain = Executor::new(&model, pools(), &PoolAssignment::all_in(&model, PoolId(0)), 7).expect("executor");
     let expected = plain.run(&RunOptions { warmup: 1, iterations: 3, seed: 7 }).expect("plain run").losses;
     for formulation in [Formulation::Sync, Formulation::Async] {
         let result = solved(&model, "30%", formulation);

@@ -12,26 +12,28 @@ pub mod baselines;
 pub mod budget;
 pub mod check;
 pub mod cost;
+pub mod driver;
 pub mod execute;
 pub mod ilp;
+pub mod inputs;
 pub mod instance;
 pub mod layout;
 pub mod placement;
 pub mod plan;
 pub mod pools;
 mod segtree;
-pub mod session;
 
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};
 pub use cost::{CostModel, Costs};
+pub use driver::{Candidate, SolveRequest, SolveResult, baselines, solve};
 pub use execute::exec_plan;
 pub use ilp::{Formulation, IlpOptions, IlpOutcome};
+pub use inputs::{InputsEvent, SolveInputs, check_profile, solve_inputs, solve_pools};
 pub use instance::{Infeasible, Instance};
 pub use placement::{Move, MoveKind, Placement};
 pub use plan::Plan;
 pub use pools::{PoolFigures, SolvePools};
-pub use session::{Candidate, SolveRequest, SolveResult, baselines, solve};
 
 use std::path::PathBuf;
 
@@ -51,4 +53,26 @@ pub enum SolveError {
     PlanFile { path: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// The profile could not be read or is not for this model and host, or a pin is
+    /// bad. Boxed: the inner errors are large.
+    #[error(transparent)]
+    Profile(Box<placer_profile::ProfileError>),
+    #[error(transparent)]
+    Host(Box<placer_host::HostError>),
+    /// Measuring copy bandwidth failed. Not boxed: the host's error is the next cause in
+    /// the chain, where the binary finds it by type for the exit code.
+    #[error("cannot measure the pools")]
+    Probe(#[source] placer_host::HostError),
+}
+
+impl From<placer_profile::ProfileError> for SolveError {
+    fn from(e: placer_profile::ProfileError) -> Self {
+        SolveError::Profile(Box::new(e))
+    }
+}
+
+impl From<placer_host::HostError> for SolveError {
+    fn from(e: placer_host::HostError) -> Self {
+        SolveError::Host(Box::new(e))
+    }
 }

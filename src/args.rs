@@ -1,8 +1,10 @@
-//! The options every command that touches memory pools shares: which host, which
-//! layout, what to emulate, where the probe cache lives.
+//! Argument structs more than one verb shares: the host options every command that
+//! touches memory pools takes (which host, which layout, what to emulate, where the probe
+//! cache lives), and the solver's formulation.
 
 use anyhow::Context;
 use placer_host::{DeviceModel, EmulateChoice, Host, HostOptions};
+use placer_solve::ilp::Formulation;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -41,5 +43,22 @@ impl HostArgs {
             cache_dir: self.cache_dir.clone().unwrap_or_else(placer_host::cache::default_dir),
         };
         Host::open(&options).context("cannot determine the memory pools")
+    }
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum FormulationArg {
+    Static,
+    Sync,
+    Async,
+}
+
+impl FormulationArg {
+    pub fn formulation(self) -> Formulation {
+        match self {
+            FormulationArg::Static => Formulation::Static,
+            FormulationArg::Sync => Formulation::Sync,
+            FormulationArg::Async => Formulation::Async,
+        }
     }
 }

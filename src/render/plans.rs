@@ -15,21 +15,6 @@ pub fn budget_text(budget: u64) -> String {
     if budget == u64::MAX { "none".into() } else { bytes(budget) }
 }
 
-/// Says, in every output that carries times, which pools were emulated.
-pub fn emulation_line(m: &Measured) -> String {
-    if m.report.emulated.is_empty() {
-        "measured on real memory: no tensor is in an emulated pool".into()
-    } else {
-        let pools: Vec<String> =
-            m.report.emulated.iter().map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors)).collect();
-        format!(
-            "EMULATED: tensors in {} are in DRAM and each kernel and copy waits what the device model charges; \
-             these are not measurements of that device",
-            pools.join(", ")
-        )
-    }
-}
-
 pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
     let mut t = Table::new(&["plan", &m.name]);
     let s = &m.step_ns;
@@ -75,7 +60,7 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
     if let (Some(first), Some(last)) = (r.losses.first(), r.losses.last()) {
         t.row(vec!["loss".into(), format!("{first:.4} after the first step, {last:.4} after the last")]);
     }
-    t.row(vec!["timing".into(), emulation_line(m)]);
+    t.row(vec!["timing".into(), m.timing_note()]);
     t
 }
 

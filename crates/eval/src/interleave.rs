@@ -58,10 +58,29 @@ impl Measured {
     pub fn prediction_error(&self) -> f64 {
         self.step_ns.median / self.predicted_step_ns - 1.0
     }
+
+    /// Says, in every output that carries times, which pools were emulated.
+    pub fn timing_note(&self) -> String {
+        if self.report.emulated.is_empty() {
+            "measured on real memory: no tensor is in an emulated pool".into()
+        } else {
+            let pools: Vec<String> = self
+                .report
+                .emulated
+                .iter()
+                .map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors))
+                .collect();
+            format!(
+                "EMULATED: tensors in {} are in DRAM and each kernel and copy waits what the device model charges; \
+                 these are not measurements of that device",
+                pools.join(", ")
+            )
+        }
+    }
 }
 
 /// Runs every contender, interleaved; `progress` hears about each plan as it starts.
-pub fn measure(
+pub fn run_interleaved(
     model: &Model,
     pools: &mut dyn FnMut() -> Result<PoolSet, EvalError>,
     contenders: &[Contender],

@@ -1,0 +1,83 @@
+//! Which plans run side by side, and under what names: a plan, the baselines the checker
+//! passed at its budget, and all-DRAM as the reference.
+
+use crate::EvalError;
+use crate::interleave::Contender;
+use placer_host::Host;
+use placer_ir::Model;
+use placer_solve::ilp::IlpOptions;
+use placer_solve::{Budget, Candidate, Plan, SolveRequest, SolveResult};
+use std::path::Path;
+
+/// A plan's name in tables: the strategy, and the formulation for an ILP plan.
+pub fn plan_label(plan: &Plan) -> String {
+    match plan.formulation {
+        Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),
+        _ => plan.strategy.clone(),
+    }
+}
+
+/// A baseline that does not run beside the plan, and why.
+#[derive(Debug, Clone, Copy)]
+pub enum LeftOut<'a> {
+    /// The plan names a profile that is no longer there: the baselines are costed by
+    /// the cost model alone.
+    ProfileGone { profile: &'a str },
+    /// The checker found problems in the baseline's plan.
+    FailedCheck { baseline: &'a str },
+    /// The strategy could not place the model at this budget.
+    NoPlan { baseline: &'a str, why: &'a str },
+}
+
+/// The solve's plan, every baseline the checker passed, and all-DRAM (unless the plan
+/// already keeps everything in DRAM).
+pub fn from_solve(result: &SolveResult) -> Vec<Contender> {
+    let mut out = vec![Contender { name: plan_label(&result.plan), plan: result.plan.clone() }];
+    out.extend(checked(&result.baselines, &mut |_| {}));
+    if !result.no_placement_needed {
+        out.push(Contender { name: "all-dram".into(), plan: result.all_dram.clone() });
+    }
+    out
+}
+
+/// The baselines at `plan`'s budget and the all-DRAM reference, costed from the plan's
+/// own profile when it is still there; `left_out` hears of each one that is not.
+pub fn baselines_beside(
+    model: &Model,
+    host: &mut Host,
+    plan: &Plan,
+    left_out: &mut dyn FnMut(LeftOut<'_>),
+) -> Result<Vec<Contender>, EvalError> {
+    let profile = plan.profile.as_deref().map(Path::new).filter(|p| p.exists());
+    if let (Some(named), None) = (&plan.profile, profile) {
+        left_out(LeftOut::ProfileGone { profile: named });
+    }
+    // No probe: the baselines are static placements, which never move a tensor.
+    let inputs = placer_solve::solve_inputs(model, host, profile, &[], true, &mut |_| {})?;
+    let request = SolveRequest {
+        model,
+        costs: &inputs.costs,
+        pools: inputs.pools,
+        budget: Budget::Bytes(plan.budget_bytes),
+        pins: inputs.pins,
+        options: IlpOptions::default(),
+        profile: profile.map(|p| p.display().to_string()),
+    };
+    let (all_dram, candidates) = placer_solve::baselines(&request)?;
+    let mut out = checked(&candidates, left_out);
+    out.push(Contender { name: "all-dram".into(), plan: all_dram });
+    Ok(out)
+}
+
+/// The candidates the checker passed, in order.
+fn checked(candidates: &[Candidate], left_out: &mut dyn FnMut(LeftOut<'_>)) -> Vec<Contender> {
+    let mut out = Vec::new();
+    for c in candidates {
+        match &c.outcome {
+            Ok((plan, check)) if check.ok() => out.push(Contender { name: c.name.clone(), plan: plan.clone() }),
+            Ok(_) => left_out(LeftOut::FailedCheck { baseline: &c.name }),
+            Err(why) => left_out(LeftOut::NoPlan { baseline: &c.name, why }),
+        }
+    }
+    out
+}

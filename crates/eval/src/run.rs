@@ -1,0 +1,90 @@
+//! `placer run` as library calls: a model's training steps with every tensor of a role in
+//! a chosen pool, or a plan executed (beside the baselines at its budget, if asked).
+
+use crate::EvalError;
+use crate::contenders::{LeftOut, baselines_beside, plan_label};
+use crate::interleave::{Contender, MeasureOptions, Measured, run_interleaved};
+use placer_exec::{Executor, PoolAssignment, RunOptions, RunReport};
+use placer_host::{Host, HostError};
+use placer_ir::{Model, Role};
+use placer_pools::{PoolId, PoolSet};
+use placer_solve::Plan;
+
+/// Every tensor in pool 0 (local DRAM), then each `ROLE=POOL` rule in order (`all=POOL`
+/// for every tensor), checked against the model's roles and the host's pools; later
+/// rules override earlier ones.
+pub fn assign_roles(model: &Model, pools: &PoolSet, rules: &[String]) -> Result<PoolAssignment, EvalError> {
+    let mut assignment = PoolAssignment::all_in(model, PoolId(0));
+    for rule in rules {
+        let (role, pool) = rule
+            .split_once('=')
+            .ok_or_else(|| HostError::Usage { reason: format!("--place '{rule}': expected ROLE=POOL") })?;
+        let pool = pools.find(pool).map_err(|source| EvalError::Place { rule: rule.clone(), source })?;
+        let role = match role {
+            "all" => None,
+            name => Some(Role::parse(name).ok_or_else(|| HostError::Usage {
+                reason: format!(
+                    "--place {rule}: unknown role '{name}' (roles: all, {})",
+                    Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            })?),
+        };
+        for (slot, tensor) in assignment.0.iter_mut().zip(model.tensors()) {
+            if role.is_none_or(|r| tensor.role == r) {
+                *slot = pool;
+            }
+        }
+    }
+    Ok(assignment)
+}
+
+/// A plain run's report, and the executor that made it (its pools, with their peaks and
+/// page placement, are part of what is shown).
+#[derive(Debug)]
+pub struct PlainRun<'m> {
+    pub report: RunReport,
+    pub executor: Executor<'m>,
+}
+
+/// Runs `options.warmup` untimed and `options.iterations` timed training steps of
+/// `model` with tensors placed by `rules` (see [`assign_roles`]).
+pub fn run_plain<'m>(
+    model: &'m Model,
+    pools: PoolSet,
+    rules: &[String],
+    options: &RunOptions,
+) -> Result<PlainRun<'m>, EvalError> {
+    let assignment = assign_roles(model, &pools, rules)?;
+    let mut executor = Executor::new(model, pools, &assignment, options.seed).map_err(EvalError::run)?;
+    let report = executor.run(options).map_err(EvalError::run)?;
+    Ok(PlainRun { report, executor })
+}
+
+/// What running a plan tells its caller before it is done.
+#[derive(Debug, Clone, Copy)]
+pub enum PlanRunEvent<'a> {
+    /// A baseline asked for will not run beside the plan.
+    LeftOut(LeftOut<'a>),
+    /// A line of progress from the interleaved runs.
+    Progress(&'a str),
+}
+
+/// Executes `plan` for real on `host`, and with `compare_baselines` every baseline the
+/// checker passes at the plan's budget and all-DRAM beside it, interleaved. The plan is
+/// measured first in the result.
+pub fn run_plan(
+    model: &Model,
+    host: &mut Host,
+    plan: Plan,
+    compare_baselines: bool,
+    options: &MeasureOptions,
+    events: &mut dyn FnMut(PlanRunEvent<'_>),
+) -> Result<Vec<Measured>, EvalError> {
+    let mut contenders = vec![Contender { name: plan_label(&plan), plan }];
+    if compare_baselines {
+        let baselines = baselines_beside(model, host, &contenders[0].plan, &mut |l| events(PlanRunEvent::LeftOut(l)))?;
+        contenders.extend(baselines);
+    }
+    let mut pools = || host.pool_set().map_err(EvalError::from);
+    run_interleaved(model, &mut pools, &contenders, options, &mut |line| events(PlanRunEvent::Progress(line)))
+}

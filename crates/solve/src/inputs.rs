@@ -1,0 +1,104 @@
+//! What a solve needs besides the model and the budget, gathered from a host and a
+//! profile: the pools and their move costs (probing the host once when nothing measured
+//! its copies), the kernel costs (measured where the profile has them, the cost model
+//! elsewhere), and the pins. A profile from another model or other pools is refused.
+
+use crate::SolveError;
+use crate::cost::Costs;
+use crate::pools::SolvePools;
+use placer_host::{Host, ProbeOptions, Source};
+use placer_ir::Model;
+use placer_profile::tasks::Pin;
+use placer_profile::{Profile, ProfileError, checkpoint};
+use std::path::Path;
+
+/// What a solve needs besides the model and the budget.
+#[derive(Debug)]
+pub struct SolveInputs {
+    pub pools: SolvePools,
+    pub costs: Costs,
+    pub pins: Vec<Pin>,
+    /// The profile the measured costs came from, if one was given.
+    pub profile: Option<Profile>,
+}
+
+/// What gathering the inputs tells its caller before it is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputsEvent {
+    /// No cached probe covers this host's pools and copies: copy bandwidth is being
+    /// measured now (and cached for the next solve).
+    Probing,
+}
+
+/// Pools and move costs for `host`, kernel costs from the profile at `profile_path`
+/// (checked against the model and pools) and the cost model, and the pins (the
+/// profile's and `extra_pins`). `no_probe` estimates moves from read and write
+/// bandwidth instead of measuring copies when the host cache has none.
+pub fn solve_inputs(
+    model: &Model,
+    host: &mut Host,
+    profile_path: Option<&Path>,
+    extra_pins: &[String],
+    no_probe: bool,
+    events: &mut dyn FnMut(InputsEvent),
+) -> Result<SolveInputs, SolveError> {
+    let pools = solve_pools(host, no_probe, events)?;
+    let profile = profile_path.map(checkpoint::load).transpose()?;
+    if let (Some(p), Some(path)) = (&profile, profile_path) {
+        check_profile(p, model, &pools, path)?;
+    }
+    let names = pools.names();
+    let mut pins: Vec<Pin> = Vec::new();
+    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
+        pins.push(Pin::parse(text, model, &names)?);
+    }
+    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
+    let costs = Costs::new(model, &pools, &measurements);
+    Ok(SolveInputs { pools, costs, pins, profile })
+}
+
+/// Pools with their capacities and bandwidths, and move costs from the cached probe (or
+/// a fresh one, cached for next time). Only this host is probed, only when it has more
+/// than one pool, and only when the cache lacks a pool or a copy's interference figure.
+pub fn solve_pools(
+    host: &mut Host,
+    no_probe: bool,
+    events: &mut dyn FnMut(InputsEvent),
+) -> Result<SolvePools, SolveError> {
+    let this_host = matches!(host.layout.topology.source, Source::ThisHost);
+    let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
+    let probed_here = |host: &Host| {
+        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
+            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
+                && p.copies.iter().all(|c| c.interference_ns_per_byte.is_some())
+        })
+    };
+    if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
+        events(InputsEvent::Probing);
+        host.probe(&ProbeOptions { bytes: 128 << 20, repeats: 3, ..ProbeOptions::default() })
+            .map_err(SolveError::Probe)?;
+    }
+    let baseline = if this_host { Some(host.baseline()?.0) } else { None };
+    let probe = host.cache.as_ref().and_then(|c| c.probe.clone());
+    Ok(SolvePools::from_host(&host.layout, baseline.as_ref(), probe.as_ref()))
+}
+
+/// Refuses a profile measured on another model (by content hash) or on other pools
+/// (by name, in order): its times would be mixed into the wrong solve.
+pub fn check_profile(profile: &Profile, model: &Model, pools: &SolvePools, path: &Path) -> Result<(), ProfileError> {
+    let h = &profile.header;
+    let mismatch = |reason: String| ProfileError::Mismatch { reason: format!("profile {}: {reason}", path.display()) };
+    if h.model_hash != model.content_hash() {
+        return Err(mismatch(format!(
+            "it was measured on model '{}', not this '{}' (content differs)",
+            h.model_name,
+            model.name()
+        )));
+    }
+    let theirs: Vec<&str> = h.pools.iter().map(|p| p.name.as_str()).collect();
+    let ours = pools.names();
+    if theirs != ours.iter().map(String::as_str).collect::<Vec<_>>() {
+        return Err(mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))));
+    }
+    Ok(())
+}
