@@ -3,9 +3,7 @@
 use std::path::{Path, PathBuf};
 
 mod common;
-use common::{placer, text};
-
-const BUNDLED: &str = "configs/models/lenet-mnist-b256.json";
+use common::{BUNDLED, MODEL_WITH_PROBLEMS, placer, text};
 
 fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -112,18 +110,7 @@ fn inspect_draws_live_memory() {
 #[test]
 fn inspect_reports_every_problem_with_its_location() {
     let (_dir, path) = scratch("bad.json");
-    let bad = r#"{"format": "placer-model", "version": 1, "name": "bad",
-  "tensors": [
-    {"name": "x", "shape": [2, 3], "role": "input"},
-    {"name": "w", "shape": [4, 5], "role": "weight"},
-    {"name": "y", "shape": [2, 5], "role": "activation", "colour": "red"}
-  ],
-  "nodes": [
-    {"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["y"]},
-    {"name": "r", "op": "relu", "inputs": ["z"], "outputs": ["y"]}
-  ]
-}"#;
-    std::fs::write(&path, bad).expect("write fixture");
+    std::fs::write(&path, MODEL_WITH_PROBLEMS).expect("write fixture");
     let p = path.to_str().expect("utf-8 path");
     let out = placer(&["inspect", p]);
     assert_eq!(out.status.code(), Some(2));

@@ -1,76 +1,10 @@
 //! End-to-end tests of `placer compare` on synthetic checkpoints.
 
+use common::profiles::{A_US, checkpoints, profile};
+use common::{path_str, placer, text};
 use placer_profile::checkpoint;
-use placer_profile::record::{FORMAT_NAME, FORMAT_VERSION};
-use placer_profile::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
-use std::path::{Path, PathBuf};
 
 mod common;
-use common::{placer, text};
-
-fn path_str(path: &Path) -> &str {
-    path.to_str().expect("utf-8 path")
-}
-
-/// A profile of `model` in which kernel i has median `us[i]` (MAD 1 µs, 30 samples),
-/// in configuration `[i % 2, 0]` over pools dram and an emulated pmem.
-fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]) -> Profile {
-    let measurements = us
-        .iter()
-        .enumerate()
-        .map(|(i, &u)| Measurement {
-            signature: 1000 + i as u64,
-            config: vec![(i % 2) as u16, 0],
-            node: format!("conv{i}"),
-            op: "conv2d".into(),
-            pass: 0,
-            count: 30,
-            median_ns: u * 1e3,
-            drift_corrected_ns: u * 1e3,
-            mad_ns: 1e3,
-            min_ns: u * 1e3,
-            max_ns: u * 1e3,
-            cv: 1.4826e3 / (u * 1e3),
-        })
-        .collect();
-    Profile {
-        header: ProfileHeader {
-            format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION,
-            model_name: model.into(),
-            model_hash: format!("{:0>64}", model.len()),
-            host_fingerprint: "test-host".into(),
-            pools: vec![
-                PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
-                PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm-gen1".into()) },
-            ],
-            emulated: true,
-            protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1, rounds: 1 },
-            mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
-            pins: vec![],
-            plan_hash: format!("plan-{max_simultaneous}"),
-        },
-        passes_total: 4,
-        passes_done: 4,
-        wall_seconds,
-        clock_resolution_ns: 1.0,
-        clock_overhead_ns: 20.0,
-        reference_ns: vec![],
-        pass_drift: vec![],
-        measurements,
-    }
-}
-
-const A_US: [f64; 6] = [120.0, 250.0, 800.0, 1500.0, 4000.0, 10.0];
-
-/// Saves profiles A (single) and B (simultaneous, B's medians `b_us`) into a temp dir.
-fn checkpoints(b_us: &[f64]) -> (tempfile::TempDir, PathBuf, PathBuf) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let (a, b) = (dir.path().join("single.ckpt"), dir.path().join("simultaneous.ckpt"));
-    checkpoint::save(&a, &profile("toy-b2", 1, 40.0, &A_US)).expect("save A");
-    checkpoint::save(&b, &profile("toy-b2", 4, 10.0, b_us)).expect("save B");
-    (dir, a, b)
-}
 
 #[test]
 fn agreeing_profiles_print_tables_and_exit_0() {

@@ -1,26 +1,18 @@
 //! End-to-end tests of `placer pipeline` and `placer run --plan`: profile, solve, run
 //! the plan beside the baselines, the report on disk, and plans that do not fit.
 
-use std::path::Path;
-
 mod common;
-use common::{placer, text};
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("utf-8 path")
-}
+use common::{BUNDLED, path_str, placer, text, zoo_file};
 
 #[test]
 fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let model = dir.path().join("lenet-8.json");
-    let out = placer(&["zoo", "lenet-mnist", "--batch", "8", "-o", s(&model)]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    let model = zoo_file(dir.path(), "lenet-mnist", "8");
     let report = dir.path().join("report");
     let ckpt = dir.path().join("ckpt");
     let args = [
         "pipeline",
-        s(&model),
+        path_str(&model),
         "--budget",
         "25%",
         "--rounds",
@@ -33,9 +25,9 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
         "1",
         "--no-probe",
         "--checkpoint-dir",
-        s(&ckpt),
+        path_str(&ckpt),
         "-o",
-        s(&report),
+        path_str(&report),
     ];
     let out = placer(&args);
     let stdout = text(&out.stdout);
@@ -73,7 +65,17 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
 
     // The plan it wrote runs on its own, beside the baselines.
     let plan = report.join("plan.json");
-    let out = placer(&["run", s(&model), "--plan", s(&plan), "-n", "2", "--warmup", "1", "--compare-baselines"]);
+    let out = placer(&[
+        "run",
+        path_str(&model),
+        "--plan",
+        path_str(&plan),
+        "-n",
+        "2",
+        "--warmup",
+        "1",
+        "--compare-baselines",
+    ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     for needle in ["predicted", "measured by the arena", "kernels furthest", "side by side", "greedy", "EMULATED"] {
@@ -87,15 +89,14 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     edited["arena_bytes"][0] = serde_json::json!(budget + 4096);
     let over = dir.path().join("over.json");
     std::fs::write(&over, edited.to_string()).expect("write");
-    let out = placer(&["run", s(&model), "--plan", s(&over), "-n", "1"]);
+    let out = placer(&["run", path_str(&model), "--plan", path_str(&over), "-n", "1"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("over its own budget"), "{stderr}");
 
     // Another model's plan is refused with one line and exit 2.
-    let other = dir.path().join("lenet-16.json");
-    assert!(placer(&["zoo", "lenet-mnist", "--batch", "16", "-o", s(&other)]).status.success());
-    let out = placer(&["run", s(&other), "--plan", s(&plan)]);
+    let other = zoo_file(dir.path(), "lenet-mnist", "16");
+    let out = placer(&["run", path_str(&other), "--plan", path_str(&plan)]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the plan is for model 'lenet-mnist-b8'") && stderr.lines().count() == 1, "{stderr}");
@@ -104,15 +105,15 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
 #[test]
 fn bad_plans_and_options_are_clear_errors() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let model = "configs/models/lenet-mnist-b256.json";
+    let model = BUNDLED;
     let missing = dir.path().join("missing.json");
-    let out = placer(&["run", model, "--plan", s(&missing)]);
+    let out = placer(&["run", model, "--plan", path_str(&missing)]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("missing.json"), "{}", text(&out.stderr));
 
     let garbage = dir.path().join("garbage.json");
     std::fs::write(&garbage, "{\"format\": \"placer-plan\", \"version\": 2").expect("write");
-    let out = placer(&["run", model, "--plan", s(&garbage)]);
+    let out = placer(&["run", model, "--plan", path_str(&garbage)]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).starts_with("error: plan "), "{}", text(&out.stderr));
 

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::text;
+use common::{text, zoo_file};
 
 /// `placer` with its own host cache, for tests that run several commands in a row.
 fn placer(cache: &Path) -> Command {
@@ -17,14 +17,6 @@ fn placer(cache: &Path) -> Command {
 
 fn run(cache: &Path, args: &[&str]) -> Output {
     placer(cache).args(args).output().expect("placer runs")
-}
-
-/// A small model written with `placer zoo` into `dir`.
-fn zoo(cache: &Path, dir: &Path, name: &str, batch: &str) -> PathBuf {
-    let path = dir.join(format!("{name}.json"));
-    let out = run(cache, &["zoo", name, "--batch", batch, "-o", path.to_str().expect("utf-8")]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    path
 }
 
 fn only_checkpoint(dir: &Path) -> PathBuf {
@@ -40,7 +32,7 @@ fn only_checkpoint(dir: &Path) -> PathBuf {
 #[test]
 fn profile_measures_every_configuration_and_exports_them() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let model = zoo(tmp.path(), tmp.path(), "mlp", "4");
+    let model = zoo_file(tmp.path(), "mlp", "4");
     let ckpt = tmp.path().join("ckpt");
     let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
     let out =
@@ -93,7 +85,7 @@ fn profile_measures_every_configuration_and_exports_them() {
 #[test]
 fn profile_rejects_bad_options() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let model = zoo(tmp.path(), tmp.path(), "mlp", "2");
+    let model = zoo_file(tmp.path(), "mlp", "2");
     let m = model.to_str().expect("utf-8");
     for (args, expected) in [
         (vec!["--pin", "role=weight:hbm"], "unknown pool 'hbm'"),
@@ -111,7 +103,7 @@ fn profile_rejects_bad_options() {
 #[test]
 fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let model = zoo(tmp.path(), tmp.path(), "lenet-mnist", "8");
+    let model = zoo_file(tmp.path(), "lenet-mnist", "8");
     let ckpt = tmp.path().join("ckpt");
     let args = [
         "profile",

@@ -1,32 +1,17 @@
 //! End-to-end tests of `placer solve`: a real (short) profile in, a checked plan out,
 //! and the ways a budget or a profile can be wrong.
 
-use std::path::Path;
-
 mod common;
-use common::{placer, text};
-
-const LENET: &str = "configs/models/lenet-mnist-b256.json";
-
-fn s(path: &Path) -> &str {
-    path.to_str().expect("utf-8 path")
-}
-
-fn zoo(dir: &Path, name: &str, batch: &str) -> std::path::PathBuf {
-    let path = dir.join(format!("{name}-{batch}.json"));
-    let out = placer(&["zoo", name, "--batch", batch, "-o", s(&path)]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    path
-}
+use common::{BUNDLED, path_str, placer, text, zoo_file};
 
 #[test]
 fn solve_turns_a_profile_into_a_checked_plan() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let model = zoo(dir.path(), "lenet-mnist", "8");
+    let model = zoo_file(dir.path(), "lenet-mnist", "8");
     let ckpt_dir = dir.path().join("ckpt");
     let out = placer(&[
         "profile",
-        s(&model),
+        path_str(&model),
         "--rounds",
         "1",
         "--reps",
@@ -36,24 +21,24 @@ fn solve_turns_a_profile_into_a_checked_plan() {
         "--warmup",
         "1",
         "--checkpoint-dir",
-        s(&ckpt_dir),
+        path_str(&ckpt_dir),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let ckpt = std::fs::read_dir(&ckpt_dir).expect("checkpoints").flatten().map(|e| e.path()).next().expect("one");
     let plan_path = dir.path().join("plan.json");
     let out = placer(&[
         "solve",
-        s(&model),
+        path_str(&model),
         "--budget",
         "25%",
         "--profile",
-        s(&ckpt),
+        path_str(&ckpt),
         "--formulation",
         "async",
         "--baselines",
         "--no-probe",
         "-o",
-        s(&plan_path),
+        path_str(&plan_path),
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
@@ -72,9 +57,18 @@ fn solve_turns_a_profile_into_a_checked_plan() {
     assert!(plan["dram_bytes"].as_array().expect("dram").iter().all(|b| b.as_u64().is_some_and(|b| b <= budget)));
 
     // The same profile does not fit another model.
-    let other = zoo(dir.path(), "lenet-mnist", "16");
-    let out =
-        placer(&["solve", s(&other), "--budget", "25%", "--profile", s(&ckpt), "--no-probe", "-o", s(&plan_path)]);
+    let other = zoo_file(dir.path(), "lenet-mnist", "16");
+    let out = placer(&[
+        "solve",
+        path_str(&other),
+        "--budget",
+        "25%",
+        "--profile",
+        path_str(&ckpt),
+        "--no-probe",
+        "-o",
+        path_str(&plan_path),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("measured on model"), "{}", text(&out.stderr));
 }
@@ -82,7 +76,7 @@ fn solve_turns_a_profile_into_a_checked_plan() {
 #[test]
 fn bad_budgets_are_refused_with_the_accepted_forms() {
     for budget in ["64 GBs", "-1GB", "0", "150%", "64"] {
-        let out = placer(&["solve", LENET, "--budget", budget, "--no-probe", "-o", "/dev/null"]);
+        let out = placer(&["solve", BUNDLED, "--budget", budget, "--no-probe", "-o", "/dev/null"]);
         let stderr = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{budget}: {stderr}");
         assert_eq!(stderr.lines().count(), 1, "{budget}: {stderr}");
@@ -96,7 +90,7 @@ fn bad_budgets_are_refused_with_the_accepted_forms() {
 #[test]
 fn an_impossible_budget_names_the_step_tensors_and_smallest_budget() {
     let out =
-        placer(&["solve", LENET, "--budget", "64KiB", "--pin", "role=weight:dram", "--no-probe", "-o", "/dev/null"]);
+        placer(&["solve", BUNDLED, "--budget", "64KiB", "--pin", "role=weight:dram", "--no-probe", "-o", "/dev/null"]);
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
@@ -104,7 +98,7 @@ fn an_impossible_budget_names_the_step_tensors_and_smallest_budget() {
         "{stderr}"
     );
     let out =
-        placer(&["solve", LENET, "--budget", "25%", "--pin", "role=weight:nowhere", "--no-probe", "-o", "/dev/null"]);
+        placer(&["solve", BUNDLED, "--budget", "25%", "--pin", "role=weight:nowhere", "--no-probe", "-o", "/dev/null"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("unknown pool 'nowhere'"), "{}", text(&out.stderr));
 }
@@ -113,7 +107,7 @@ fn an_impossible_budget_names_the_step_tensors_and_smallest_budget() {
 fn a_budget_above_peak_needs_no_placement() {
     let dir = tempfile::tempdir().expect("temp dir");
     let plan = dir.path().join("plan.json");
-    let out = placer(&["solve", LENET, "--budget", "64GiB", "--no-probe", "-o", s(&plan)]);
+    let out = placer(&["solve", BUNDLED, "--budget", "64GiB", "--no-probe", "-o", path_str(&plan)]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(stdout.contains("every tensor stays in DRAM"), "{stdout}");

@@ -2,9 +2,28 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
-use std::path::Path;
+pub mod profiles;
+
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
+
+/// The model bundled in configs/models (`placer zoo lenet-mnist --batch 256`).
+pub const BUNDLED: &str = "configs/models/lenet-mnist-b256.json";
+
+/// A model file with three independent problems on lines 5 and 9: an unknown field, an
+/// undeclared input, and a tensor produced twice.
+pub const MODEL_WITH_PROBLEMS: &str = r#"{"format": "placer-model", "version": 1, "name": "bad",
+  "tensors": [
+    {"name": "x", "shape": [2, 3], "role": "input"},
+    {"name": "w", "shape": [4, 5], "role": "weight"},
+    {"name": "y", "shape": [2, 5], "role": "activation", "colour": "red"}
+  ],
+  "nodes": [
+    {"name": "mm", "op": "matmul", "inputs": ["x", "w"], "outputs": ["y"]},
+    {"name": "r", "op": "relu", "inputs": ["z"], "outputs": ["y"]}
+  ]
+}"#;
 
 /// One host cache per test process, so tests never touch the user's ~/.cache.
 pub fn cache_dir() -> &'static Path {
@@ -27,11 +46,24 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A path as the argument the CLI takes.
+pub fn path_str(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// `placer zoo NAME --batch BATCH` written to `DIR/NAME-BATCH.json`; it must succeed.
+pub fn zoo_file(dir: &Path, name: &str, batch: &str) -> PathBuf {
+    let path = dir.join(format!("{name}-{batch}.json"));
+    let out = placer(&["zoo", name, "--batch", batch, "-o", path_str(&path)]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    path
+}
+
 /// The ONNX test files (the onnx wheel's light models, a BERT-like export, an
 /// onnxruntime-training graph), generated once per target directory by
 /// scripts/onnx/testdata.sh from PyPI packages. Nothing of it is committed.
 pub fn onnx_testdata() -> &'static Path {
-    static DIR: OnceLock<std::path::PathBuf> = OnceLock::new();
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("onnx-testdata");
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/onnx/testdata.sh");
