@@ -2,8 +2,8 @@
 
 use crate::table::{Table, count};
 use anyhow::Context as _;
-use placer_profile::checkpoint;
 use placer_profile::agreement::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
+use placer_profile::checkpoint;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]

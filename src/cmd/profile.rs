@@ -1,8 +1,9 @@
 //! `placer profile MODEL [--max-simultaneous N] [--reps R] [--sample K] [--pin RULE] ...`
 
-use super::host_args::HostArgs;
+use crate::args::HostArgs;
+use crate::render::progress::PassBar;
 use crate::table::{Table, count};
-use placer_profile::session::{self, ProfileOptions, Progress};
+use placer_profile::profiler::{self, PassPlan, ProfileOptions};
 use placer_profile::{Mode, Protocol, export};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -92,57 +93,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         pins: args.pin.clone(),
     };
-    let plan = session::plan(&model, &pools, &host.fingerprint, &options)?;
-    let path = args.checkpoint_dir.join(session::checkpoint_name(&model, &options.mode));
+    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
+    let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode));
     if args.plan_only {
         print!("{}", plan_table(&plan, options.protocol.rounds).render());
         return Ok(());
     }
     let started = Instant::now();
-    let (profile, resumed) = measure(&model, pools, &plan, &path, args.fresh, options.mode.max_simultaneous == 1)?;
+    let bar =
+        PassBar::new(options.mode.max_simultaneous == 1, plan.passes.len() * plan.header.protocol.rounds as usize)?;
+    let outcome = profiler::run_to_checkpoint(&model, pools, &plan, &path, args.fresh, &mut |p| bar.update(p))?;
+    bar.finish();
+    let profile = &outcome.profile;
     match args.export.as_deref() {
-        Some("csv") => print!("{}", export::csv(&profile)),
-        Some(_) => println!("{}", export::json(&profile)?),
-        None => print!("{}", render(&plan, &profile, &path, resumed, started.elapsed().as_secs_f64())),
+        Some("csv") => print!("{}", export::csv(profile)),
+        Some(_) => println!("{}", export::json(profile)?),
+        None => print!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64())),
     }
     Ok(())
 }
 
-/// Runs (or resumes) the profile `plan` into the checkpoint at `path`, with a progress
-/// bar; returns the profile and how many passes were already done.
-pub(crate) fn measure(
-    model: &placer_ir::Model,
-    pools: placer_pools::PoolSet,
-    plan: &placer_profile::Plan,
-    path: &std::path::Path,
-    fresh: bool,
-    single: bool,
-) -> anyhow::Result<(placer_profile::Profile, usize)> {
-    let bar = indicatif::ProgressBar::new((plan.passes.len() * plan.header.protocol.rounds as usize) as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} passes, {msg}, ETA {eta}")
-            .map_err(|e| anyhow::anyhow!("progress bar template: {e}"))?
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(if single { "single" } else { "simultaneous" });
-    let mut resumed = 0;
-    let mut on_pass = |p: Progress| {
-        if p.passes_done == p.resumed {
-            resumed = p.resumed;
-            bar.set_position(p.passes_done as u64);
-            bar.reset_eta();
-        } else {
-            bar.set_position(p.passes_done as u64);
-        }
-        bar.set_message(format!("{} measurements", p.measurements));
-    };
-    let profile = session::run(model, pools, plan, path, fresh, &mut on_pass)?;
-    bar.finish_and_clear();
-    Ok((profile, resumed))
-}
-
 /// What was planned: model, host, mode, configurations after each rule, passes.
-fn plan_table(plan: &placer_profile::Plan, rounds: u32) -> Table {
+fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
     let h = &plan.header;
     let c = &plan.tasks.counts;
     let mut t = Table::new(&["model", &format!("{} ({})", h.model_name, &h.model_hash[..16])]);
@@ -198,7 +170,7 @@ fn plan_table(plan: &placer_profile::Plan, rounds: u32) -> Table {
 }
 
 fn render(
-    plan: &placer_profile::Plan,
+    plan: &PassPlan,
     profile: &placer_profile::Profile,
     path: &std::path::Path,
     resumed: usize,
