@@ -13,7 +13,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use placer_kernels::conv::{Conv2d, conv2d_backward_data, conv2d_backward_filter, conv2d_forward, conv2d_scratch_len};
 use placer_kernels::gemm::{MatMul, matmul};
-use placer_kernels::pool::{Pool2d, max_pool2d_backward, max_pool2d_forward};
+use placer_kernels::pooling::{Pooling2d, max_pool2d_backward, max_pool2d_forward};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -90,15 +90,15 @@ fn bench_conv(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_pool(c: &mut Criterion) {
+fn bench_pooling(c: &mut Criterion) {
     let mut group = configure(c, "max_pool2d");
-    let pools = [
+    let windows = [
         // ResNet-50 stem: 3×3, stride 2, padding 1 over 64 × 112×112.
-        ("n4_c64_112x112_3x3_s2_pad1", Pool2d::new([4, 64, 112, 112], [3, 3], [2, 2], [1, 1], false)),
+        ("n4_c64_112x112_3x3_s2_pad1", Pooling2d::new([4, 64, 112, 112], [3, 3], [2, 2], [1, 1], false)),
         // LeNet pool1: 2×2, stride 2 over 6 × 28×28.
-        ("n256_c6_28x28_2x2_s2", Pool2d::new([256, 6, 28, 28], [2, 2], [2, 2], [0, 0], false)),
+        ("n256_c6_28x28_2x2_s2", Pooling2d::new([256, 6, 28, 28], [2, 2], [2, 2], [0, 0], false)),
     ];
-    for (label, p) in pools {
+    for (label, p) in windows {
         let p = p.expect("fits");
         let x = data(p.x_len(), 6);
         let dy = data(p.y_len(), 7);
@@ -118,5 +118,5 @@ fn bench_pool(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_matmul, bench_conv, bench_pool);
+criterion_group!(benches, bench_matmul, bench_conv, bench_pooling);
 criterion_main!(benches);

@@ -8,7 +8,7 @@
 use crate::conv::{self, Conv2d};
 use crate::error::KernelError;
 use crate::gemm::{self, MatMul};
-use crate::pool::{self, Pool2d};
+use crate::pooling::{self, Pooling2d};
 use crate::tensor_ops::{self, ChannelView, Rows};
 use crate::{activation, loss, norm, optim};
 use placer_ir::ops::AttrReader;
@@ -139,12 +139,12 @@ fn conv_geometry(op: Op, attrs: &Attrs, x: &[u64], w: &[u64], y: &[u64]) -> Resu
     geometry.ok_or_else(|| bad(op, format!("input {x:?}, filter {w:?} and output {y:?} do not form a convolution")))
 }
 
-fn pool_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pool2d> {
+fn pooling_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pooling2d> {
     let a = AttrReader(attrs);
     let x = dims(x);
     let kernel = pair(op, a, "kernel", [1, 1])?;
     let geometry = match x[..] {
-        [n, c, h, w] => Pool2d::new(
+        [n, c, h, w] => Pooling2d::new(
             [n, c, h, w],
             kernel,
             pair(op, a, "stride", kernel)?,
@@ -239,23 +239,23 @@ pub fn run(
         }
         Op::MaxPool2d => {
             let [y, indices] = exactly(op, "outputs", outputs)?;
-            let g = pool_geometry(op, attrs, x0()?.shape, y.shape)?;
-            pool::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, i32_out(op, indices)?);
+            let g = pooling_geometry(op, attrs, x0()?.shape, y.shape)?;
+            pooling::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, i32_out(op, indices)?);
         }
         Op::MaxPool2dBackward => {
             let [dx] = exactly(op, "outputs", outputs)?;
-            let g = pool_geometry(op, attrs, dx.shape, x0()?.shape)?;
-            pool::max_pool2d_backward(&g, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dx)?)?;
+            let g = pooling_geometry(op, attrs, dx.shape, x0()?.shape)?;
+            pooling::max_pool2d_backward(&g, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dx)?)?;
         }
         Op::AvgPool2d => {
             let [y] = exactly(op, "outputs", outputs)?;
-            let g = pool_geometry(op, attrs, x0()?.shape, y.shape)?;
-            pool::avg_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?);
+            let g = pooling_geometry(op, attrs, x0()?.shape, y.shape)?;
+            pooling::avg_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?);
         }
         Op::AvgPool2dBackward => {
             let [dx] = exactly(op, "outputs", outputs)?;
-            let g = pool_geometry(op, attrs, dx.shape, x0()?.shape)?;
-            pool::avg_pool2d_backward(&g, f32_in(op, x0()?)?, f32_out(op, dx)?);
+            let g = pooling_geometry(op, attrs, dx.shape, x0()?.shape)?;
+            pooling::avg_pool2d_backward(&g, f32_in(op, x0()?)?, f32_out(op, dx)?);
         }
         Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => {
             let [out] = exactly(op, "outputs", outputs)?;
@@ -263,9 +263,9 @@ pub fn run(
             let [n, c, h, w] = dims(full)[..] else { return Err(bad(op, format!("{full:?} is not 4-D"))) };
             let (x, y) = (f32_in(op, x0()?)?, f32_out(op, out)?);
             if op == Op::GlobalAvgPool {
-                pool::global_avg_pool_forward(n, c, h * w, x, y);
+                pooling::global_avg_pool_forward(n, c, h * w, x, y);
             } else {
-                pool::global_avg_pool_backward(n, c, h * w, x, y);
+                pooling::global_avg_pool_backward(n, c, h * w, x, y);
             }
         }
         Op::BiasAdd | Op::BiasGrad => {

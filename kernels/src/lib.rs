@@ -15,7 +15,7 @@
 //! `multiversion` crate compiles each for those targets as well and picks one at run time,
 //! with no `unsafe` of ours. Such a loop calls only `#[inline(always)]` helpers or small
 //! closures, so its whole body gets the wider target, and it is written for LLVM's
-//! vectoriser (flat arrays, zipped iterators, selects rather than branches; see pool.rs).
+//! vectoriser (flat arrays, zipped iterators, selects rather than branches; see pooling.rs).
 //! A machine always runs the same clone, so results repeat bit for bit; the clones agree
 //! with one another too, except where `fastmath`'s fused multiply-adds are used (the
 //! AVX clones fuse, the baseline one does not).
@@ -29,7 +29,7 @@ pub mod gemm;
 pub mod loss;
 pub mod norm;
 pub mod optim;
-pub mod pool;
+pub mod pooling;
 pub mod tensor_ops;
 
 pub use error::KernelError;

@@ -8,7 +8,7 @@ pub mod builder;
 mod layers;
 mod models;
 
-pub use builder::{Conv, GraphBuilder, Optimizer, Pool, T};
+pub use builder::{Conv, GraphBuilder, Optimizer, Pooling, T};
 use std::collections::BTreeMap;
 
 #[derive(Debug, thiserror::Error)]

@@ -16,7 +16,7 @@ mod signature;
 mod traffic;
 
 pub use cost::{Cost, cost};
-pub use shapes::{Window, check_shapes, conv_output_shape, pool_output_shape};
+pub use shapes::{Window, check_shapes, conv_output_shape, pooling_output_shape};
 pub use signature::{Arity, AttrKind, AttrSpec, Signature};
 pub use traffic::{Traffic, node_traffic};
 

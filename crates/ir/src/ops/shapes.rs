@@ -24,7 +24,7 @@ impl Window {
         .checked()
     }
 
-    fn pool(attrs: AttrReader<'_>) -> Result<Window, String> {
+    fn pooling(attrs: AttrReader<'_>) -> Result<Window, String> {
         let kernel = attrs.pair("kernel", [1, 1])?;
         let w = Window {
             kernel,
@@ -129,7 +129,7 @@ pub fn check_shapes(
             expect_shape("output gradient (input 1)", dy, &y)
         }
         Op::MaxPool2d | Op::AvgPool2d => {
-            let y = pool_shape(a, inputs[0].shape)?;
+            let y = pooling_shape(a, inputs[0].shape)?;
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], &y)?;
@@ -143,7 +143,7 @@ pub fn check_shapes(
             let (dy, dx) = (inputs[0], outputs[0]);
             expect_float(dy)?;
             same_dtype(&[dy, dx])?;
-            let y = pool_shape(a, dx.shape)
+            let y = pooling_shape(a, dx.shape)
                 .map_err(|e| format!("input gradient {} does not fit: {e}", shape_str(dx.shape)))?;
             expect_shape("output gradient", dy, &y)?;
             if op == Op::MaxPool2dBackward {
@@ -340,15 +340,15 @@ fn conv_shape(a: AttrReader<'_>, x: &[u64], w: &[u64]) -> Result<Vec<u64>, Strin
 }
 
 /// The output shape of a pooling op over `x`.
-pub fn pool_output_shape(attrs: &Attrs, x: &[u64]) -> Result<Vec<u64>, String> {
-    pool_shape(AttrReader(attrs), x)
+pub fn pooling_output_shape(attrs: &Attrs, x: &[u64]) -> Result<Vec<u64>, String> {
+    pooling_shape(AttrReader(attrs), x)
 }
 
-fn pool_shape(a: AttrReader<'_>, x: &[u64]) -> Result<Vec<u64>, String> {
+fn pooling_shape(a: AttrReader<'_>, x: &[u64]) -> Result<Vec<u64>, String> {
     if x.len() != 4 {
         return Err(format!("pooling needs a 4-D input [N, C, H, W], got {}", shape_str(x)));
     }
-    let [p, q] = Window::pool(a)?.output_hw([x[2], x[3]])?;
+    let [p, q] = Window::pooling(a)?.output_hw([x[2], x[3]])?;
     Ok(vec![x[0], x[1], p, q])
 }
 
@@ -534,6 +534,6 @@ mod tests {
     #[test]
     fn pooling_rejects_excess_padding() {
         let a = attrs(&[("kernel", AttrValue::Ints(vec![2, 2])), ("padding", AttrValue::Ints(vec![2, 2]))]);
-        assert!(pool_output_shape(&a, &[1, 1, 8, 8]).is_err());
+        assert!(pooling_output_shape(&a, &[1, 1, 8, 8]).is_err());
     }
 }

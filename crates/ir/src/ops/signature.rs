@@ -66,7 +66,7 @@ const CONV_ATTRS: &[AttrSpec] = &[
     attr("dilation", PAIR, false),
     attr("groups", AttrKind::Int, false),
 ];
-const POOL_ATTRS: &[AttrSpec] =
+const POOLING_ATTRS: &[AttrSpec] =
     &[attr("kernel", PAIR, true), attr("stride", PAIR, false), attr("padding", PAIR, false)];
 const AVG_POOL_ATTRS: &[AttrSpec] = &[
     attr("kernel", PAIR, true),
@@ -104,8 +104,8 @@ impl Op {
             Op::BiasAdd => sig(2, 1, AXIS),
             Op::BiasGrad => sig(1, 1, AXIS),
             Op::Conv2d | Op::Conv2dBackwardData | Op::Conv2dBackwardFilter => sig(2, 1, CONV_ATTRS),
-            Op::MaxPool2d => sig(1, 2, POOL_ATTRS),
-            Op::MaxPool2dBackward => sig(2, 1, POOL_ATTRS),
+            Op::MaxPool2d => sig(1, 2, POOLING_ATTRS),
+            Op::MaxPool2dBackward => sig(2, 1, POOLING_ATTRS),
             Op::AvgPool2d | Op::AvgPool2dBackward => sig(1, 1, AVG_POOL_ATTRS),
             Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => sig(1, 1, &[]),
             Op::BatchNorm | Op::LayerNorm => sig(3, 3, EPSILON),

@@ -6,7 +6,7 @@ use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::graph::op_label;
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Constant, Elem, Tensor, Value, constant_of};
-use placer_zoo::{Conv, Pool, T};
+use placer_zoo::{Conv, Pooling, T};
 
 /// Lowers one node of a forward graph.
 pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
@@ -32,7 +32,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Relu" => unary(l, node, |g, name, x| g.relu(name, x)),
         "Tanh" => unary(l, node, |g, name, x| g.tanh(name, x)),
         "Gelu" => unary(l, node, |g, name, x| g.gelu(name, x)),
-        "MaxPool" | "AveragePool" => pool(l, node),
+        "MaxPool" | "AveragePool" => pooling(l, node),
         "GlobalAveragePool" => global_avg_pool(l, node),
         "BatchNormalization" => {
             let x = l.tensor_operand(node, 0)?;
@@ -229,7 +229,7 @@ pub(crate) fn conv_geometry(node: &NodeProto, input: [u64; 2], filter: &[u64]) -
 
 /// The window of a MaxPool or AveragePool (or their onnxruntime gradients) over an
 /// input of spatial size `input`.
-pub(crate) fn pool_geometry(node: &NodeProto, input: [u64; 2]) -> Result<Pool, Fail> {
+pub(crate) fn pooling_geometry(node: &NodeProto, input: [u64; 2]) -> Result<Pooling, Fail> {
     let a = Attrs(node);
     let kernel = pair(a.ints("kernel_shape"), 1, "kernel_shape")?;
     let stride = pair(a.ints("strides"), 1, "strides")?;
@@ -243,7 +243,7 @@ pub(crate) fn pool_geometry(node: &NodeProto, input: [u64; 2]) -> Result<Pool, F
             return unsupported(format!("{} with ceil_mode=1 where it changes the output size", node.op_type()));
         }
     }
-    Ok(Pool { kernel, stride, padding })
+    Ok(Pooling { kernel, stride, padding })
 }
 
 fn conv(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
@@ -270,10 +270,10 @@ fn conv(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(y, shape)])
 }
 
-fn pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+fn pooling(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let x = l.tensor_operand(node, 0)?;
     let a = Attrs(node);
-    let geometry = pool_geometry(node, hw(&x.shape)?)?;
+    let geometry = pooling_geometry(node, hw(&x.shape)?)?;
     let xt = l.exact(&x);
     let name = l.name_for(&node.output[0]);
     // The indices are placer's own (the window position of each maximum); only

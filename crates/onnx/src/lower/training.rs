@@ -4,7 +4,7 @@
 //! (weight gradients, batch-norm statistics) follow from the operands.
 
 use super::consts;
-use super::ops::{conv_geometry, forward, hw, pool_geometry};
+use super::ops::{conv_geometry, forward, hw, pooling_geometry};
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::{GraphProto, NodeProto, type_proto};
 use crate::values::{Attrs, Tensor, Value};
@@ -85,7 +85,7 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
                 emit(l, node, Op::ReluBackward, IrAttrs::new(), &[dyt, yt], &[(0, dy.shape.clone(), Role::Gradient)])?;
             Ok(vec![tensor(dx[0], dy.shape)])
         }
-        "MaxPoolGrad" | "AveragePoolGrad" => pool_grad(l, node),
+        "MaxPoolGrad" | "AveragePoolGrad" => pooling_grad(l, node),
         "SoftmaxCrossEntropyLoss" => loss(l, node),
         "SoftmaxCrossEntropyLossGrad" => {
             let (probs, labels) = (l.tensor_operand(node, 1)?, l.tensor_operand(node, 2)?);
@@ -222,13 +222,13 @@ fn declared_shape(l: &Lowerer<'_>, name: &str) -> Option<Vec<u64>> {
     Some(shape)
 }
 
-fn pool_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+fn pooling_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let dy = l.tensor_operand(node, 0)?;
     let a = Attrs(node);
     let Some(dx_shape) = node.output.first().and_then(|o| declared_shape(l, o)) else {
         return unsupported(format!("{} whose output shape the file does not give", node.op_type()));
     };
-    let mut attrs = pool_geometry(node, hw(&dx_shape)?)?.attrs();
+    let mut attrs = pooling_geometry(node, hw(&dx_shape)?)?.attrs();
     let dyt = l.exact(&dy);
     let (op, inputs) = if node.op_type() == "MaxPoolGrad" {
         let mask = l.tensor_operand(node, 1)?;

@@ -9,7 +9,7 @@ mod backward;
 
 use crate::ZooError;
 use backward::Backward;
-use placer_ir::ops::{conv_output_shape, pool_output_shape};
+use placer_ir::ops::{conv_output_shape, pooling_output_shape};
 use placer_ir::{AttrValue, Attrs, DType, ModelDecl, NodeDecl, Op, Role, TensorDecl};
 use std::collections::{BTreeMap, HashSet};
 
@@ -89,13 +89,13 @@ impl Conv {
 
 /// Pooling window geometry for [`GraphBuilder::max_pool2d`] and [`GraphBuilder::avg_pool2d`].
 #[derive(Debug, Clone, Copy)]
-pub struct Pool {
+pub struct Pooling {
     pub kernel: [u64; 2],
     pub stride: [u64; 2],
     pub padding: [u64; 2],
 }
 
-impl Pool {
+impl Pooling {
     /// The attributes placer's ops take for this geometry (defaults left out).
     pub fn attrs(&self) -> Attrs {
         let mut a = Attrs::from([("kernel".to_string(), ints(&self.kernel))]);
@@ -260,17 +260,17 @@ impl GraphBuilder {
     }
 
     pub fn max_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
-        self.max_pool2d(name, x, square_pool(kernel, stride, padding))
+        self.max_pool2d(name, x, square_pooling(kernel, stride, padding))
     }
 
-    pub fn max_pool2d(&mut self, name: &str, x: T, pool: Pool) -> Result<T, ZooError> {
-        self.max_pool2d_indexed(name, x, pool).map(|(y, _)| y)
+    pub fn max_pool2d(&mut self, name: &str, x: T, pooling: Pooling) -> Result<T, ZooError> {
+        self.max_pool2d_indexed(name, x, pooling).map(|(y, _)| y)
     }
 
     /// [`GraphBuilder::max_pool2d`], also returning the indices of the maxima.
-    pub fn max_pool2d_indexed(&mut self, name: &str, x: T, pool: Pool) -> Result<(T, T), ZooError> {
-        let attrs = pool.attrs();
-        let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
+    pub fn max_pool2d_indexed(&mut self, name: &str, x: T, pooling: Pooling) -> Result<(T, T), ZooError> {
+        let attrs = pooling.attrs();
+        let shape = pooling_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         let outs =
             vec![("", shape.clone(), DType::F32, Role::Activation), (".indices", shape, DType::I32, Role::Workspace)];
         let out = self.forward(name, Op::MaxPool2d, attrs, &[x], outs);
@@ -278,16 +278,16 @@ impl GraphBuilder {
     }
 
     pub fn avg_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
-        self.avg_pool2d(name, x, square_pool(kernel, stride, padding), false)
+        self.avg_pool2d(name, x, square_pooling(kernel, stride, padding), false)
     }
 
     /// `count_include_pad` divides by the whole window at the borders, padding included.
-    pub fn avg_pool2d(&mut self, name: &str, x: T, pool: Pool, count_include_pad: bool) -> Result<T, ZooError> {
-        let mut attrs = pool.attrs();
+    pub fn avg_pool2d(&mut self, name: &str, x: T, pooling: Pooling, count_include_pad: bool) -> Result<T, ZooError> {
+        let mut attrs = pooling.attrs();
         if count_include_pad {
             attrs.insert("count_include_pad".into(), AttrValue::Bool(true));
         }
-        let shape = pool_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
+        let shape = pooling_output_shape(&attrs, self.shape(x)).map_err(|e| ZooError::Shape(format!("{name}: {e}")))?;
         Ok(self.unary(name, Op::AvgPool2d, attrs, &[x], shape))
     }
 
@@ -426,8 +426,8 @@ fn epsilon_attr(epsilon: f64) -> Attrs {
     Attrs::from([("epsilon".to_string(), AttrValue::Float(epsilon))])
 }
 
-fn square_pool(kernel: u64, stride: u64, padding: u64) -> Pool {
-    Pool { kernel: [kernel; 2], stride: [stride; 2], padding: [padding; 2] }
+fn square_pooling(kernel: u64, stride: u64, padding: u64) -> Pooling {
+    Pooling { kernel: [kernel; 2], stride: [stride; 2], padding: [padding; 2] }
 }
 
 fn matmul_attrs(transpose_a: bool, transpose_b: bool, alpha: f64) -> Attrs {

@@ -18,7 +18,7 @@ fn unit1(g: &mut GraphBuilder, name: &str, x: T, out: u64) -> Result<T, ZooError
     unit(g, name, x, out, sq(1), 1, [0, 0])
 }
 
-fn pool_branch(g: &mut GraphBuilder, name: &str, x: T, out: u64) -> Result<T, ZooError> {
+fn pooling_branch(g: &mut GraphBuilder, name: &str, x: T, out: u64) -> Result<T, ZooError> {
     let p = g.avg_pool(&format!("{name}.pool"), x, 3, 1, 1)?;
     unit1(g, &format!("{name}.conv"), p, out)
 }
@@ -30,7 +30,7 @@ fn block_a(g: &mut GraphBuilder, name: &str, x: T, pool_features: u64) -> Result
     let b3 = unit1(g, &format!("{name}.b3x3dbl_1"), x, 64)?;
     let b3 = unit(g, &format!("{name}.b3x3dbl_2"), b3, 96, sq(3), 1, [1, 1])?;
     let b3 = unit(g, &format!("{name}.b3x3dbl_3"), b3, 96, sq(3), 1, [1, 1])?;
-    let bp = pool_branch(g, &format!("{name}.bpool"), x, pool_features)?;
+    let bp = pooling_branch(g, &format!("{name}.bpool"), x, pool_features)?;
     Ok(g.concat(&format!("{name}.concat"), &[b1, b5, b3, bp], 1))
 }
 
@@ -53,7 +53,7 @@ fn block_c(g: &mut GraphBuilder, name: &str, x: T, c7: u64) -> Result<T, ZooErro
     for (i, ((k, p), out)) in [(col, c7), (row, c7), (col, c7), (row, 192)].into_iter().enumerate() {
         bd = unit(g, &format!("{name}.b7x7dbl_{}", i + 2), bd, out, k, 1, p)?;
     }
-    let bp = pool_branch(g, &format!("{name}.bpool"), x, 192)?;
+    let bp = pooling_branch(g, &format!("{name}.bpool"), x, 192)?;
     Ok(g.concat(&format!("{name}.concat"), &[b1, b7, bd, bp], 1))
 }
 
@@ -82,7 +82,7 @@ fn block_e(g: &mut GraphBuilder, name: &str, x: T) -> Result<T, ZooError> {
     let bd = unit1(g, &format!("{name}.b3x3dbl_1"), x, 448)?;
     let bd = unit(g, &format!("{name}.b3x3dbl_2"), bd, 384, sq(3), 1, [1, 1])?;
     let bd = fork(g, &format!("{name}.b3x3dbl_3"), bd)?;
-    let bp = pool_branch(g, &format!("{name}.bpool"), x, 192)?;
+    let bp = pooling_branch(g, &format!("{name}.bpool"), x, 192)?;
     Ok(g.concat(&format!("{name}.concat"), &[b1, b3, bd, bp], 1))
 }
 

@@ -29,10 +29,10 @@ use std::ops::Range;
 /// A windowed pooling's geometry: `x = [n, c, h, w]` → `y = [n, c, p, q]`. Pairs are
 /// `[height, width]`.
 ///
-/// `p` and `q` must equal [`pool_output_dim`] of the other fields, and the padding may be
+/// `p` and `q` must equal [`pooling_output_dim`] of the other fields, and the padding may be
 /// at most half the window; the kernels panic otherwise.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Pool2d {
+pub struct Pooling2d {
     /// Batch size.
     pub n: usize,
     /// Channels.
@@ -57,12 +57,12 @@ pub struct Pool2d {
 
 /// One output dimension (floor mode): `(input + 2·padding − kernel) / stride + 1`, or
 /// `None` if the window does not fit the padded input or the kernel or stride is zero.
-pub fn pool_output_dim(input: usize, kernel: usize, stride: usize, padding: usize) -> Option<usize> {
+pub fn pooling_output_dim(input: usize, kernel: usize, stride: usize, padding: usize) -> Option<usize> {
     conv_output_dim(input, kernel, stride, padding, 1)
 }
 
-impl Pool2d {
-    /// Builds the geometry with `p` and `q` from [`pool_output_dim`]; `None` if the window
+impl Pooling2d {
+    /// Builds the geometry with `p` and `q` from [`pooling_output_dim`]; `None` if the window
     /// does not fit or the padding is more than half the window.
     pub fn new(
         [n, c, h, w]: [usize; 4],
@@ -70,13 +70,13 @@ impl Pool2d {
         stride: [usize; 2],
         padding: [usize; 2],
         count_include_pad: bool,
-    ) -> Option<Pool2d> {
+    ) -> Option<Pooling2d> {
         if 2 * padding[0] > kernel[0] || 2 * padding[1] > kernel[1] {
             return None;
         }
-        let p = pool_output_dim(h, kernel[0], stride[0], padding[0])?;
-        let q = pool_output_dim(w, kernel[1], stride[1], padding[1])?;
-        Some(Pool2d { n, c, h, w, p, q, kernel, stride, padding, count_include_pad })
+        let p = pooling_output_dim(h, kernel[0], stride[0], padding[0])?;
+        let q = pooling_output_dim(w, kernel[1], stride[1], padding[1])?;
+        Some(Pooling2d { n, c, h, w, p, q, kernel, stride, padding, count_include_pad })
     }
 
     /// Elements of `x` and `dx`: `n·c·h·w`.
@@ -90,8 +90,8 @@ impl Pool2d {
     }
 
     fn check(&self, op: &str) {
-        let p = pool_output_dim(self.h, self.kernel[0], self.stride[0], self.padding[0]);
-        let q = pool_output_dim(self.w, self.kernel[1], self.stride[1], self.padding[1]);
+        let p = pooling_output_dim(self.h, self.kernel[0], self.stride[0], self.padding[0]);
+        let q = pooling_output_dim(self.w, self.kernel[1], self.stride[1], self.padding[1]);
         assert!(
             p == Some(self.p) && q == Some(self.q),
             "{op}: output {}×{} does not match the geometry, which gives {p:?}×{q:?}, in {self:?}",
@@ -164,7 +164,7 @@ fn for_planes<A: Sync, B: Send>(
 /// If the geometry is inconsistent, a slice has the wrong length, the input planes are
 /// empty (`h` or `w` is 0) while the output is not, or a plane has more than `i32::MAX`
 /// elements.
-pub fn max_pool2d_forward(p: &Pool2d, x: &[f32], y: &mut [f32], indices: &mut [i32]) {
+pub fn max_pool2d_forward(p: &Pooling2d, x: &[f32], y: &mut [f32], indices: &mut [i32]) {
     const OP: &str = "max_pool2d";
     p.check(OP);
     check_len(OP, "x", x.len(), p.x_len());
@@ -210,7 +210,7 @@ fn beats(v: f32, best: f32) -> bool {
 /// ([`window_max`], scalar and branchy, ~10 ns an output) is left for the edge columns
 /// and other strides.
 #[multiversion(targets("x86_64+avx512f+avx512vl+fma", "x86_64+avx2+fma"))]
-fn max_pool_planes(p: &Pool2d, x: &[f32], y: &mut [f32], indices: &mut [i32]) {
+fn max_pool_planes(p: &Pooling2d, x: &[f32], y: &mut [f32], indices: &mut [i32]) {
     if tiles_by_two(p) {
         max_pool_tiled(p, x, y, indices);
         return;
@@ -270,7 +270,7 @@ const TILED_OUTPUTS: usize = MAX_POOL_COLS;
 /// Windows that tile the input exactly along the rows, two columns wide (LeNet's and VGG's
 /// 2×2 stride-2 pooling): window = stride, no padding, `w = 2q`, and an output row fits a
 /// group of [`max_pool_tiled`].
-fn tiles_by_two(p: &Pool2d) -> bool {
+fn tiles_by_two(p: &Pooling2d) -> bool {
     p.kernel == p.stride && p.kernel[1] == 2 && p.padding == [0, 0] && p.w == 2 * p.q && p.q <= TILED_OUTPUTS
 }
 
@@ -282,7 +282,7 @@ fn tiles_by_two(p: &Pool2d) -> bool {
 /// is element `2j + s`; taps are merged in row-major order as in [`max_pool_planes`], with
 /// the tap number as the running index, turned into a plane position at the end.
 #[inline(always)]
-fn max_pool_tiled(p: &Pool2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
+fn max_pool_tiled(p: &Pooling2d, x: &[f32], y: &mut [f32], idx: &mut [i32]) {
     let (q, w, kh, hw) = (p.q, p.w, p.kernel[0], p.h * p.w);
     let rows = y.len() / q; // output rows of every plane here
     let rows_per = TILED_OUTPUTS / q; // ≥ 1, see tiles_by_two
@@ -340,7 +340,7 @@ fn gather_every_second(src: &[f32], out: &mut [f32]) {
 
 /// The maximum of one window of `plane` and its position, scanning in row-major order.
 #[inline(always)]
-fn window_max(p: &Pool2d, plane: &[f32], rows: Range<usize>, cols: Range<usize>) -> (f32, usize) {
+fn window_max(p: &Pooling2d, plane: &[f32], rows: Range<usize>, cols: Range<usize>) -> (f32, usize) {
     let mut best_at = rows.start * p.w + cols.start;
     let mut best = plane[best_at];
     for ih in rows {
@@ -364,7 +364,7 @@ fn window_max(p: &Pool2d, plane: &[f32], rows: Range<usize>, cols: Range<usize>)
 ///
 /// # Panics
 /// If the geometry is inconsistent or a slice has the wrong length.
-pub fn max_pool2d_backward(p: &Pool2d, dy: &[f32], indices: &[i32], dx: &mut [f32]) -> Result<(), KernelError> {
+pub fn max_pool2d_backward(p: &Pooling2d, dy: &[f32], indices: &[i32], dx: &mut [f32]) -> Result<(), KernelError> {
     const OP: &str = "max_pool2d_backward";
     p.check(OP);
     check_len(OP, "dy", dy.len(), p.y_len());
@@ -403,7 +403,7 @@ pub fn max_pool2d_backward(p: &Pool2d, dy: &[f32], indices: &[i32], dx: &mut [f3
 ///
 /// # Panics
 /// If the geometry is inconsistent or a slice has the wrong length.
-pub fn avg_pool2d_forward(p: &Pool2d, x: &[f32], y: &mut [f32]) {
+pub fn avg_pool2d_forward(p: &Pooling2d, x: &[f32], y: &mut [f32]) {
     const OP: &str = "avg_pool2d";
     p.check(OP);
     check_len(OP, "x", x.len(), p.x_len());
@@ -428,7 +428,7 @@ pub fn avg_pool2d_forward(p: &Pool2d, x: &[f32], y: &mut [f32]) {
 ///
 /// # Panics
 /// If the geometry is inconsistent or a slice has the wrong length.
-pub fn avg_pool2d_backward(p: &Pool2d, dy: &[f32], dx: &mut [f32]) {
+pub fn avg_pool2d_backward(p: &Pooling2d, dy: &[f32], dx: &mut [f32]) {
     const OP: &str = "avg_pool2d_backward";
     p.check(OP);
     check_len(OP, "dy", dy.len(), p.y_len());
@@ -501,20 +501,20 @@ mod tests {
     #[test]
     fn divisors_follow_pytorch() {
         // 5×5 input, 3×3 window, stride 2, padding 1: outputs 3×3.
-        let p = Pool2d::new([1, 1, 5, 5], [3, 3], [2, 2], [1, 1], true).expect("fits");
+        let p = Pooling2d::new([1, 1, 5, 5], [3, 3], [2, 2], [1, 1], true).expect("fits");
         assert_eq!((p.p, p.q), (3, 3));
         assert_eq!(p.divisor(0, 0), 9.0);
-        let p = Pool2d { count_include_pad: false, ..p };
+        let p = Pooling2d { count_include_pad: false, ..p };
         assert_eq!(p.divisor(0, 0), 4.0);
         assert_eq!(p.divisor(1, 1), 9.0);
         // 4×4 input, 3×3 window, stride 2, padding 1: the last window spans input rows
         // 1..4 plus one padding row, inside the padded input (it ends at row 4 < 5).
-        let p = Pool2d::new([1, 1, 4, 4], [3, 3], [2, 2], [1, 1], true).expect("fits");
+        let p = Pooling2d::new([1, 1, 4, 4], [3, 3], [2, 2], [1, 1], true).expect("fits");
         assert_eq!((p.p, p.q), (2, 2));
         assert_eq!(p.divisor(1, 1), 9.0);
         // 5-wide input, window 4, stride 3, padding 2: padded width 9, windows start at
         // −2 and 1; the second ends at 5, inside the padded input (ends at 7).
-        let p = Pool2d::new([1, 1, 1, 5], [1, 4], [1, 3], [0, 2], true).expect("fits");
+        let p = Pooling2d::new([1, 1, 1, 5], [1, 4], [1, 3], [0, 2], true).expect("fits");
         assert_eq!(p.q, 2);
         assert_eq!(p.divisor(0, 0), 4.0);
         assert_eq!(p.divisor(0, 1), 4.0);
@@ -522,14 +522,14 @@ mod tests {
 
     #[test]
     fn new_refuses_padding_over_half_the_window() {
-        assert!(Pool2d::new([1, 1, 4, 4], [2, 2], [2, 2], [2, 1], false).is_none());
-        assert!(Pool2d::new([1, 1, 4, 4], [2, 3], [2, 2], [1, 1], false).is_some());
+        assert!(Pooling2d::new([1, 1, 4, 4], [2, 2], [2, 2], [2, 1], false).is_none());
+        assert!(Pooling2d::new([1, 1, 4, 4], [2, 3], [2, 2], [1, 1], false).is_some());
     }
 
     #[test]
     fn window_clipped_by_padded_bounds() {
         // 3-wide input, window 2, stride 2, padding 1: padded width 5, windows at −1, 1.
-        let p = Pool2d::new([1, 1, 1, 3], [1, 2], [1, 2], [0, 1], true).expect("fits");
+        let p = Pooling2d::new([1, 1, 1, 3], [1, 2], [1, 2], [0, 1], true).expect("fits");
         assert_eq!(p.q, 2);
         assert_eq!(p.window(1, 0), 0..1);
         assert_eq!(p.window(1, 1), 1..3);

@@ -7,8 +7,8 @@
 use placer_kernels::KernelError;
 use placer_kernels::conv::{Conv2d, conv2d_backward_data, conv2d_backward_filter, conv2d_forward, conv2d_scratch_len};
 use placer_kernels::gemm::{MatMul, Sgemm, matmul, sgemm};
-use placer_kernels::pool::{
-    Pool2d, avg_pool2d_backward, avg_pool2d_forward, global_avg_pool_backward, global_avg_pool_forward,
+use placer_kernels::pooling::{
+    Pooling2d, avg_pool2d_backward, avg_pool2d_forward, global_avg_pool_backward, global_avg_pool_forward,
     max_pool2d_backward, max_pool2d_forward,
 };
 use proptest::prelude::*;
@@ -215,19 +215,19 @@ fn ref_conv_backward_filter(p: &Conv2d, x: &[f32], dy: &[f32]) -> Vec<f64> {
 }
 
 /// Input rows (or columns) of window `o`, unclipped: `start .. start + kernel`.
-fn pool_window(p: &Pool2d, dim: usize, o: usize) -> std::ops::Range<isize> {
+fn pooling_window(p: &Pooling2d, dim: usize, o: usize) -> std::ops::Range<isize> {
     let start = (o * p.stride[dim]) as isize - p.padding[dim] as isize;
     start..start + p.kernel[dim] as isize
 }
 
-fn ref_max_pool(p: &Pool2d, x: &[f32]) -> (Vec<f32>, Vec<i32>) {
+fn ref_max_pool(p: &Pooling2d, x: &[f32]) -> (Vec<f32>, Vec<i32>) {
     let (mut y, mut idx) = (Vec::new(), Vec::new());
     for plane in x.chunks(p.h * p.w) {
         for oh in 0..p.p {
             for ow in 0..p.q {
                 let mut best: Option<(f32, usize)> = None;
-                for ih in pool_window(p, 0, oh) {
-                    for iw in pool_window(p, 1, ow) {
+                for ih in pooling_window(p, 0, oh) {
+                    for iw in pooling_window(p, 1, ow) {
                         if ih < 0 || iw < 0 || ih >= p.h as isize || iw >= p.w as isize {
                             continue;
                         }
@@ -251,7 +251,7 @@ fn ref_max_pool(p: &Pool2d, x: &[f32]) -> (Vec<f32>, Vec<i32>) {
     (y, idx)
 }
 
-fn ref_max_pool_backward(p: &Pool2d, dy: &[f32], idx: &[i32]) -> Vec<f64> {
+fn ref_max_pool_backward(p: &Pooling2d, dy: &[f32], idx: &[i32]) -> Vec<f64> {
     let (hw, pq) = (p.h * p.w, p.p * p.q);
     let mut dx = vec![0.0; p.x_len()];
     for (o, (&g, &i)) in dy.iter().zip(idx).enumerate() {
@@ -261,10 +261,10 @@ fn ref_max_pool_backward(p: &Pool2d, dy: &[f32], idx: &[i32]) -> Vec<f64> {
 }
 
 /// (real elements, divisor) of window (oh, ow), counted one position at a time.
-fn ref_avg_window(p: &Pool2d, oh: usize, ow: usize) -> (Vec<(usize, usize)>, f64) {
+fn ref_avg_window(p: &Pooling2d, oh: usize, ow: usize) -> (Vec<(usize, usize)>, f64) {
     let (mut real, mut padded) = (Vec::new(), 0usize);
-    for ih in pool_window(p, 0, oh) {
-        for iw in pool_window(p, 1, ow) {
+    for ih in pooling_window(p, 0, oh) {
+        for iw in pooling_window(p, 1, ow) {
             let in_padded = |v: isize, size: usize, pad: usize| v >= -(pad as isize) && v < (size + pad) as isize;
             if in_padded(ih, p.h, p.padding[0]) && in_padded(iw, p.w, p.padding[1]) {
                 padded += 1;
@@ -278,7 +278,7 @@ fn ref_avg_window(p: &Pool2d, oh: usize, ow: usize) -> (Vec<(usize, usize)>, f64
     (real, div as f64)
 }
 
-fn ref_avg_pool(p: &Pool2d, x: &[f32]) -> Vec<f64> {
+fn ref_avg_pool(p: &Pooling2d, x: &[f32]) -> Vec<f64> {
     let mut y = Vec::new();
     for plane in x.chunks(p.h * p.w) {
         for oh in 0..p.p {
@@ -291,7 +291,7 @@ fn ref_avg_pool(p: &Pool2d, x: &[f32]) -> Vec<f64> {
     y
 }
 
-fn ref_avg_pool_backward(p: &Pool2d, dy: &[f32]) -> Vec<f64> {
+fn ref_avg_pool_backward(p: &Pooling2d, dy: &[f32]) -> Vec<f64> {
     let (hw, pq) = (p.h * p.w, p.p * p.q);
     let mut dx = vec![0.0; p.x_len()];
     for (plane, dy) in dx.chunks_mut(hw).zip(dy.chunks(pq)) {
@@ -358,7 +358,7 @@ fn conv_shape() -> impl Strategy<Value = Conv2d> {
     prop_oneof![4 => general, 1 => depthwise, 1 => pointwise]
 }
 
-fn pool_shape() -> impl Strategy<Value = Pool2d> {
+fn pooling_shape() -> impl Strategy<Value = Pooling2d> {
     (
         (1usize..=2, 1usize..=3, 1usize..=8, 1usize..=8),
         [1usize..=4, 1usize..=4],
@@ -369,7 +369,7 @@ fn pool_shape() -> impl Strategy<Value = Pool2d> {
             ([0..=kernel[0] / 2, 0..=kernel[1] / 2], Just((nchw, kernel, stride, include)))
         })
         .prop_filter_map("window must fit", |(padding, ((n, c, h, w), kernel, stride, include))| {
-            Pool2d::new([n, c, h, w], kernel, stride, padding, include)
+            Pooling2d::new([n, c, h, w], kernel, stride, padding, include)
         })
 }
 
@@ -405,14 +405,14 @@ fn check_conv_all(p: &Conv2d, seed: u64) {
     assert_close("conv dw", &run_conv_backward_filter(p, &x, &dy), &ref_conv_backward_filter(p, &x, &dy), ATOL, RTOL);
 }
 
-fn run_max_pool(p: &Pool2d, x: &[f32]) -> (Vec<f32>, Vec<i32>) {
+fn run_max_pool(p: &Pooling2d, x: &[f32]) -> (Vec<f32>, Vec<i32>) {
     let mut y = nan(p.y_len());
     let mut idx = vec![-7; p.y_len()];
     max_pool2d_forward(p, x, &mut y, &mut idx);
     (y, idx)
 }
 
-fn run_avg_pool(p: &Pool2d, x: &[f32]) -> Vec<f32> {
+fn run_avg_pool(p: &Pooling2d, x: &[f32]) -> Vec<f32> {
     let mut y = nan(p.y_len());
     avg_pool2d_forward(p, x, &mut y);
     y
@@ -456,7 +456,7 @@ proptest! {
     }
 
     #[test]
-    fn max_pool_matches_reference(p in pool_shape(), seed in any::<u64>(), ties in any::<bool>()) {
+    fn max_pool_matches_reference(p in pooling_shape(), seed in any::<u64>(), ties in any::<bool>()) {
         let mut rng = Rng(seed);
         let x = if ties { rng.ternary(p.x_len()) } else { rng.vec(p.x_len()) };
         let (y, idx) = run_max_pool(&p, &x);
@@ -470,7 +470,7 @@ proptest! {
     }
 
     #[test]
-    fn avg_pool_matches_reference(p in pool_shape(), seed in any::<u64>()) {
+    fn avg_pool_matches_reference(p in pooling_shape(), seed in any::<u64>()) {
         let mut rng = Rng(seed);
         let (x, dy) = (rng.vec(p.x_len()), rng.vec(p.y_len()));
         assert_close("avg_pool y", &run_avg_pool(&p, &x), &ref_avg_pool(&p, &x), 1e-5, 1e-5);
@@ -519,7 +519,7 @@ proptest! {
     }
 
     #[test]
-    fn max_pool_backward_is_the_gradient(p in pool_shape(), seed in any::<u64>()) {
+    fn max_pool_backward_is_the_gradient(p in pooling_shape(), seed in any::<u64>()) {
         let mut rng = Rng(seed);
         let (x, g) = (rng.distinct(p.x_len()), rng.vec(p.y_len()));
         let (_, idx) = run_max_pool(&p, &x);
@@ -529,7 +529,7 @@ proptest! {
     }
 
     #[test]
-    fn avg_pool_backward_is_the_gradient(p in pool_shape(), seed in any::<u64>()) {
+    fn avg_pool_backward_is_the_gradient(p in pooling_shape(), seed in any::<u64>()) {
         let mut rng = Rng(seed);
         let (x, g) = (rng.vec(p.x_len()), rng.vec(p.y_len()));
         let mut dx = nan(p.x_len());
@@ -685,9 +685,9 @@ fn grouped_fused_conv_is_its_groups_side_by_side() {
 }
 
 #[test]
-fn large_pools_take_the_parallel_paths() {
+fn large_poolings_take_the_parallel_paths() {
     let mut rng = Rng(3);
-    let p = Pool2d::new([2, 16, 32, 32], [3, 3], [2, 2], [1, 1], false).expect("fits");
+    let p = Pooling2d::new([2, 16, 32, 32], [3, 3], [2, 2], [1, 1], false).expect("fits");
     let x = rng.vec(p.x_len());
     let (y, idx) = run_max_pool(&p, &x);
     let (want_y, want_idx) = ref_max_pool(&p, &x);
@@ -714,13 +714,13 @@ fn vectorised_max_pools_match_the_reference_with_ties_and_nan() {
     // width); rows longer than one step of the row-wise path, stride 1 and 2; and a stride
     // the row-wise path does not take. Ternary data (ties everywhere) with NaNs sprinkled.
     let shapes = [
-        Pool2d::new([3, 5, 41, 34], [2, 2], [2, 2], [0, 0], false),
-        Pool2d::new([1, 3, 30, 224], [2, 2], [2, 2], [0, 0], false),
-        Pool2d::new([1, 2, 5, 600], [3, 3], [1, 1], [1, 1], false),
-        Pool2d::new([1, 2, 7, 600], [3, 3], [2, 2], [1, 1], false),
-        Pool2d::new([2, 3, 9, 33], [3, 3], [2, 2], [0, 0], false),
-        Pool2d::new([1, 2, 9, 20], [2, 3], [2, 1], [1, 1], false),
-        Pool2d::new([2, 2, 12, 40], [3, 4], [3, 3], [1, 2], false),
+        Pooling2d::new([3, 5, 41, 34], [2, 2], [2, 2], [0, 0], false),
+        Pooling2d::new([1, 3, 30, 224], [2, 2], [2, 2], [0, 0], false),
+        Pooling2d::new([1, 2, 5, 600], [3, 3], [1, 1], [1, 1], false),
+        Pooling2d::new([1, 2, 7, 600], [3, 3], [2, 2], [1, 1], false),
+        Pooling2d::new([2, 3, 9, 33], [3, 3], [2, 2], [0, 0], false),
+        Pooling2d::new([1, 2, 9, 20], [2, 3], [2, 1], [1, 1], false),
+        Pooling2d::new([2, 2, 12, 40], [3, 4], [3, 3], [1, 2], false),
     ];
     for (i, p) in shapes.into_iter().enumerate() {
         let p = p.expect("fits");
@@ -803,7 +803,7 @@ fn sgemm_refuses_overlapping_rows() {
 
 #[test]
 fn max_pool_backward_rejects_bad_indices() {
-    let p = Pool2d::new([1, 1, 2, 2], [2, 2], [2, 2], [0, 0], false).expect("fits");
+    let p = Pooling2d::new([1, 1, 2, 2], [2, 2], [2, 2], [0, 0], false).expect("fits");
     let mut dx = nan(4);
     for bad in [4, -1] {
         let err = max_pool2d_backward(&p, &[1.0], &[bad], &mut dx).expect_err("out of range");
@@ -815,11 +815,11 @@ fn max_pool_backward_rejects_bad_indices() {
 #[test]
 fn max_pool_never_picks_padding_and_propagates_nan() {
     // All-negative input with padding: the max is a real element, not a padding zero.
-    let p = Pool2d::new([1, 1, 2, 2], [2, 2], [1, 1], [1, 1], false).expect("fits");
+    let p = Pooling2d::new([1, 1, 2, 2], [2, 2], [1, 1], [1, 1], false).expect("fits");
     let (y, idx) = run_max_pool(&p, &[-4.0, -3.0, -2.0, -1.0]);
     assert_eq!(y, vec![-4.0, -3.0, -3.0, -2.0, -1.0, -1.0, -2.0, -1.0, -1.0]);
     assert_eq!(idx, vec![0, 1, 1, 2, 3, 3, 2, 3, 3]);
-    let p = Pool2d::new([1, 1, 1, 3], [1, 3], [1, 1], [0, 0], false).expect("fits");
+    let p = Pooling2d::new([1, 1, 1, 3], [1, 3], [1, 1], [0, 0], false).expect("fits");
     let (y, idx) = run_max_pool(&p, &[1.0, f32::NAN, 5.0]);
     assert!(y[0].is_nan());
     assert_eq!(idx, vec![1]);
