@@ -88,3 +88,39 @@ pub fn run_plan(
     let mut pools = || host.pool_set().map_err(EvalError::from);
     run_interleaved(model, &mut pools, &contenders, options, &mut |line| events(PlanRunEvent::Progress(line)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_pools::{Pool, PoolKind};
+
+    fn pools() -> PoolSet {
+        PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("pmem", PoolKind::Pmem, 1 << 30)])
+    }
+
+    #[test]
+    fn roles_go_where_the_rules_say_and_later_rules_win() -> Result<(), Box<dyn std::error::Error>> {
+        let model = placer_zoo::build("lenet-mnist", 2)?;
+        let rules = ["all=pmem".to_string(), "weight=dram".to_string()];
+        let assignment = assign_roles(&model, &pools(), &rules)?;
+        for (pool, tensor) in assignment.0.iter().zip(model.tensors()) {
+            let expected = if tensor.role == Role::Weight { PoolId(0) } else { PoolId(1) };
+            assert_eq!(*pool, expected, "{}", tensor.name);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn bad_rules_are_refused_with_the_rule_named() -> Result<(), Box<dyn std::error::Error>> {
+        let model = placer_zoo::build("lenet-mnist", 2)?;
+        let refused = |rule: &str| match assign_roles(&model, &pools(), &[rule.to_string()]) {
+            Ok(_) => panic!("{rule} was accepted"),
+            Err(e) => e,
+        };
+        assert!(matches!(refused("weight"), EvalError::Host(e) if matches!(*e, HostError::Usage { .. })));
+        assert!(matches!(refused("bogus=pmem"), EvalError::Host(e) if e.to_string().contains("unknown role")));
+        let unknown_pool = refused("weight=hbm");
+        assert!(matches!(unknown_pool, EvalError::Place { ref rule, .. } if rule == "weight=hbm"));
+        Ok(())
+    }
+}
