@@ -1,0 +1,69 @@
+//! A profiling run into a checkpoint directory, through the library: the pipeline's
+//! protocol, resuming, and a directory that cannot be made.
+
+use placer_pools::{Pool, PoolKind, PoolSet};
+use placer_profile::{ProfileError, ProfileOptions, Progress, profile_into_dir};
+
+fn pools() -> PoolSet {
+    PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)])
+}
+
+#[test]
+fn the_pipeline_protocol_keeps_at_least_31_steps_at_most() {
+    let o = ProfileOptions::pipeline(7, 3);
+    assert_eq!((o.mode.max_simultaneous, o.mode.two_hop, o.mode.sample, o.mode.max_configs), (64, false, None, 256));
+    let p = &o.protocol;
+    assert_eq!((p.warmup, p.reps, p.max_reps, p.cv_target, p.seed, p.rounds), (2, 7, 31, 0.02, 0x5EED, 3));
+    assert!(o.pins.is_empty());
+    assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
+}
+
+#[test]
+fn a_second_run_resumes_the_whole_checkpoint() {
+    let model = placer_zoo::build("mlp", 2).expect("zoo");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let checkpoints = dir.path().join("nested").join("checkpoints");
+    let mut options = ProfileOptions::pipeline(1, 1);
+    options.protocol.max_reps = 1;
+    options.protocol.warmup = 0;
+
+    let mut reports: Vec<Progress> = Vec::new();
+    let first =
+        profile_into_dir(&model, pools(), "test-host", &options, &checkpoints, &mut |p| reports.push(p)).expect("runs");
+    assert!(first.path.starts_with(&checkpoints) && first.path.exists(), "{}", first.path.display());
+    assert_eq!(first.resumed, 0);
+    assert!(first.profile.is_complete());
+    assert_eq!(first.passes_total, first.profile.passes_total as usize);
+    assert_eq!(reports.len(), first.passes_total + 1, "once before the first pass, then after each");
+    assert_eq!((reports[0].passes_done, reports[0].resumed), (0, 0));
+
+    reports.clear();
+    let second =
+        profile_into_dir(&model, pools(), "test-host", &options, &checkpoints, &mut |p| reports.push(p)).expect("runs");
+    assert_eq!(second.path, first.path);
+    assert_eq!(second.resumed, first.passes_total);
+    assert_eq!(second.profile.measurements, first.profile.measurements);
+    assert_eq!(reports.len(), 1, "nothing left to measure");
+    assert_eq!(reports[0].resumed, first.passes_total);
+
+    // The checkpoint's name depends on the mode only, so another protocol meets this
+    // checkpoint: it is refused, not resumed as if it were the same measurement.
+    options.protocol.seed = 1;
+    let err = profile_into_dir(&model, pools(), "test-host", &options, &checkpoints, &mut |_| {})
+        .expect_err("another protocol");
+    assert!(matches!(err, ProfileError::Mismatch { .. }), "{err}");
+}
+
+#[test]
+fn a_checkpoint_directory_that_cannot_be_made_is_an_error() {
+    let model = placer_zoo::build("mlp", 2).expect("zoo");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").expect("write");
+    let below_a_file = file.join("checkpoints");
+    let err =
+        profile_into_dir(&model, pools(), "test-host", &ProfileOptions::pipeline(1, 1), &below_a_file, &mut |_| {})
+            .expect_err("a file is in the way");
+    assert!(matches!(err, ProfileError::CreateDir { .. }), "{err}");
+    assert_eq!(err.to_string(), format!("cannot create {}", below_a_file.display()));
+}
