@@ -32,17 +32,12 @@ use std::time::Duration;
 const N: usize = 1 << 24;
 const F32: u64 = 4;
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 /// Deterministic values in [−1, 1), every page touched before timing.
 fn data(seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..N)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-        })
-        .collect()
+    common::noise(N, seed)
 }
 
 /// `<kernel>/<shape>,bytes=<B>`, with B = 4 · the elements read and written.

@@ -17,18 +17,10 @@ use placer_kernels::pooling::{Pooling2d, max_pool2d_backward, max_pool2d_forward
 use std::hint::black_box;
 use std::time::Duration;
 
-/// Deterministic values in [-1, 1).
-fn data(len: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::noise;
 
 fn configure<'a>(c: &'a mut Criterion, name: &str) -> criterion::BenchmarkGroup<'a, criterion::measurement::WallTime> {
     let mut g = c.benchmark_group(name);
@@ -48,7 +40,7 @@ fn bench_matmul(c: &mut Criterion) {
     for (label, m, n, k) in shapes {
         let p = MatMul { batch: 1, m, n, k, transpose_a: false, transpose_b: false, alpha: 1.0 };
         let flop = 2 * p.macs();
-        let (a, b) = (data(p.a_len(), 1), data(p.b_len(), 2));
+        let (a, b) = (noise(p.a_len(), 1), noise(p.b_len(), 2));
         let mut out = vec![0.0; p.c_len()];
         group.throughput(Throughput::Elements(flop));
         group.bench_function(BenchmarkId::new("mnk", format!("{label}/flop={flop}")), |bch| {
@@ -73,7 +65,7 @@ fn bench_conv(c: &mut Criterion) {
     for (label, p) in layers {
         let p = p.expect("layer geometry fits");
         let flop = 2 * p.macs();
-        let (x, w, dy) = (data(p.x_len(), 3), data(p.w_len(), 4), data(p.y_len(), 5));
+        let (x, w, dy) = (noise(p.x_len(), 3), noise(p.w_len(), 4), noise(p.y_len(), 5));
         let mut scratch = vec![0.0; conv2d_scratch_len(&p)];
         let (mut y, mut dx, mut dw) = (vec![0.0; p.y_len()], vec![0.0; p.x_len()], vec![0.0; p.w_len()]);
         group.throughput(Throughput::Elements(flop));
@@ -100,8 +92,8 @@ fn bench_pooling(c: &mut Criterion) {
     ];
     for (label, p) in windows {
         let p = p.expect("fits");
-        let x = data(p.x_len(), 6);
-        let dy = data(p.y_len(), 7);
+        let x = noise(p.x_len(), 6);
+        let dy = noise(p.y_len(), 7);
         let (mut y, mut idx, mut dx) = (vec![0.0; p.y_len()], vec![0i32; p.y_len()], vec![0.0; p.x_len()]);
         let flop = (p.y_len() * p.kernel[0] * p.kernel[1]) as u64;
         group.throughput(Throughput::Elements(flop));

@@ -9,6 +9,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
+use common::noise;
 use placer_kernels::KernelError;
 use placer_kernels::activation::{
     gelu, gelu_backward, relu, relu_backward, softmax, softmax_backward, tanh, tanh_backward,
@@ -904,19 +907,6 @@ fn softmax_of_one_column_is_one_and_survives_huge_logits() {
 // ---------------------------------------------------------------------------------------
 // Tensors above the parallel threshold: the rayon paths against the references, and
 // bit-identical results from run to run.
-
-/// Deterministic pseudo-random values in [−1, 1).
-fn noise(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-        })
-        .collect()
-}
 
 // The sizes below must exceed PAR_CHUNK.
 const _: () = assert!(PAR_CHUNK < 20_000);
