@@ -71,7 +71,7 @@ fn exit_code(err: &anyhow::Error) -> u8 {
                 EvalError::Profile(e) => profile_code(e),
                 EvalError::Run(e) => Some(exec_code(e)),
                 EvalError::Usage { .. } => Some(BAD_INPUT),
-                EvalError::Report { .. } | EvalError::PlanCheck { .. } => Some(FAILURE),
+                EvalError::Report { .. } => Some(FAILURE),
                 EvalError::Exec { error, .. } => Some(exec_code(error)),
                 // The pool error is the next cause.
                 EvalError::Place { .. } => None,
@@ -172,7 +172,7 @@ fn solve_code(e: &SolveError) -> Option<u8> {
         | SolveError::Mismatch { .. }
         | SolveError::PlanFile { .. }
         | SolveError::Usage { .. } => Some(BAD_INPUT),
-        SolveError::Solver { .. } => Some(FAILURE),
+        SolveError::Solver { .. } | SolveError::PlanCheck { .. } => Some(FAILURE),
         // Transparent: the inner error is not a cause of its own in the chain.
         SolveError::Profile(e) => profile_code(e),
         SolveError::Host(e) => host_code(e),

@@ -1,7 +1,8 @@
 //! Running plans for real, side by side: every plan gets its own executor, arenas and
 //! pools, and the timed steps go round-robin (A, B, C, A, B, C …, starting one further
 //! along each round) so that a host drifting by tens of percent over a minute moves all
-//! of them alike (docs/background.md, timing on a shared host: ratios measured side by side hold, absolute times do not).
+//! of them alike: ratios measured side by side hold, absolute times do not
+//! (docs/background.md, timing on a shared host).
 
 use crate::EvalError;
 use placer_exec::{ClockInfo, PlanExecutor, PlanRunReport, PlanStepTimes, Stats};

@@ -46,8 +46,6 @@ pub enum EvalError {
     Run(Box<placer_exec::ExecError>),
     #[error(transparent)]
     Profile(Box<placer_profile::ProfileError>),
-    #[error("the plan checker found problems in the solver's plan (a bug; please report it): {problems}")]
-    PlanCheck { problems: String },
 }
 
 impl EvalError {

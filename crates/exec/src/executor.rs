@@ -230,8 +230,9 @@ impl<'m> Executor<'m> {
         }
     }
 
-    /// The wait the emulated pools charge for one run of node `n`, in ns, per the emulation formula (docs/background.md):
-    /// each operand's bytes read and written, at its pool's extra cost per byte.
+    /// The wait the emulated pools charge for one run of node `n`, in ns, per the
+    /// emulation formula (docs/background.md, the emulated tier): each operand's bytes
+    /// read and written, at its pool's extra cost per byte.
     pub fn emulated_ns(&self, n: NodeId) -> f64 {
         self.traffic[n.index()]
             .iter()

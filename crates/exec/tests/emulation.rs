@@ -1,4 +1,5 @@
-//! The emulated tier slows a training step by what the emulation formula (docs/background.md) predicts.
+//! The emulated tier slows a training step by what the emulation formula
+//! (docs/background.md, the emulated tier) predicts.
 //!
 //! One run, interleaved: a step with every activation in DRAM, then a step with every
 //! activation in an emulated pool, and so on, so both see the same machine state. The

@@ -198,20 +198,9 @@ pub fn run_to_checkpoint(
     fresh: bool,
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
-    let (profile, resumed) = measure_passes(model, pools, plan, path, fresh, on_pass)?;
     let passes_total = plan.passes.len() * plan.header.protocol.rounds as usize;
-    Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
-}
-
-/// The profile after every pass is measured, and how many passes were resumed.
-fn measure_passes(
-    model: &Model,
-    pools: PoolSet,
-    plan: &PassPlan,
-    path: &Path,
-    fresh: bool,
-    on_pass: &mut dyn FnMut(Progress),
-) -> Result<(Profile, usize), ProfileError> {
+    let done =
+        |profile: Profile, resumed: usize| ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total };
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
         Some(old) => {
@@ -243,7 +232,7 @@ fn measure_passes(
     let total = profile.passes_total as usize;
     on_pass(Progress { passes_done: resumed, passes_total: total, resumed, measurements: profile.measurements.len() });
     if profile.is_complete() {
-        return Ok((profile, resumed));
+        return Ok(done(profile, resumed));
     }
     let base = base_placement(model, &plan.pins);
     let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
@@ -280,5 +269,5 @@ fn measure_passes(
             measurements: profile.measurements.len(),
         });
     }
-    Ok((profile, resumed))
+    Ok(done(profile, resumed))
 }

@@ -165,8 +165,21 @@ fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (
     (Candidate { name: b.name().to_string(), outcome }, good)
 }
 
-/// Runs the whole solve. `progress` receives one line per stage.
+/// Runs the whole solve. `progress` receives one line per stage. A plan the checker
+/// rejects is an error, never a result: no front end can write or run it by mistake.
 pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<SolveResult, SolveError> {
+    req.options.check()?;
+    let result = solve_unchecked(req, progress)?;
+    if !result.check.ok() {
+        return Err(SolveError::PlanCheck {
+            count: result.check.problems.len(),
+            problems: result.check.problems.iter().take(5).cloned().collect::<Vec<_>>().join("; "),
+        });
+    }
+    Ok(result)
+}
+
+fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<SolveResult, SolveError> {
     let began = std::time::Instant::now();
     let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
     let peak = unlimited.peak_bytes;

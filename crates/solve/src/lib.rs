@@ -3,8 +3,9 @@
 //!
 //! - [`instance`] gathers what a plan is scored on: live ranges at allocation
 //!   granularity, scratch space, per-kernel costs ([`cost`]) and move costs ([`pools`]).
-//! - [`ilp`] builds the static, synchronous or asynchronous formulation (docs/background.md: the reference ILP, solver scale)
-//!   and solves it with HiGHS through good_lp, warm-started from [`baselines`].
+//! - [`ilp`] builds the static, synchronous or asynchronous formulation
+//!   (docs/background.md: the reference ILP, solver scale) and solves it with HiGHS
+//!   through good_lp, warm-started from [`baselines`].
 //! - [`plan`] is the file format; [`check`](mod@check) verifies any plan independently of how it
 //!   was made.
 
@@ -53,6 +54,9 @@ pub enum SolveError {
     PlanFile { path: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// The independent checker rejected the solver's own plan: a bug in placer.
+    #[error("the plan checker found {count} problem(s) in the solver's plan (a bug; please report it): {problems}")]
+    PlanCheck { count: usize, problems: String },
     /// The profile could not be read or is not for this model and host, or a pin is
     /// bad. Boxed: the inner errors are large.
     #[error(transparent)]

@@ -1,6 +1,7 @@
-//! The ILP (docs/background.md: the reference ILP, solver scale): per tensor, a location per segment of its live range and a
-//! flow of transitions between segments; DRAM (and every capped pool) bounded at every
-//! step through a running-occupancy variable; kernels weighed by their additive cost.
+//! The ILP (docs/background.md: the reference ILP, solver scale): per tensor, a location
+//! per segment of its live range and a flow of transitions between segments; DRAM (and
+//! every capped pool) bounded at every step through a running-occupancy variable;
+//! kernels weighed by their additive cost.
 //!
 //! - static: one segment per tensor.
 //! - sync: segments break just before and just after every use, with blocking moves.
@@ -90,6 +91,21 @@ impl Default for IlpOptions {
             verbose: false,
             log_file: None,
         }
+    }
+}
+
+impl IlpOptions {
+    /// Refuses limits the solver cannot honour, before anything is measured or built.
+    pub fn check(&self) -> Result<(), SolveError> {
+        if self.time_limit > 0.0 && self.gap >= 0.0 && self.gap < 1.0 {
+            return Ok(());
+        }
+        Err(SolveError::Usage {
+            reason: format!(
+                "--time-limit must be above 0 (got {}) and --gap in [0, 1) (got {})",
+                self.time_limit, self.gap
+            ),
+        })
     }
 }
 
