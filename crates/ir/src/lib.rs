@@ -29,7 +29,8 @@ use std::path::{Path, PathBuf};
 /// The IR's error type.
 #[derive(Debug, thiserror::Error)]
 pub enum IrError {
-    #[error("cannot read model {path}: {source}")]
+    /// The OS error is the source, not part of the message: `{:#}` prints each cause once.
+    #[error("cannot read model {path}")]
     Read { path: PathBuf, source: std::io::Error },
     /// The model has problems; `diagnostics` lists every one, each with its location.
     #[error("{path}: {} problem(s) found; first: {}", diagnostics.len(), diagnostics.0.first().map(ToString::to_string).unwrap_or_default())]
