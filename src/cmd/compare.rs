@@ -149,6 +149,9 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
     if let Some(floor) = &c.floor {
         summary.row(summary_row(format!("noise floor: A vs repeat, ≥ {} µs", c.options.min_us), floor));
     }
+    if let Some(p) = &c.predicted {
+        summary.row(summary_row(format!("predicted by a design vs measured, ≥ {} µs", c.options.min_us), p));
+    }
     out.push_str(&summary.render());
 
     if !c.worst.is_empty() {

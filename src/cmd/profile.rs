@@ -4,7 +4,8 @@ use crate::args::HostArgs;
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
 use placer_profile::profiler::{self, PassPlan, ProfileOptions};
-use placer_profile::{Mode, Protocol, export};
+use placer_profile::design::verdict::DesignRecord;
+use placer_profile::{Design, DesignSpec, Mode, Protocol, export};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -47,6 +48,24 @@ pub struct Args {
     /// group each: DenseNet's concatenations would otherwise have millions.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_configs: u64,
+    /// Which configurations to measure: `screen` measures, per kernel signature, the
+    /// all-DRAM configuration, each operand alone in each other pool and each other pool
+    /// for all, predicts the rest and checks the predictions on a seeded sample
+    /// (measuring a signature in full when they miss); `full` measures every
+    /// configuration.
+    #[arg(long, default_value = "screen", value_parser = ["screen", "full"])]
+    design: String,
+    /// A screening design's predictions must be within this share of the measured time
+    /// (or within the measurement's own noise, whichever is wider).
+    #[arg(long, default_value_t = 0.05)]
+    design_tolerance: f64,
+    /// Prediction errors below this many µs never send a signature back to be measured
+    /// in full.
+    #[arg(long, default_value_t = 20.0)]
+    design_min_us: f64,
+    /// Seed of the screening design's validation sample.
+    #[arg(long, default_value_t = 0x5EED)]
+    design_seed: u64,
     /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable.
     #[arg(long, value_name = "RULE")]
     pin: Vec<String>,
@@ -82,6 +101,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             two_hop: args.two_hop,
             sample: args.sample.map(|k| (k, args.sample_seed)),
             max_configs: args.max_configs,
+            design: DesignSpec {
+                design: Design::parse(&args.design).unwrap_or(Design::Screen),
+                tolerance: args.design_tolerance,
+                min_error_ns: args.design_min_us * 1e3,
+                seed: args.design_seed,
+            },
         },
         protocol: Protocol {
             warmup: args.warmup,
@@ -153,20 +178,89 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
             ),
         ]);
     }
+    if h.mode.design.design == Design::Screen {
+        let screened = plan.families.iter().filter(|f| f.screened).count();
+        let design: usize = plan.families.iter().filter(|f| f.screened).map(|f| f.design.len()).sum();
+        let validation: usize = plan.families.iter().map(|f| f.validation.len()).sum();
+        t.row(vec![
+            "design".into(),
+            format!(
+                "screening: {screened} of {} signature families screened (base, singles, corners: {} \
+                 configurations, plus {} to validate); the rest measured in full; first stage {} of {} \
+                 measurements ({:.1}%)",
+                plan.families.len(),
+                count(design as u64),
+                count(validation as u64),
+                count(plan.measured.len() as u64),
+                count(c.unique as u64),
+                100.0 * plan.measured.len() as f64 / c.unique.max(1) as f64
+            ),
+        ]);
+    }
     t.row(vec![
         "passes".into(),
         format!(
-            "{} per round x {} round(s) (lower bound {}: the most configurations of one node); {} measurements \
-             per round, up to {} per pass (mean {:.1})",
+            "{} per round x {} round(s) (lower bound {}: nodes that share a tensor never share a pass); {} measurements per \
+             round, up to {} per pass (mean {:.1})",
             plan.stats.passes,
             rounds,
-            big(c.max_per_node),
+            plan.stats.lower_bound,
             count(plan.stats.measurements as u64),
             plan.stats.max_per_pass,
             plan.stats.mean_per_pass
         ),
     ]);
     t
+}
+
+/// A screening design's outcome: validation, fallbacks, what was predicted, stages.
+fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassPlan, profile: &placer_profile::Profile) {
+    let s = d.summary();
+    let full = plan.tasks.counts.unique.max(1);
+    let measured = full.saturating_sub(s.predicted);
+    t.row(vec![
+        "validation".into(),
+        format!(
+            "{} of {} held-out configurations within their allowed error; |error| median {:.1}%, worst {:.1}%; \
+             kernels >= 1 ms: {} of {} within ±5%",
+            s.validation_passed,
+            s.validation_points,
+            100.0 * s.median_abs_error,
+            100.0 * s.worst_abs_error,
+            s.long_within_5pct,
+            s.long_points
+        ),
+    ]);
+    let fallbacks: Vec<String> =
+        d.fallbacks().map(|f| format!("{} ({}): {}", f.node, f.op, f.fallback.as_deref().unwrap_or(""))).collect();
+    t.row(vec![
+        "measured in full".into(),
+        if fallbacks.is_empty() {
+            "no screened signature missed its validation".into()
+        } else {
+            format!("{} of {} screened signature families: {}", s.fallbacks, s.screened, abbreviate(&fallbacks, 5))
+        },
+    ]);
+    t.row(vec![
+        "predicted".into(),
+        format!(
+            "{} configurations predicted, {} measured: {:.1}% of the full set measured",
+            count(s.predicted as u64),
+            count(measured as u64),
+            100.0 * measured as f64 / full as f64
+        ),
+    ]);
+    let rounds = profile.header.protocol.rounds;
+    t.row(vec![
+        "stages".into(),
+        format!(
+            "first {:.1} s ({} passes x {rounds}, with the reference pass), second {:.1} s ({} passes x {rounds})",
+            d.first_stage_seconds,
+            d.first_stage_passes,
+            (profile.wall_seconds - d.first_stage_seconds).max(0.0),
+            d.second_stage_passes
+        ),
+    ]);
 }
 
 fn render(
@@ -196,6 +290,9 @@ fn render(
             this_run
         ),
     ]);
+    if let Some(d) = &profile.design {
+        design_rows(&mut t, d, plan, profile);
+    }
     t.row(vec![
         "checkpoint".into(),
         format!("{} ({} measurements)", path.display(), count(profile.measurements.len() as u64)),

@@ -175,9 +175,13 @@ fn header(
     let m = &costs.model;
     let times = match (profile, &args.profile) {
         (Some(p), Some(path)) => format!(
-            "{}: {} measured configurations{}",
+            "{}: {} measured configurations{}{}",
             path.display(),
             count(costs.measured_count() as u64),
+            match costs.predicted_count() {
+                0 => String::new(),
+                n => format!(", {} predicted by its screening design", count(n as u64)),
+            },
             if p.is_complete() {
                 String::new()
             } else {
@@ -277,7 +281,10 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
     t.row(vec!["peak use".into(), peaks.join("; ")]);
     t.row(vec![
         "kernels".into(),
-        format!("{} measured, {} estimated by the cost model", p.measured_kernels, p.estimated_kernels),
+        format!(
+            "{} measured, {} predicted by the profile's design, {} estimated by the cost model",
+            p.measured_kernels, p.predicted_kernels, p.estimated_kernels
+        ),
     ]);
     t.row(vec![
         "check".into(),

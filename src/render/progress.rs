@@ -42,6 +42,10 @@ impl PassBar {
             self.bar.set_position(p.passes_done as u64);
             self.bar.reset_eta();
         } else {
+            // A screening design learns its second stage's size after the first stage.
+            if self.bar.length() != Some(p.passes_total as u64) {
+                self.bar.set_length(p.passes_total as u64);
+            }
             self.bar.set_position(p.passes_done as u64);
         }
         self.bar.set_message(format!("{} measurements", p.measurements));

@@ -3,7 +3,7 @@
 
 use placer_profile::checkpoint;
 use placer_profile::record::{FORMAT_NAME, FORMAT_VERSION};
-use placer_profile::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use placer_profile::{DesignSpec, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 use std::path::{Path, PathBuf};
 
 /// A profile of `model` in which kernel i has median `us[i]` (MAD 1 µs, 30 samples),
@@ -40,7 +40,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
             ],
             emulated: true,
             protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1, rounds: 1 },
-            mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
+            mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
             pins: vec![],
             plan_hash: format!("plan-{max_simultaneous}"),
         },
@@ -52,6 +52,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         reference_ns: vec![],
         pass_drift: vec![],
         measurements,
+        design: None,
     }
 }
 

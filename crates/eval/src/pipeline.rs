@@ -246,9 +246,11 @@ fn facts(
     facts.push((
         "predicted".to_string(),
         format!(
-            "{:.3} ms per step ({} kernels measured by the profile, {} estimated), all-DRAM {:.3} ms",
+            "{:.3} ms per step ({} kernels measured by the profile, {} predicted by its design, {} estimated), \
+             all-DRAM {:.3} ms",
             plan.predicted.step_ns / 1e6,
             plan.predicted.measured_kernels,
+            plan.predicted.predicted_kernels,
             plan.predicted.estimated_kernels,
             result.all_dram_ns / 1e6
         ),

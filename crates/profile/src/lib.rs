@@ -4,6 +4,7 @@
 
 pub mod agreement;
 pub mod checkpoint;
+pub mod design;
 pub mod export;
 pub mod pass_run;
 pub mod passes;
@@ -12,6 +13,7 @@ pub mod record;
 pub mod tasks;
 
 pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
+pub use design::{Design, DesignSpec};
 pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 
 use std::path::PathBuf;

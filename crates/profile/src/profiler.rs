@@ -6,8 +6,10 @@ use crate::checkpoint;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
-use crate::tasks::{self, Pin, TaskList};
-use placer_exec::{ClockInfo, Executor};
+use crate::design::verdict::{self, DesignRecord, Judgement};
+use crate::design::{self, Design, DesignSpec, FamilyPlan};
+use crate::tasks::{self, Pin, Task, TaskList};
+use placer_exec::{ClockInfo, Executor, PoolAssignment};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use sha2::{Digest, Sha256};
@@ -28,7 +30,13 @@ impl ProfileOptions {
     /// timed steps per pass at least (and at least 31 at most) over `rounds` rounds.
     pub fn pipeline(reps: u32, rounds: u32) -> Self {
         ProfileOptions {
-            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 256 },
+            mode: Mode {
+                max_simultaneous: 64,
+                two_hop: false,
+                sample: None,
+                max_configs: 256,
+                design: DesignSpec::screen(),
+            },
             protocol: Protocol { warmup: 2, reps, max_reps: reps.max(31), cv_target: 0.02, seed: 0x5EED, rounds },
             pins: Vec::new(),
         }
@@ -38,8 +46,15 @@ impl ProfileOptions {
 /// Everything decided before the first measurement.
 #[derive(Debug, Clone)]
 pub struct PassPlan {
+    /// Every configuration the rules leave, and the families they come in.
     pub tasks: TaskList,
+    /// What the first stage measures: every task of `tasks` for a full design; the
+    /// designs and validation samples for a screening design.
+    pub measured: Vec<Task>,
+    /// Each family's design (empty for a full design).
+    pub families: Vec<FamilyPlan>,
     pub pins: Vec<Pin>,
+    /// The first stage's passes (indices into `measured`).
     pub passes: Vec<Vec<Pick>>,
     pub stats: PlanStats,
     pub header: ProfileHeader,
@@ -56,6 +71,9 @@ pub fn checkpoint_name(model: &Model, mode: &Mode) -> String {
     if let Some((k, seed)) = mode.sample {
         tag.push_str(&format!("-sample{k}-{seed}"));
     }
+    if mode.design.design == Design::Screen {
+        tag.push_str("-screen");
+    }
     format!("{}-{}-{tag}.ckpt", model.name(), &model.content_hash()[..12])
 }
 
@@ -67,14 +85,30 @@ pub fn plan(
 ) -> Result<PassPlan, ProfileError> {
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
-    let mut list = tasks::enumerate(model, names.len() as u16, &pins, u128::from(options.mode.max_configs))?;
-    if let Some((k, seed)) = options.mode.sample {
-        list.tasks = tasks::sample(std::mem::take(&mut list.tasks), k as usize, seed);
-    }
-    let passes = passes::plan(model, &list.tasks, options.mode.max_simultaneous as usize, options.mode.two_hop);
-    let stats = passes::stats(&passes);
+    let pool_count = names.len() as u16;
+    let mut list = tasks::enumerate(model, pool_count, &pins, u128::from(options.mode.max_configs))?;
+    let spec = &options.mode.design;
+    let (measured, families) = match (spec.design, options.mode.sample) {
+        (Design::Full, None) => (list.tasks.clone(), Vec::new()),
+        (Design::Full, Some((k, seed))) => {
+            list.tasks = tasks::sample(std::mem::take(&mut list.tasks), k as usize, seed);
+            (list.tasks.clone(), Vec::new())
+        }
+        (Design::Screen, None) => {
+            let families = design::plan_families(&list, pool_count, spec.seed);
+            (design::first_stage_tasks(&list, &families), families)
+        }
+        (Design::Screen, Some(_)) => {
+            return Err(ProfileError::Usage {
+                reason: "--sample draws from every configuration; use it with --design full".into(),
+            });
+        }
+    };
+    let max_per_pass = options.mode.max_simultaneous as usize;
+    let passes = passes::plan(model, &measured, max_per_pass, options.mode.two_hop);
+    let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass));
     let mut h = Sha256::new();
-    for t in &list.tasks {
+    for t in &measured {
         h.update(t.signature.to_le_bytes());
         h.update(t.config.iter().flat_map(|c| c.to_le_bytes()).collect::<Vec<u8>>());
     }
@@ -107,7 +141,7 @@ pub fn plan(
         pins: options.pins.clone(),
         plan_hash,
     };
-    Ok(PassPlan { tasks: list, pins, passes, stats, header })
+    Ok(PassPlan { tasks: list, measured, families, pins, passes, stats, header })
 }
 
 /// The first `n` characters: a checkpoint's header comes from a file and may be short.
@@ -190,6 +224,10 @@ pub fn profile_into_dir(
 /// reporting progress once before the first pass (with what was resumed) and after
 /// every pass. An existing checkpoint made with other settings is refused unless
 /// `fresh`, in which case it is replaced.
+///
+/// A screening design runs in two stages: its designs and validation samples, then,
+/// once they are judged ([`verdict::judge`], recorded in [`Profile::design`]), every
+/// configuration of the families whose predictions missed.
 pub fn run_to_checkpoint(
     model: &Model,
     pools: PoolSet,
@@ -198,9 +236,8 @@ pub fn run_to_checkpoint(
     fresh: bool,
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
-    let passes_total = plan.passes.len() * plan.header.protocol.rounds as usize;
-    let done =
-        |profile: Profile, resumed: usize| ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total };
+    let rounds = plan.header.protocol.rounds.max(1) as usize;
+    let first_total = plan.passes.len() * rounds;
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
         Some(old) => {
@@ -216,7 +253,7 @@ pub fn run_to_checkpoint(
         }
         None => Profile {
             header: plan.header.clone(),
-            passes_total: plan.passes.len() as u32 * plan.header.protocol.rounds.max(1),
+            passes_total: first_total as u32,
             passes_done: 0,
             wall_seconds: 0.0,
             clock_resolution_ns: clock.resolution_ns,
@@ -224,50 +261,133 @@ pub fn run_to_checkpoint(
             reference_ns: Vec::new(),
             pass_drift: Vec::new(),
             measurements: Vec::new(),
+            design: None,
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
     profile.clock_overhead_ns = clock.overhead_ns;
     let resumed = profile.passes_done as usize;
-    let total = profile.passes_total as usize;
-    on_pass(Progress { passes_done: resumed, passes_total: total, resumed, measurements: profile.measurements.len() });
-    if profile.is_complete() {
-        return Ok(done(profile, resumed));
+    let report = |profile: &Profile, on_pass: &mut dyn FnMut(Progress)| {
+        on_pass(Progress {
+            passes_done: profile.passes_done as usize,
+            passes_total: profile.passes_total as usize,
+            resumed,
+            measurements: profile.measurements.len(),
+        })
+    };
+    report(&profile, on_pass);
+    let mut runner: Option<Runner<'_>> = None;
+    let mut stage = Stage { tasks: &plan.measured, passes: plan.passes.clone(), first_pass: 0 };
+    run_stage(model, &pools, plan, &stage, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
+    if plan.header.mode.design.design == Design::Screen {
+        let judgement = judge_first_stage(model, plan, &profile, first_total as u32);
+        let second = passes::plan(
+            model,
+            &judgement.second_stage,
+            plan.header.mode.max_simultaneous as usize,
+            plan.header.mode.two_hop,
+        );
+        if profile.design.is_none() {
+            profile.passes_total = (first_total + second.len() * rounds) as u32;
+            profile.design = Some(DesignRecord {
+                first_stage_seconds: profile.wall_seconds,
+                first_stage_passes: plan.passes.len() as u32,
+                second_stage_passes: second.len() as u32,
+                families: judgement.families,
+                predictions: judgement.predictions,
+            });
+            checkpoint::save(path, &profile)?;
+        }
+        stage = Stage { tasks: &judgement.second_stage, passes: second, first_pass: first_total };
+        run_stage(model, &pools, plan, &stage, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
-    let base = base_placement(model, &plan.pins);
-    let mut exec = Executor::new(model, pools, &base, plan.header.protocol.seed)?;
-    exec.set_warm_pool(true);
-    if profile.reference_ns.is_empty() {
-        let start = Instant::now();
-        profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
-        profile.wall_seconds += start.elapsed().as_secs_f64();
-        checkpoint::save(path, &profile)?;
+    let passes_total = profile.passes_total as usize;
+    Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
+}
+
+/// The first stage's verdicts, from the first stage's measurements only (so a resumed
+/// run, with second-stage measurements in the checkpoint, decides the same).
+fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_total: u32) -> Judgement {
+    let first = Profile {
+        measurements: profile.measurements.iter().filter(|m| m.pass < first_total).cloned().collect(),
+        design: None,
+        ..profile.clone()
+    };
+    verdict::judge(
+        model,
+        &plan.tasks,
+        &plan.families,
+        &first.merged(),
+        plan.header.pools.len() as u16,
+        &plan.header.mode.design,
+    )
+}
+
+/// The passes of one stage, run `rounds` times from global pass index `first_pass`.
+struct Stage<'a> {
+    tasks: &'a [Task],
+    passes: Vec<Vec<Pick>>,
+    first_pass: usize,
+}
+
+/// What every pass shares, made once, on the first pass that needs it.
+struct Runner<'m> {
+    exec: Executor<'m>,
+    base: PoolAssignment,
+    conflicts: Vec<Vec<placer_ir::NodeId>>,
+}
+
+/// Runs the passes of `stage` that the checkpoint does not hold yet, saving after each.
+#[allow(clippy::too_many_arguments)]
+fn run_stage<'m>(
+    model: &'m Model,
+    pools: &PoolSet,
+    plan: &PassPlan,
+    stage: &Stage<'_>,
+    profile: &mut Profile,
+    path: &Path,
+    runner: &mut Option<Runner<'m>>,
+    report: &mut dyn FnMut(&Profile),
+) -> Result<(), ProfileError> {
+    let rounds = plan.header.protocol.rounds.max(1) as usize;
+    let end = stage.first_pass + stage.passes.len() * rounds;
+    if profile.passes_done as usize >= end {
+        return Ok(());
     }
-    let conflicts = passes::conflicts(model, false);
+    let runner = match runner {
+        Some(r) => r,
+        None => {
+            let base = base_placement(model, &plan.pins);
+            let mut exec = Executor::new(model, pools.clone(), &base, plan.header.protocol.seed)?;
+            exec.set_warm_pool(true);
+            if profile.reference_ns.is_empty() {
+                let start = Instant::now();
+                profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
+                profile.wall_seconds += start.elapsed().as_secs_f64();
+                checkpoint::save(path, profile)?;
+            }
+            runner.insert(Runner { exec, base, conflicts: passes::conflicts(model, false) })
+        }
+    };
     let reference_ns = profile.reference_ns.clone();
     let cx = PassContext {
         model,
-        tasks: &plan.tasks.tasks,
-        base: &base,
+        tasks: stage.tasks,
+        base: &runner.base,
         protocol: &plan.header.protocol,
-        conflicts: &conflicts,
+        conflicts: &runner.conflicts,
         reference_ns: &reference_ns,
     };
-    for i in resumed..total {
-        let pass = &plan.passes[i % plan.passes.len()];
+    for i in (profile.passes_done as usize).max(stage.first_pass)..end {
+        let pass = &stage.passes[(i - stage.first_pass) % stage.passes.len()];
         let start = Instant::now();
-        let result = run_pass(&mut exec, &cx, pass, i as u32)?;
+        let result = run_pass(&mut runner.exec, &cx, pass, i as u32)?;
         profile.measurements.extend(result.measurements);
         profile.pass_drift.push(result.drift);
         profile.passes_done = i as u32 + 1;
         profile.wall_seconds += start.elapsed().as_secs_f64();
-        checkpoint::save(path, &profile)?;
-        on_pass(Progress {
-            passes_done: i + 1,
-            passes_total: total,
-            resumed,
-            measurements: profile.measurements.len(),
-        });
+        checkpoint::save(path, profile)?;
+        report(profile);
     }
-    Ok(done(profile, resumed))
+    Ok(())
 }

@@ -1,12 +1,14 @@
 //! What a profile holds: a header saying what it was measured on and how, and one
 //! measurement per (kernel signature, configuration). Checkpoints store exactly this.
 
+use crate::design::verdict::{DesignRecord, Prediction};
+use crate::design::{Design, DesignSpec};
 use placer_exec::Stats;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,8 +39,9 @@ pub struct Protocol {
     pub rounds: u32,
 }
 
-/// Single-config (`max_simultaneous == 1`) or simultaneous profiling.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Single-config (`max_simultaneous == 1`) or simultaneous profiling, of every
+/// configuration or of a design.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mode {
     pub max_simultaneous: u32,
     /// Conflicts also between nodes two tensors apart.
@@ -48,6 +51,8 @@ pub struct Mode {
     /// Nodes with more configurations than this have their inputs (then outputs)
     /// grouped into one location each.
     pub max_configs: u64,
+    /// Which configurations are measured, and how predictions of the others are judged.
+    pub design: DesignSpec,
 }
 
 impl Mode {
@@ -60,6 +65,14 @@ impl Mode {
                 self.max_simultaneous,
                 if self.two_hop { ", 2-hop" } else { "" }
             )
+        };
+        let base = match self.design.design {
+            Design::Full => format!("{base}, full design"),
+            Design::Screen => format!(
+                "{base}, screening design (validated within ±{:.0}% or the noise, {:.0} µs floor)",
+                100.0 * self.design.tolerance,
+                self.design.min_error_ns / 1e3
+            ),
         };
         match self.sample {
             Some((k, seed)) => format!("{base}, sample of {k} (seed {seed})"),
@@ -134,11 +147,20 @@ pub struct Profile {
     /// Median drift factor of each pass (1.0 = as fast as the reference pass).
     pub pass_drift: Vec<f64>,
     pub measurements: Vec<Measurement>,
+    /// A screening design's verdicts and predictions, once its first stage is measured
+    /// (`None` for a full design, and before that).
+    pub design: Option<DesignRecord>,
 }
 
 impl Profile {
     pub fn is_complete(&self) -> bool {
         self.passes_done >= self.passes_total
+    }
+
+    /// The configurations a design predicted instead of measuring (none for a full
+    /// design).
+    pub fn predictions(&self) -> &[Prediction] {
+        self.design.as_ref().map_or(&[], |d| d.predictions.as_slice())
     }
 
     /// One measurement per (signature, config): rounds merged. The median is the median

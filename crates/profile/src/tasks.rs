@@ -57,8 +57,8 @@ impl Pin {
 }
 
 /// The pool choices of one operand.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Choice {
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Choice {
     Any,
     Fixed(u16),
     /// Wherever the operand at this index goes.
@@ -108,9 +108,49 @@ pub struct RuleCounts {
     pub max_per_node: u128,
 }
 
+/// One kernel signature under one outcome of the rules: the space of configurations a
+/// design is drawn from. A signature whose nodes were pinned differently has several.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Family {
+    pub signature: u64,
+    /// Per operand (`Node::operands` order): free, fixed, or moving with another.
+    pub choices: Vec<Choice>,
+    /// Every node with this signature and these choices, in schedule order.
+    pub instances: Vec<NodeId>,
+}
+
+impl Family {
+    /// The operands that choose their pool freely (a group's leader stands for it).
+    pub fn factors(&self) -> Vec<usize> {
+        self.choices.iter().enumerate().filter(|(_, c)| **c == Choice::Any).map(|(i, _)| i).collect()
+    }
+
+    /// The configuration in which each factor sits in `values[f]`.
+    pub fn config(&self, values: &[u16]) -> Vec<u16> {
+        let mut config = Vec::with_capacity(self.choices.len());
+        let mut next = values.iter();
+        for choice in &self.choices {
+            let pool = match choice {
+                Choice::Any => next.next().copied().unwrap_or(0),
+                Choice::Fixed(p) => *p,
+                Choice::SameAs(i) => config[*i],
+            };
+            config.push(pool);
+        }
+        config
+    }
+
+    /// The factor values of `config` (the inverse of [`Family::config`]).
+    pub fn values(&self, config: &[u16]) -> Vec<u16> {
+        self.factors().iter().map(|&i| config[i]).collect()
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct TaskList {
     pub tasks: Vec<Task>,
+    /// Every configuration space, one per (signature, choices), in signature order.
+    pub families: Vec<Family>,
     pub counts: RuleCounts,
     /// Signature of every node, indexed by node id.
     pub signatures: Vec<u64>,
@@ -139,6 +179,7 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> 
     let n = u128::from(pools);
     let mut counts = RuleCounts::default();
     let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
+    let mut families: BTreeMap<(u64, Vec<Choice>), Vec<NodeId>> = BTreeMap::new();
     let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
     for &id in model.schedule() {
         let node = model.node(id);
@@ -200,6 +241,7 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> 
         for config in expand(&choices, pools) {
             by_key.entry((signatures[id.index()], config)).or_default().push(id);
         }
+        families.entry((signatures[id.index()], choices)).or_default().push(id);
     }
     let tasks: Vec<Task> = by_key
         .into_iter()
@@ -209,11 +251,15 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> 
         })
         .collect();
     counts.unique = tasks.len();
-    Ok(TaskList { tasks, counts, signatures })
+    let families = families
+        .into_iter()
+        .map(|((signature, choices), instances)| Family { signature, choices, instances })
+        .collect();
+    Ok(TaskList { tasks, families, counts, signatures })
 }
 
 /// Every assignment allowed by `choices`, in lexicographic order.
-fn expand(choices: &[Choice], pools: u16) -> Vec<Vec<u16>> {
+pub(crate) fn expand(choices: &[Choice], pools: u16) -> Vec<Vec<u16>> {
     let mut configs = vec![Vec::with_capacity(choices.len())];
     for choice in choices {
         configs = configs
@@ -235,25 +281,39 @@ fn expand(choices: &[Choice], pools: u16) -> Vec<Vec<u16>> {
     configs
 }
 
-/// A deterministic sample of `k` tasks (partial Fisher-Yates with SplitMix64).
+/// A deterministic sample of `k` tasks (partial Fisher-Yates with [`SplitMix64`]).
 pub fn sample(tasks: Vec<Task>, k: usize, seed: u64) -> Vec<Task> {
     if k >= tasks.len() {
         return tasks;
     }
     let mut tasks = tasks;
-    let mut state = seed;
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut rng = SplitMix64(seed);
     for i in 0..k {
-        let j = i + (next() % (tasks.len() - i) as u64) as usize;
+        let j = i + rng.below((tasks.len() - i) as u64) as usize;
         tasks.swap(i, j);
     }
     tasks.truncate(k);
     tasks.sort_by(|a, b| (a.signature, &a.config).cmp(&(b.signature, &b.config)));
     tasks
+}
+
+/// SplitMix64 (Steele, Lea and Flood, 2014): every seeded choice the profiler makes
+/// (samples, validation configurations) comes from it, so a plan is the same on every
+/// machine and every run.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(pub u64);
+
+impl SplitMix64 {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` > 0; the modulo bias is below 2^-40 for the sizes used here).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
 }

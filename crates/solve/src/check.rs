@@ -18,6 +18,7 @@ pub struct CheckReport {
     pub step_ns: f64,
     pub peak_bytes: Vec<u64>,
     pub measured: usize,
+    pub predicted: usize,
     pub estimated: usize,
 }
 
@@ -237,6 +238,7 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
         let (time, source) = costs.kernel_ns(n, &config);
         match source {
             Source::Measured => report.measured += 1,
+            Source::Predicted => report.predicted += 1,
             Source::Estimated => report.estimated += 1,
         }
         let pk = &plan.kernels[i];

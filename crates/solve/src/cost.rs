@@ -1,5 +1,7 @@
-//! Kernel cost: the profile's measured times where a configuration was measured, and a
-//! cost model fitted to them everywhere else (docs/solving.md).
+//! Kernel cost: the profile's measured times where a configuration was measured, its
+//! design's predictions where a screening design predicted it instead (validated per
+//! signature, docs/profiling.md), and a cost model fitted to the measurements
+//! everywhere else (docs/solving.md).
 //!
 //! The model is additive over operands, which is how a slow pool slows a kernel down:
 //! each byte read from or written to pool p costs extra ns on top of the kernel's DRAM
@@ -22,6 +24,7 @@ use crate::pools::SolvePools;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
 use placer_profile::Measurement;
+use placer_profile::design::verdict::Prediction;
 use placer_profile::tasks::signature;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -32,11 +35,16 @@ const DEFAULT_GFLOPS: f64 = 100.0;
 /// Nominal per-kernel overhead (dispatch, thread wake-up) when no profile calibrates it.
 const DEFAULT_FIXED_NS: f64 = 2_000.0;
 
-/// Whether a kernel time was measured or estimated by the cost model.
+/// Where a kernel time comes from, in the order they are preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Source {
+    /// Measured by the profile.
     Measured,
+    /// Predicted by a screening design from its kernel's measured configurations, and
+    /// validated on a held-out sample.
+    Predicted,
+    /// Estimated by the cost model.
     Estimated,
 }
 
@@ -78,6 +86,7 @@ pub struct Costs {
     pub kernels: Vec<KernelCost>,
     pub signatures: Vec<u64>,
     measured: HashMap<(u64, Vec<u16>), f64>,
+    predicted: HashMap<(u64, Vec<u16>), f64>,
 }
 
 impl Costs {
@@ -114,19 +123,39 @@ impl Costs {
             })
             .collect();
         let kernels = signatures.iter().map(|s| fits[s].clone()).collect();
-        Costs { model: cost_model, kernels, signatures, measured }
+        Costs { model: cost_model, kernels, signatures, measured, predicted: HashMap::new() }
     }
 
-    /// The time of `node` in `config` (one pool per operand, `Node::operands` order).
+    /// These costs with a screening design's predictions for the configurations it did
+    /// not measure (a measured configuration keeps its measurement).
+    pub fn with_predictions(mut self, predictions: &[Prediction]) -> Costs {
+        self.predicted = predictions
+            .iter()
+            .filter(|p| p.predicted_ns.is_finite() && !self.measured.contains_key(&(p.signature, p.config.clone())))
+            .map(|p| ((p.signature, p.config.clone()), p.predicted_ns))
+            .collect();
+        self
+    }
+
+    /// The time of `node` in `config` (one pool per operand, `Node::operands` order):
+    /// measured, else predicted by the design, else estimated by the cost model.
     pub fn kernel_ns(&self, node: NodeId, config: &[u16]) -> (f64, Source) {
-        match self.measured.get(&(self.signatures[node.index()], config.to_vec())) {
-            Some(&t) => (t, Source::Measured),
+        let key = (self.signatures[node.index()], config.to_vec());
+        if let Some(&t) = self.measured.get(&key) {
+            return (t, Source::Measured);
+        }
+        match self.predicted.get(&key) {
+            Some(&t) => (t, Source::Predicted),
             None => (self.kernels[node.index()].estimate(config), Source::Estimated),
         }
     }
 
     pub fn measured_count(&self) -> usize {
         self.measured.len()
+    }
+
+    pub fn predicted_count(&self) -> usize {
+        self.predicted.len()
     }
 }
 

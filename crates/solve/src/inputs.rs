@@ -53,7 +53,8 @@ pub fn solve_inputs(
         pins.push(Pin::parse(text, model, &names)?);
     }
     let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
-    let costs = Costs::new(model, &pools, &measurements);
+    let predictions = profile.as_ref().map(Profile::predictions).unwrap_or_default();
+    let costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
     Ok(SolveInputs { pools, costs, pins, profile })
 }
 

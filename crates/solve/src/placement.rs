@@ -56,8 +56,9 @@ impl Evaluation {
         self.bytes[pool].iter().copied().max().unwrap_or(0)
     }
 
-    pub fn estimated(&self) -> usize {
-        self.sources.iter().filter(|s| **s == Source::Estimated).count()
+    /// How many kernel times come from `source`.
+    pub fn count(&self, source: Source) -> usize {
+        self.sources.iter().filter(|s| **s == source).count()
     }
 }
 

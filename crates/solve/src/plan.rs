@@ -69,6 +69,9 @@ pub struct Predicted {
     /// Copy time that did not fit under its kernel.
     pub exposed_copy_ns: f64,
     pub measured_kernels: usize,
+    /// Kernel times a screening design predicted (validated on held-out measurements).
+    #[serde(default)]
+    pub predicted_kernels: usize,
     pub estimated_kernels: usize,
 }
 
@@ -255,8 +258,9 @@ impl Plan {
                 interference_ns,
                 sync_move_ns: eval.sync_ns,
                 exposed_copy_ns: hidden - kernel_ns - interference_ns,
-                measured_kernels: eval.sources.len() - eval.estimated(),
-                estimated_kernels: eval.estimated(),
+                measured_kernels: eval.count(Source::Measured),
+                predicted_kernels: eval.count(Source::Predicted),
+                estimated_kernels: eval.count(Source::Estimated),
             },
             solver: ilp.map(|(o, warm)| SolverReport {
                 status: o.status.clone(),

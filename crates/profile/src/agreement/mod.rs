@@ -19,6 +19,7 @@ pub use plot::scatter_svg;
 pub use stats::{Agreement, median_se, significant};
 
 use crate::ProfileError;
+use crate::design::verdict::Prediction;
 use crate::record::{Measurement, PoolInfo, Profile};
 use serde::Serialize;
 use stats::EDGE_SLACK;
@@ -131,6 +132,15 @@ pub struct AgreementReport {
     pub floor: Option<Agreement>,
     /// Every matched row, in A's measurement order.
     pub rows: Vec<Row>,
+    /// When either profile is a screening design: its predictions against the other
+    /// profile's measurements of the same configurations (ratio B/A as always), over the
+    /// kernels of at least `min_us`. The configurations both measured are the noise
+    /// floor they are judged against (`non_tiny`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<Agreement>,
+    /// The rows behind `predicted`, tiny ones included.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub predicted_rows: Vec<Row>,
 }
 
 impl AgreementReport {
@@ -298,7 +308,10 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
         notes.push(format!("{unusable} matched pair(s) have a zero or invalid median and are left out"));
     }
 
+    let predicted_rows = predicted_rows(a, b, &merged_a, &merged_b, options);
     let non_tiny = Agreement::of(rows.iter().filter(|r| !r.tiny), options.tolerance);
+    let predicted = (!predicted_rows.is_empty())
+        .then(|| Agreement::of(predicted_rows.iter().filter(|r| !r.tiny), options.tolerance));
     let tiny = Agreement::of(rows.iter().filter(|r| r.tiny), options.tolerance);
     if tiny.rows > 0 {
         notes.push(format!(
@@ -318,7 +331,14 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
     }
 
     let share = non_tiny.within_tolerance.unwrap_or(0.0);
-    let meets = non_tiny.rows > 0 && share + EDGE_SLACK >= options.share;
+    let mut meets = non_tiny.rows > 0 && share + EDGE_SLACK >= options.share;
+    if let Some(p) = &predicted {
+        // Predictions are held to the share asked for, or to how well the two profiles'
+        // measurements of one configuration agree, whichever is lower: a prediction
+        // cannot agree better than a second measurement does.
+        let needed = options.share.min(share);
+        meets &= p.rows == 0 || p.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
+    }
     let mut report = AgreementReport {
         model_name: ha.model_name.clone(),
         model_hash: ha.model_hash.clone(),
@@ -340,6 +360,8 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
         floor: None,
         notes,
         rows,
+        predicted,
+        predicted_rows,
     };
     report.worst = report.worst_offenders(WORST);
     if report.non_tiny.rows == 0 {
@@ -350,6 +372,56 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
     }
     report.verdict = verdict(&report);
     Ok(report)
+}
+
+/// One side's predictions joined with the other side's measurements.
+fn predicted_rows(
+    a: &Profile,
+    b: &Profile,
+    merged_a: &[Measurement],
+    merged_b: &[Measurement],
+    options: &CompareOptions,
+) -> Vec<Row> {
+    let index = |ms: &[Measurement]| -> BTreeMap<(u64, Vec<u16>), Measurement> {
+        ms.iter().map(|m| ((m.signature, m.config.clone()), m.clone())).collect()
+    };
+    let (measured_a, measured_b) = (index(merged_a), index(merged_b));
+    let pools = &a.header.pools;
+    let row = |p: &Prediction, m: &Measurement, predicted_in_a: bool| {
+        let (a_ns, b_ns) = if predicted_in_a { (p.predicted_ns, m.median_ns) } else { (m.median_ns, p.predicted_ns) };
+        let (a_mad, b_mad, a_count, b_count) =
+            if predicted_in_a { (0.0, m.mad_ns, 0, m.count) } else { (m.mad_ns, 0.0, m.count, 0) };
+        Row {
+            signature: p.signature,
+            node: p.node.clone(),
+            op: p.op.clone(),
+            config: config_names(&p.config, pools),
+            a_us: a_ns / 1e3,
+            b_us: b_ns / 1e3,
+            a_mad_us: a_mad / 1e3,
+            b_mad_us: b_mad / 1e3,
+            a_count,
+            b_count,
+            ratio: b_ns / a_ns,
+            // Only the measured side has a spread: the prediction is taken as exact.
+            significant: (b_ns - a_ns).abs() > 3.0 * median_se(m.mad_ns, m.count),
+            // Whether a kernel is tiny is judged on its measured time.
+            tiny: m.median_ns / 1e3 < options.min_us,
+        }
+    };
+    let usable = |x: f64| x.is_finite() && x > 0.0;
+    let mut rows: Vec<Row> = Vec::new();
+    for (predictions, measured, in_a) in [(a.predictions(), &measured_b, true), (b.predictions(), &measured_a, false)] {
+        for p in predictions {
+            if let Some(m) = measured.get(&(p.signature, p.config.clone()))
+                && usable(p.predicted_ns)
+                && usable(m.median_ns)
+            {
+                rows.push(row(p, m, in_a));
+            }
+        }
+    }
+    rows
 }
 
 fn short(hash: &str) -> &str {
@@ -379,9 +451,19 @@ fn verdict(c: &AgreementReport) -> String {
         .first()
         .map(|w| format!(", worst {:.2}x ({} {} {})", w.ratio, w.op, w.node, w.config))
         .unwrap_or_default();
+    let predicted = match &c.predicted {
+        Some(p) if p.rows > 0 => format!(
+            "; predicted configurations {} of {} within ±{} (median B/A {:.3})",
+            percent(p.within_tolerance.unwrap_or(0.0)),
+            p.rows,
+            percent(o.tolerance),
+            p.median_ratio.unwrap_or(f64::NAN)
+        ),
+        _ => String::new(),
+    };
     if c.meets {
-        format!("profiles agree: {head}{emulated}")
+        format!("profiles agree: {head}{predicted}{emulated}")
     } else {
-        format!("profiles disagree: {head}{worst}{emulated}")
+        format!("profiles disagree: {head}{worst}{predicted}{emulated}")
     }
 }

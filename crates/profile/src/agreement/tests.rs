@@ -1,6 +1,7 @@
 //! The agreement report checked by hand on small profiles.
 
 use super::*;
+use crate::DesignSpec;
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, ProfileHeader, Protocol};
 
 fn pools() -> Vec<PoolInfo> {
@@ -20,7 +21,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         pools: pools(),
         emulated: false,
         protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7, rounds: 1 },
-        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096 },
+        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
         pins: vec![],
         plan_hash: "plan".into(),
     }
@@ -55,6 +56,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         reference_ns: vec![],
         pass_drift: vec![],
         measurements,
+        design: None,
     }
 }
 

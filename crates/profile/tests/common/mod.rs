@@ -1,7 +1,7 @@
 //! A synthetic profile shared by the checkpoint tests and the checkpoint bench
 //! (`#[path]`-included there): what the checkpoint code sees of a real one, made up.
 
-use placer_profile::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use placer_profile::{DesignSpec, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 
 /// A finished three-round profile of `model` with `records` measurements: each key
 /// measured once per round (a third of the records per round), five pools' worth of
@@ -20,7 +20,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             ],
             emulated: true,
             protocol: Protocol { warmup: 1, reps: 3, max_reps: 9, cv_target: 0.02, seed: 1, rounds: 3 },
-            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 4096 },
+            mode: Mode { max_simultaneous: 64, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
             pins: vec![],
             plan_hash: "cafe".into(),
         },
@@ -49,5 +49,6 @@ pub fn profile(model: &str, records: usize) -> Profile {
                 cv: 0.0148,
             })
             .collect(),
+        design: None,
     }
 }

@@ -1,0 +1,252 @@
+//! After the first stage: fit each screened family, check its predictions on the
+//! validation sample, and decide what the second stage measures (every configuration
+//! of the families whose predictions missed) and what is predicted (the rest).
+
+use super::model::Fit;
+use super::{DesignSpec, FamilyPlan, all_values, tasks_for};
+use crate::record::Measurement;
+use crate::tasks::{Task, TaskList};
+use placer_ir::Model;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// One validation configuration: measured, and predicted from the design alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValidationPoint {
+    /// Pool of each operand, `Node::operands` order.
+    pub config: Vec<u16>,
+    pub measured_ns: f64,
+    pub predicted_ns: f64,
+    /// The largest |predicted − measured| accepted ([`allowed_error_ns`]).
+    pub allowed_ns: f64,
+}
+
+impl ValidationPoint {
+    /// (predicted − measured) / measured.
+    pub fn error(&self) -> f64 {
+        if self.measured_ns > 0.0 { (self.predicted_ns - self.measured_ns) / self.measured_ns } else { 0.0 }
+    }
+
+    pub fn passed(&self) -> bool {
+        (self.predicted_ns - self.measured_ns).abs() <= self.allowed_ns
+    }
+}
+
+/// What became of one family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FamilyVerdict {
+    pub signature: u64,
+    /// The first node of the family, and its op.
+    pub node: String,
+    pub op: String,
+    /// N^k, saturating.
+    pub configurations: u64,
+    /// False when the design was the whole space: measured in full from the start.
+    pub screened: bool,
+    pub fit: Option<Fit>,
+    pub validation: Vec<ValidationPoint>,
+    /// Why the family was measured in full in the second stage; `None` when its
+    /// predictions stand (or it was never screened).
+    pub fallback: Option<String>,
+}
+
+impl FamilyVerdict {
+    /// The largest |relative error| of the validation sample (0 without one).
+    pub fn worst_error(&self) -> f64 {
+        self.validation.iter().map(|v| v.error().abs()).fold(0.0, f64::max)
+    }
+
+    /// Whether this family's unmeasured configurations are predicted.
+    pub fn predicts(&self) -> bool {
+        self.screened && self.fallback.is_none()
+    }
+}
+
+/// A configuration that was not measured: its time from its family's fit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prediction {
+    pub signature: u64,
+    pub config: Vec<u16>,
+    pub node: String,
+    pub op: String,
+    pub predicted_ns: f64,
+    /// The family's largest |relative error| on its validation sample.
+    pub validation_error: f64,
+}
+
+/// The outcome of a designed profile's first stage, kept in the checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DesignRecord {
+    /// Wall time from the start of profiling to the end of the first stage (the
+    /// reference pass included).
+    pub first_stage_seconds: f64,
+    /// Passes per round of the first stage (design and validation).
+    pub first_stage_passes: u32,
+    /// Passes per round of the second stage (families measured in full).
+    pub second_stage_passes: u32,
+    pub families: Vec<FamilyVerdict>,
+    pub predictions: Vec<Prediction>,
+}
+
+impl DesignRecord {
+    pub fn fallbacks(&self) -> impl Iterator<Item = &FamilyVerdict> {
+        self.families.iter().filter(|f| f.fallback.is_some())
+    }
+
+    /// Every validation point of every screened family.
+    pub fn validation(&self) -> impl Iterator<Item = &ValidationPoint> {
+        self.families.iter().flat_map(|f| &f.validation)
+    }
+
+    /// The figures a user reads: how many families, how the validation went.
+    pub fn summary(&self) -> DesignSummary {
+        let points: Vec<&ValidationPoint> = self.validation().collect();
+        let long: Vec<&&ValidationPoint> = points.iter().filter(|p| p.measured_ns >= LONG_KERNEL_NS).collect();
+        let mut errors: Vec<f64> = points.iter().map(|p| p.error().abs()).collect();
+        errors.sort_by(f64::total_cmp);
+        DesignSummary {
+            families: self.families.len(),
+            screened: self.families.iter().filter(|f| f.screened).count(),
+            fallbacks: self.fallbacks().count(),
+            predicted: self.predictions.len(),
+            validation_points: points.len(),
+            validation_passed: points.iter().filter(|p| p.passed()).count(),
+            median_abs_error: errors.get(errors.len() / 2).copied().unwrap_or(0.0),
+            worst_abs_error: errors.last().copied().unwrap_or(0.0),
+            long_points: long.len(),
+            long_within_5pct: long.iter().filter(|p| p.error().abs() <= 0.05).count(),
+        }
+    }
+}
+
+/// Kernels at least this long are the ones whose predictions the goals are about: their
+/// times are well above timer and launch noise.
+pub const LONG_KERNEL_NS: f64 = 1e6;
+
+/// A screening design's figures, for the profile summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DesignSummary {
+    pub families: usize,
+    /// Families with more configurations than their design.
+    pub screened: usize,
+    /// Screened families measured in full after their validation missed.
+    pub fallbacks: usize,
+    /// Configurations predicted instead of measured.
+    pub predicted: usize,
+    pub validation_points: usize,
+    /// Validation configurations predicted within their allowed error.
+    pub validation_passed: usize,
+    pub median_abs_error: f64,
+    pub worst_abs_error: f64,
+    /// Validation configurations of kernels of at least [`LONG_KERNEL_NS`], and how many
+    /// of them were predicted within ±5%.
+    pub long_points: usize,
+    pub long_within_5pct: usize,
+}
+
+/// The largest error accepted for a prediction of `m`: the tolerance share of its
+/// median, or three standard errors of a difference of two medians as noisy as `m`'s
+/// (1.2533·σ/√n per median, σ = 1.4826·MAD), or `spec.min_error_ns`, whichever is
+/// largest. A prediction cannot be held to a precision the measurement itself lacks.
+pub fn allowed_error_ns(m: &Measurement, spec: &DesignSpec) -> f64 {
+    let se = 1.2533 * 1.4826 * m.mad_ns / f64::from(m.count.max(1)).sqrt();
+    (spec.tolerance * m.median_ns).max(3.0 * std::f64::consts::SQRT_2 * se).max(spec.min_error_ns)
+}
+
+/// What the first stage decided.
+#[derive(Debug, Clone)]
+pub struct Judgement {
+    pub families: Vec<FamilyVerdict>,
+    pub predictions: Vec<Prediction>,
+    /// The second stage: every configuration of the failed families not yet measured.
+    pub second_stage: Vec<Task>,
+}
+
+/// Judges every family on `measured` (merged rounds of the first stage).
+pub fn judge(
+    model: &Model,
+    list: &TaskList,
+    plans: &[FamilyPlan],
+    measured: &[Measurement],
+    pools: u16,
+    spec: &DesignSpec,
+) -> Judgement {
+    let by_key: HashMap<(u64, &[u16]), &Measurement> =
+        measured.iter().map(|m| ((m.signature, m.config.as_slice()), m)).collect();
+    let mut families = Vec::with_capacity(plans.len());
+    let mut predictions = Vec::new();
+    let mut refit: Vec<(usize, Vec<u16>)> = Vec::new();
+    for plan in plans {
+        let family = &list.families[plan.family];
+        let first = model.node(family.instances[0]);
+        let k = family.factors().len();
+        let lookup = |v: &[u16]| by_key.get(&(family.signature, family.config(v).as_slice())).copied();
+        let mut verdict = FamilyVerdict {
+            signature: family.signature,
+            node: first.name.clone(),
+            op: first.op.to_string(),
+            configurations: u64::try_from(plan.space).unwrap_or(u64::MAX),
+            screened: plan.screened,
+            fit: None,
+            validation: Vec::new(),
+            fallback: None,
+        };
+        if !plan.screened {
+            families.push(verdict);
+            continue;
+        }
+        let fit = Fit::from_design(k, pools, |v| lookup(v).map(|m| m.median_ns));
+        let Some(fit) = fit else {
+            verdict.fallback = Some("a design configuration was not measured".into());
+            refit.extend(all_values(k, pools).into_iter().map(|v| (plan.family, v)));
+            families.push(verdict);
+            continue;
+        };
+        for v in &plan.validation {
+            if let Some(m) = lookup(v) {
+                verdict.validation.push(ValidationPoint {
+                    config: m.config.clone(),
+                    measured_ns: m.median_ns,
+                    predicted_ns: fit.predict(v),
+                    allowed_ns: allowed_error_ns(m, spec),
+                });
+            }
+        }
+        let missed: Vec<&ValidationPoint> = verdict.validation.iter().filter(|p| !p.passed()).collect();
+        if let Some(worst) = missed.iter().max_by(|a, b| a.error().abs().total_cmp(&b.error().abs())) {
+            verdict.fallback = Some(format!(
+                "{} of {} validation configurations missed; worst {:+.1}% ({:.1} µs predicted, {:.1} µs measured, \
+                 {:.1} µs allowed)",
+                missed.len(),
+                verdict.validation.len(),
+                100.0 * worst.error(),
+                worst.predicted_ns / 1e3,
+                worst.measured_ns / 1e3,
+                worst.allowed_ns / 1e3
+            ));
+        } else if verdict.validation.is_empty() {
+            verdict.fallback = Some("no validation configuration was measured".into());
+        }
+        if verdict.fallback.is_some() {
+            refit.extend(all_values(k, pools).into_iter().filter(|v| lookup(v).is_none()).map(|v| (plan.family, v)));
+        } else {
+            let error = verdict.worst_error();
+            for v in all_values(k, pools) {
+                if lookup(&v).is_none() {
+                    predictions.push(Prediction {
+                        signature: family.signature,
+                        config: family.config(&v),
+                        node: verdict.node.clone(),
+                        op: verdict.op.clone(),
+                        predicted_ns: fit.predict(&v),
+                        validation_error: error,
+                    });
+                }
+            }
+        }
+        verdict.fit = Some(fit);
+        families.push(verdict);
+    }
+    let second_stage = tasks_for(&list.families, refit.iter().map(|(f, v)| (*f, v)));
+    Judgement { families, predictions, second_stage }
+}
