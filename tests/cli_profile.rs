@@ -35,8 +35,10 @@ fn profile_measures_every_configuration_and_exports_them() {
     let model = zoo_file(tmp.path(), "mlp", "4");
     let ckpt = tmp.path().join("ckpt");
     let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
-    let out =
-        run(tmp.path(), &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1"]);
+    let out = run(
+        tmp.path(),
+        &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1", "--design", "full"],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(
@@ -58,7 +60,22 @@ fn profile_measures_every_configuration_and_exports_them() {
     // Running again finds the finished checkpoint and measures nothing.
     let out = run(
         tmp.path(),
-        &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1", "--export", "csv"],
+        &[
+            "profile",
+            m,
+            "--checkpoint-dir",
+            c,
+            "--reps",
+            "3",
+            "--max-reps",
+            "3",
+            "--warmup",
+            "1",
+            "--design",
+            "full",
+            "--export",
+            "csv",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let csv = text(&out.stdout);
@@ -67,8 +84,10 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",true")), "emulated column");
 
     // Another protocol on the same checkpoint is refused, unless --fresh.
-    let out =
-        run(tmp.path(), &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1"]);
+    let out = run(
+        tmp.path(),
+        &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1", "--design", "full"],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
@@ -77,7 +96,21 @@ fn profile_measures_every_configuration_and_exports_them() {
     );
     let out = run(
         tmp.path(),
-        &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1", "--fresh"],
+        &[
+            "profile",
+            m,
+            "--checkpoint-dir",
+            c,
+            "--reps",
+            "4",
+            "--max-reps",
+            "4",
+            "--warmup",
+            "1",
+            "--design",
+            "full",
+            "--fresh",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
@@ -120,6 +153,8 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
         "1",
         "--rounds",
         "2",
+        "--design",
+        "full",
     ];
     let mut child = placer(tmp.path()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("starts");
     // Wait for a few passes to be saved, then SIGKILL: no chance to clean up.

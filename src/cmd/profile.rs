@@ -3,8 +3,8 @@
 use crate::args::HostArgs;
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
-use placer_profile::profiler::{self, PassPlan, ProfileOptions};
 use placer_profile::design::verdict::DesignRecord;
+use placer_profile::profiler::{self, PassPlan, ProfileOptions};
 use placer_profile::{Design, DesignSpec, Mode, Protocol, export};
 use std::path::PathBuf;
 use std::time::Instant;
@@ -178,7 +178,9 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
             ),
         ]);
     }
-    if h.mode.design.design == Design::Screen {
+    if h.mode.design.design == Design::Full {
+        t.row(vec!["design".into(), "full: every configuration is measured".into()]);
+    } else {
         let screened = plan.families.iter().filter(|f| f.screened).count();
         let design: usize = plan.families.iter().filter(|f| f.screened).map(|f| f.design.len()).sum();
         let validation: usize = plan.families.iter().map(|f| f.validation.len()).sum();

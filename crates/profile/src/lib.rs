@@ -12,8 +12,8 @@ pub mod profiler;
 pub mod record;
 pub mod tasks;
 
-pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
 pub use design::{Design, DesignSpec};
+pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
 pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
 
 use std::path::PathBuf;

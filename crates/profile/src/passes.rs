@@ -103,7 +103,8 @@ pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -
     let nodes = model.nodes().len();
     let mut instances: HashMap<u64, usize> = HashMap::new();
     for t in tasks {
-        *instances.entry(t.signature).or_default() = t.instances.len().max(instances.get(&t.signature).copied().unwrap_or(0));
+        *instances.entry(t.signature).or_default() =
+            t.instances.len().max(instances.get(&t.signature).copied().unwrap_or(0));
     }
     let mut remaining: Vec<usize> = (0..tasks.len()).collect();
     let mut passes = Vec::new();

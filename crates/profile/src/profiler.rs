@@ -3,11 +3,11 @@
 
 use crate::ProfileError;
 use crate::checkpoint;
+use crate::design::verdict::{self, DesignRecord, Judgement};
+use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
-use crate::design::verdict::{self, DesignRecord, Judgement};
-use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, Executor, PoolAssignment};
 use placer_ir::Model;

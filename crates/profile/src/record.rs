@@ -67,7 +67,7 @@ impl Mode {
             )
         };
         let base = match self.design.design {
-            Design::Full => format!("{base}, full design"),
+            Design::Full => base,
             Design::Screen => format!(
                 "{base}, screening design (validated within ±{:.0}% or the noise, {:.0} µs floor)",
                 100.0 * self.design.tolerance,

@@ -144,7 +144,13 @@ pub fn plan_family(index: usize, family: &Family, pools: u16, seed: u64) -> Fami
     let space = u128::from(pools).saturating_pow(k as u32);
     let design = screening_points(k, pools);
     if design.len() as u128 >= space {
-        return FamilyPlan { family: index, space, screened: false, design: all_values(k, pools), validation: Vec::new() };
+        return FamilyPlan {
+            family: index,
+            space,
+            screened: false,
+            design: all_values(k, pools),
+            validation: Vec::new(),
+        };
     }
     let held_out = space - design.len() as u128;
     let want = validation_count(held_out);
@@ -177,10 +183,7 @@ pub fn plan_families(list: &TaskList, pools: u16, seed: u64) -> Vec<FamilyPlan> 
 
 /// Tasks for the given configurations (per family, as factor values), deduplicated on
 /// (signature, configuration) with the instances of every family that asked for it.
-pub fn tasks_for<'a>(
-    families: &[Family],
-    wanted: impl IntoIterator<Item = (usize, &'a Vec<u16>)>,
-) -> Vec<Task> {
+pub fn tasks_for<'a>(families: &[Family], wanted: impl IntoIterator<Item = (usize, &'a Vec<u16>)>) -> Vec<Task> {
     let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
     for (f, values) in wanted {
         let family = &families[f];

@@ -107,7 +107,8 @@ mod tests {
     fn design_points_are_reproduced_whatever_the_kernel() {
         // A roofline: compute 1000 hides memory until it exceeds it.
         let t = |v: &[u16]| {
-            let memory = 400.0 + v.iter().enumerate().map(|(f, &p)| f64::from(p) * (150.0 + 50.0 * f as f64)).sum::<f64>();
+            let memory =
+                400.0 + v.iter().enumerate().map(|(f, &p)| f64::from(p) * (150.0 + 50.0 * f as f64)).sum::<f64>();
             memory.max(1000.0)
         };
         let fit = fit_of(5, 2, t);

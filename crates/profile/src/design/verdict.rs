@@ -153,6 +153,52 @@ pub fn allowed_error_ns(m: &Measurement, spec: &DesignSpec) -> f64 {
     (spec.tolerance * m.median_ns).max(3.0 * std::f64::consts::SQRT_2 * se).max(spec.min_error_ns)
 }
 
+/// Fits one screened family of `factors` factors to its design, predicts its
+/// validation sample and says why it must be measured in full, if it must. `lookup`
+/// gives the merged measurement of a configuration by its factor values.
+pub fn judge_family<'m>(
+    plan: &FamilyPlan,
+    factors: usize,
+    pools: u16,
+    lookup: impl Fn(&[u16]) -> Option<&'m Measurement>,
+    spec: &DesignSpec,
+) -> (Option<Fit>, Vec<ValidationPoint>, Option<String>) {
+    let Some(fit) = Fit::from_design(factors, pools, |v| lookup(v).map(|m| m.median_ns)) else {
+        return (None, Vec::new(), Some("a design configuration was not measured".into()));
+    };
+    let validation: Vec<ValidationPoint> = plan
+        .validation
+        .iter()
+        .filter_map(|v| {
+            let m = lookup(v)?;
+            Some(ValidationPoint {
+                config: m.config.clone(),
+                measured_ns: m.median_ns,
+                predicted_ns: fit.predict(v),
+                allowed_ns: allowed_error_ns(m, spec),
+            })
+        })
+        .collect();
+    let missed: Vec<&ValidationPoint> = validation.iter().filter(|p| !p.passed()).collect();
+    let fallback = if let Some(worst) = missed.iter().max_by(|a, b| a.error().abs().total_cmp(&b.error().abs())) {
+        Some(format!(
+            "{} of {} validation configurations missed; worst {:+.1}% ({:.1} µs predicted, {:.1} µs measured, \
+             {:.1} µs allowed)",
+            missed.len(),
+            validation.len(),
+            100.0 * worst.error(),
+            worst.predicted_ns / 1e3,
+            worst.measured_ns / 1e3,
+            worst.allowed_ns / 1e3
+        ))
+    } else if validation.is_empty() {
+        Some("no validation configuration was measured".into())
+    } else {
+        None
+    };
+    (Some(fit), validation, fallback)
+}
+
 /// What the first stage decided.
 #[derive(Debug, Clone)]
 pub struct Judgement {
@@ -195,56 +241,30 @@ pub fn judge(
             families.push(verdict);
             continue;
         }
-        let fit = Fit::from_design(k, pools, |v| lookup(v).map(|m| m.median_ns));
-        let Some(fit) = fit else {
-            verdict.fallback = Some("a design configuration was not measured".into());
-            refit.extend(all_values(k, pools).into_iter().map(|v| (plan.family, v)));
-            families.push(verdict);
-            continue;
-        };
-        for v in &plan.validation {
-            if let Some(m) = lookup(v) {
-                verdict.validation.push(ValidationPoint {
-                    config: m.config.clone(),
-                    measured_ns: m.median_ns,
-                    predicted_ns: fit.predict(v),
-                    allowed_ns: allowed_error_ns(m, spec),
-                });
-            }
-        }
-        let missed: Vec<&ValidationPoint> = verdict.validation.iter().filter(|p| !p.passed()).collect();
-        if let Some(worst) = missed.iter().max_by(|a, b| a.error().abs().total_cmp(&b.error().abs())) {
-            verdict.fallback = Some(format!(
-                "{} of {} validation configurations missed; worst {:+.1}% ({:.1} µs predicted, {:.1} µs measured, \
-                 {:.1} µs allowed)",
-                missed.len(),
-                verdict.validation.len(),
-                100.0 * worst.error(),
-                worst.predicted_ns / 1e3,
-                worst.measured_ns / 1e3,
-                worst.allowed_ns / 1e3
-            ));
-        } else if verdict.validation.is_empty() {
-            verdict.fallback = Some("no validation configuration was measured".into());
-        }
-        if verdict.fallback.is_some() {
-            refit.extend(all_values(k, pools).into_iter().filter(|v| lookup(v).is_none()).map(|v| (plan.family, v)));
-        } else {
-            let error = verdict.worst_error();
-            for v in all_values(k, pools) {
-                if lookup(&v).is_none() {
-                    predictions.push(Prediction {
-                        signature: family.signature,
-                        config: family.config(&v),
-                        node: verdict.node.clone(),
-                        op: verdict.op.clone(),
-                        predicted_ns: fit.predict(&v),
-                        validation_error: error,
-                    });
+        let (fit, validation, fallback) = judge_family(plan, k, pools, lookup, spec);
+        verdict.validation = validation;
+        verdict.fallback = fallback;
+        match (&fit, &verdict.fallback) {
+            (Some(fit), None) => {
+                let error = verdict.worst_error();
+                for v in all_values(k, pools) {
+                    if lookup(&v).is_none() {
+                        predictions.push(Prediction {
+                            signature: family.signature,
+                            config: family.config(&v),
+                            node: verdict.node.clone(),
+                            op: verdict.op.clone(),
+                            predicted_ns: fit.predict(&v),
+                            validation_error: error,
+                        });
+                    }
                 }
             }
+            _ => {
+                refit.extend(all_values(k, pools).into_iter().filter(|v| lookup(v).is_none()).map(|v| (plan.family, v)))
+            }
         }
-        verdict.fit = Some(fit);
+        verdict.fit = fit;
         families.push(verdict);
     }
     let second_stage = tasks_for(&list.families, refit.iter().map(|(f, v)| (*f, v)));
