@@ -37,7 +37,22 @@ fn profile_measures_every_configuration_and_exports_them() {
     let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
     let out = run(
         tmp.path(),
-        &["profile", m, "--checkpoint-dir", c, "--reps", "3", "--max-reps", "3", "--warmup", "1", "--design", "full"],
+        &[
+            "profile",
+            m,
+            "--checkpoint-dir",
+            c,
+            "--reps",
+            "3",
+            "--max-reps",
+            "3",
+            "--warmup",
+            "1",
+            "--design",
+            "full",
+            "--round-noise",
+            "0",
+        ],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
@@ -73,6 +88,8 @@ fn profile_measures_every_configuration_and_exports_them() {
             "1",
             "--design",
             "full",
+            "--round-noise",
+            "0",
             "--export",
             "csv",
         ],
@@ -86,7 +103,22 @@ fn profile_measures_every_configuration_and_exports_them() {
     // Another protocol on the same checkpoint is refused, unless --fresh.
     let out = run(
         tmp.path(),
-        &["profile", m, "--checkpoint-dir", c, "--reps", "4", "--max-reps", "4", "--warmup", "1", "--design", "full"],
+        &[
+            "profile",
+            m,
+            "--checkpoint-dir",
+            c,
+            "--reps",
+            "4",
+            "--max-reps",
+            "4",
+            "--warmup",
+            "1",
+            "--design",
+            "full",
+            "--round-noise",
+            "0",
+        ],
     );
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
@@ -155,6 +187,8 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
         "2",
         "--design",
         "full",
+        "--round-noise",
+        "0",
     ];
     let mut child = placer(tmp.path()).args(args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("starts");
     // Wait for a few passes to be saved, then SIGKILL: no chance to clean up.

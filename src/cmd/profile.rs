@@ -20,21 +20,27 @@ pub struct Args {
     #[arg(long)]
     two_hop: bool,
     /// Timed steps per pass, at least.
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     reps: u32,
-    /// Timed steps per pass, at most: more are run while a picked kernel's spread
-    /// (1.4826·MAD/median) is above --cv-target.
+    /// Timed steps per pass, at most: more are run while a picked kernel's median is
+    /// not yet known to --precision.
     #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_reps: u32,
-    #[arg(long, default_value_t = 0.02)]
-    cv_target: f64,
+    /// A pass stops once every picked kernel's median is known to this relative
+    /// standard error (or to 1 µs), estimated from its MAD.
+    #[arg(long, default_value_t = 0.01)]
+    precision: f64,
     /// Untimed steps at the start of every pass.
     #[arg(long, default_value_t = 2)]
     warmup: u32,
-    /// Run the whole pass plan this many times and merge (median of rounds): samples
-    /// from several moments beat many samples from one on a shared host.
+    /// Run the whole pass plan up to this many times and merge (median of rounds):
+    /// samples from several moments beat many samples from one on a shared host.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+    /// A round after the first runs only when the passes of the one before drifted
+    /// apart by more than this (robust spread of their drift factors); 0 runs every round.
+    #[arg(long, default_value_t = placer_profile::record::ROUND_NOISE)]
+    round_noise: f64,
     /// Seed of the data every pass starts from.
     #[arg(long, default_value_t = 0x5EED)]
     seed: u64,
@@ -112,9 +118,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             warmup: args.warmup,
             reps: args.reps,
             max_reps: args.max_reps,
-            cv_target: args.cv_target,
+            precision: args.precision,
             seed: args.seed,
             rounds: args.rounds,
+            round_noise: args.round_noise,
         },
         pins: args.pin.clone(),
     };
@@ -224,13 +231,15 @@ fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassPlan, profile: &place
         "validation".into(),
         format!(
             "{} of {} held-out configurations within their allowed error; |error| median {:.1}%, worst {:.1}%; \
-             kernels >= 1 ms: {} of {} within ±5%",
+             kernels >= 1 ms: {} of {} within ±5% (noise floor, all-DRAM measured twice in this run: {} of {})",
             s.validation_passed,
             s.validation_points,
             100.0 * s.median_abs_error,
             100.0 * s.worst_abs_error,
             s.long_within_5pct,
-            s.long_points
+            s.long_points,
+            s.floor_within_5pct,
+            s.floor_points
         ),
     ]);
     let fallbacks: Vec<String> =
@@ -278,9 +287,29 @@ fn render(
     t.row(vec![
         "protocol".into(),
         format!(
-            "{} warm-up steps, then {}-{} timed steps per pass until every picked kernel's CV <= {}; clock resolves \
-             {:.0} ns, {:.0} ns per reading",
-            p.warmup, p.reps, p.max_reps, p.cv_target, profile.clock_resolution_ns, profile.clock_overhead_ns
+            "{} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is known to \
+             ±{:.1}% (or 1 µs); up to {} round(s), a further one only when the passes drifted apart by over {:.0}%; \
+             clock resolves {:.0} ns, {:.0} ns per reading",
+            p.warmup,
+            p.reps,
+            p.max_reps,
+            100.0 * p.precision,
+            p.rounds,
+            100.0 * p.round_noise,
+            profile.clock_resolution_ns,
+            profile.clock_overhead_ns
+        ),
+    ]);
+    let drift = placer_exec::Stats::of(&profile.pass_drift);
+    t.row(vec![
+        "rounds".into(),
+        format!(
+            "{} passes measured ({} per round of the first stage); their drift against the reference pass: median {:.3}, spread \
+             {:.1}%",
+            profile.passes_done,
+            plan.passes.len(),
+            drift.as_ref().map_or(1.0, |s| s.median),
+            drift.as_ref().map_or(0.0, |s| if s.median > 0.0 { 148.26 * s.mad / s.median } else { 0.0 })
         ),
     ]);
     t.row(vec![

@@ -39,7 +39,15 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
                 PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm-gen1".into()) },
             ],
             emulated: true,
-            protocol: Protocol { warmup: 2, reps: 10, max_reps: 40, cv_target: 0.02, seed: 1, rounds: 1 },
+            protocol: Protocol {
+                warmup: 2,
+                reps: 10,
+                max_reps: 40,
+                precision: 0.01,
+                seed: 1,
+                rounds: 1,
+                round_noise: 0.0,
+            },
             mode: Mode {
                 max_simultaneous,
                 two_hop: false,

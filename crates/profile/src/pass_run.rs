@@ -12,7 +12,7 @@
 
 use crate::ProfileError;
 use crate::passes::Pick;
-use crate::record::{Measurement, Protocol};
+use crate::record::{Measurement, PRECISION_FLOOR_NS, Protocol};
 use crate::tasks::{Pin, Task};
 use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_ir::{Model, NodeId};
@@ -50,9 +50,14 @@ pub fn reference_pass(exec: &mut Executor<'_>, model: &Model, protocol: &Protoco
     Ok(per_node.iter().map(|s| Stats::of(s).map_or(0.0, |s| s.median)).collect())
 }
 
-/// MAD-based coefficient of variation: robust to the odd slow step.
-fn robust_cv(samples: &[f64]) -> f64 {
-    Stats::of(samples).map_or(f64::INFINITY, |s| if s.median > 0.0 { 1.4826 * s.mad / s.median } else { 0.0 })
+/// Whether the median of `samples` is known precisely enough: its standard error,
+/// estimated from the MAD (1.2533·1.4826·MAD/√n), is within `precision` of the median
+/// or within [`PRECISION_FLOOR_NS`].
+fn settled(samples: &[f64], precision: f64) -> bool {
+    Stats::of(samples).is_some_and(|s| {
+        let se = 1.2533 * 1.4826 * s.mad / (s.count as f64).sqrt();
+        se <= (precision * s.median).max(PRECISION_FLOOR_NS)
+    })
 }
 
 /// What one pass measured.
@@ -132,8 +137,8 @@ pub fn run_pass(
             r.push(times.kernel_ns[pos]);
         }
         let count = raw.first().map_or(0, Vec::len) as u32;
-        let settled = raw.iter().all(|s| robust_cv(s) <= protocol.cv_target);
-        if count >= protocol.max_reps || (count >= protocol.reps && settled) {
+        if count >= protocol.max_reps || (count >= protocol.reps && raw.iter().all(|s| settled(s, protocol.precision)))
+        {
             break;
         }
     }

@@ -7,7 +7,7 @@ use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
-use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE};
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, Executor, PoolAssignment};
 use placer_ir::Model;
@@ -37,7 +37,15 @@ impl ProfileOptions {
                 max_configs: 256,
                 design: DesignSpec::screen(),
             },
-            protocol: Protocol { warmup: 2, reps, max_reps: reps.max(31), cv_target: 0.02, seed: 0x5EED, rounds },
+            protocol: Protocol {
+                warmup: 2,
+                reps,
+                max_reps: reps.max(31),
+                precision: 0.01,
+                seed: 0x5EED,
+                rounds,
+                round_noise: ROUND_NOISE,
+            },
             pins: Vec::new(),
         }
     }
@@ -237,7 +245,6 @@ pub fn run_to_checkpoint(
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
     let rounds = plan.header.protocol.rounds.max(1) as usize;
-    let first_total = plan.passes.len() * rounds;
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
         Some(old) => {
@@ -253,7 +260,7 @@ pub fn run_to_checkpoint(
         }
         None => Profile {
             header: plan.header.clone(),
-            passes_total: first_total as u32,
+            passes_total: (plan.passes.len() * rounds) as u32,
             passes_done: 0,
             wall_seconds: 0.0,
             clock_resolution_ns: clock.resolution_ns,
@@ -277,8 +284,9 @@ pub fn run_to_checkpoint(
     };
     report(&profile, on_pass);
     let mut runner: Option<Runner<'_>> = None;
-    let mut stage = Stage { tasks: &plan.measured, passes: plan.passes.clone(), first_pass: 0 };
-    run_stage(model, &pools, plan, &stage, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
+    let first = Stage { tasks: &plan.measured, passes: plan.passes.clone(), first_pass: 0 };
+    let first_total =
+        run_stage(model, &pools, plan, &first, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     if plan.header.mode.design.design == Design::Screen {
         let judgement = judge_first_stage(model, plan, &profile, first_total as u32);
         let second = passes::plan(
@@ -298,8 +306,8 @@ pub fn run_to_checkpoint(
             });
             checkpoint::save(path, &profile)?;
         }
-        stage = Stage { tasks: &judgement.second_stage, passes: second, first_pass: first_total };
-        run_stage(model, &pools, plan, &stage, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
+        let second = Stage { tasks: &judgement.second_stage, passes: second, first_pass: first_total };
+        run_stage(model, &pools, plan, &second, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
     let passes_total = profile.passes_total as usize;
     Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
@@ -318,6 +326,7 @@ fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_to
         &plan.tasks,
         &plan.families,
         &first.merged(),
+        &profile.reference_ns,
         plan.header.pools.len() as u16,
         &plan.header.mode.design,
     )
@@ -337,7 +346,17 @@ struct Runner<'m> {
     conflicts: Vec<Vec<placer_ir::NodeId>>,
 }
 
-/// Runs the passes of `stage` that the checkpoint does not hold yet, saving after each.
+/// Whether the passes of a round drifted apart by more than `limit` (the robust spread
+/// of their drift factors), so that another round is worth its time.
+pub fn noisy_round(drifts: &[f64], limit: f64) -> bool {
+    limit <= 0.0 || placer_exec::Stats::of(drifts).is_none_or(|s| s.median <= 0.0 || 1.4826 * s.mad / s.median > limit)
+}
+
+/// Runs the rounds of `stage` that the checkpoint does not hold yet, saving after each
+/// pass, and returns the global index of the pass after the stage's last. A round after
+/// the first runs only when the round before it was noisy ([`noisy_round`]); until that
+/// is known, `passes_total` counts every round the stage may run, so an interrupted
+/// profile never looks complete.
 #[allow(clippy::too_many_arguments)]
 fn run_stage<'m>(
     model: &'m Model,
@@ -348,46 +367,71 @@ fn run_stage<'m>(
     path: &Path,
     runner: &mut Option<Runner<'m>>,
     report: &mut dyn FnMut(&Profile),
-) -> Result<(), ProfileError> {
-    let rounds = plan.header.protocol.rounds.max(1) as usize;
-    let end = stage.first_pass + stage.passes.len() * rounds;
-    if profile.passes_done as usize >= end {
-        return Ok(());
+) -> Result<usize, ProfileError> {
+    let protocol = &plan.header.protocol;
+    let rounds = protocol.rounds.max(1) as usize;
+    let per_round = stage.passes.len();
+    if per_round == 0 {
+        return Ok(stage.first_pass);
     }
-    let runner = match runner {
-        Some(r) => r,
-        None => {
-            let base = base_placement(model, &plan.pins);
-            let mut exec = Executor::new(model, pools.clone(), &base, plan.header.protocol.seed)?;
-            exec.set_warm_pool(true);
-            if profile.reference_ns.is_empty() {
-                let start = Instant::now();
-                profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
-                profile.wall_seconds += start.elapsed().as_secs_f64();
-                checkpoint::save(path, profile)?;
+    for round in 0..rounds {
+        let start = stage.first_pass + round * per_round;
+        let end = start + per_round;
+        for i in (profile.passes_done as usize).max(start)..end {
+            let runner = live(runner, model, pools, plan, profile, path)?;
+            let reference_ns = profile.reference_ns.clone();
+            let cx = PassContext {
+                model,
+                tasks: stage.tasks,
+                base: &runner.base,
+                protocol,
+                conflicts: &runner.conflicts,
+                reference_ns: &reference_ns,
+            };
+            let started = Instant::now();
+            let result = run_pass(&mut runner.exec, &cx, &stage.passes[i - start], i as u32)?;
+            profile.measurements.extend(result.measurements);
+            profile.pass_drift.push(result.drift);
+            profile.passes_done = i as u32 + 1;
+            profile.wall_seconds += started.elapsed().as_secs_f64();
+            if i + 1 == end && round + 1 < rounds && !noisy_round(&profile.pass_drift[start..end], protocol.round_noise)
+            {
+                // The host held still: the rounds this stage may still have run are dropped
+                // from the total in the same save as the pass that decided it.
+                profile.passes_total -= ((rounds - round - 1) * per_round) as u32;
             }
-            runner.insert(Runner { exec, base, conflicts: passes::conflicts(model, false) })
+            checkpoint::save(path, profile)?;
+            report(profile);
         }
-    };
-    let reference_ns = profile.reference_ns.clone();
-    let cx = PassContext {
-        model,
-        tasks: stage.tasks,
-        base: &runner.base,
-        protocol: &plan.header.protocol,
-        conflicts: &runner.conflicts,
-        reference_ns: &reference_ns,
-    };
-    for i in (profile.passes_done as usize).max(stage.first_pass)..end {
-        let pass = &stage.passes[(i - stage.first_pass) % stage.passes.len()];
+        let quiet = profile.pass_drift.get(start..end).is_some_and(|d| !noisy_round(d, protocol.round_noise));
+        if quiet {
+            return Ok(end);
+        }
+    }
+    Ok(stage.first_pass + rounds * per_round)
+}
+
+/// The runner, made on first use: the executor in the base placement, and the reference
+/// pass if the checkpoint has none yet.
+fn live<'r, 'm>(
+    runner: &'r mut Option<Runner<'m>>,
+    model: &'m Model,
+    pools: &PoolSet,
+    plan: &PassPlan,
+    profile: &mut Profile,
+    path: &Path,
+) -> Result<&'r mut Runner<'m>, ProfileError> {
+    if let Some(r) = runner {
+        return Ok(r);
+    }
+    let base = base_placement(model, &plan.pins);
+    let mut exec = Executor::new(model, pools.clone(), &base, plan.header.protocol.seed)?;
+    exec.set_warm_pool(true);
+    if profile.reference_ns.is_empty() {
         let start = Instant::now();
-        let result = run_pass(&mut runner.exec, &cx, pass, i as u32)?;
-        profile.measurements.extend(result.measurements);
-        profile.pass_drift.push(result.drift);
-        profile.passes_done = i as u32 + 1;
+        profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
         checkpoint::save(path, profile)?;
-        report(profile);
     }
-    Ok(())
+    Ok(runner.insert(Runner { exec, base, conflicts: passes::conflicts(model, false) }))
 }

@@ -28,16 +28,30 @@ pub struct Protocol {
     pub reps: u32,
     /// Timed steps per pass, at most (adaptive repetition stops here).
     pub max_reps: u32,
-    /// More steps are run while a picked kernel's CV (MAD-based) is above this.
-    pub cv_target: f64,
+    /// A pass stops (after `reps` steps at least) once every picked kernel's median is
+    /// known to this relative standard error, or to 1 µs ([`PRECISION_FLOOR_NS`]),
+    /// whichever is looser: 1.2533·1.4826·MAD/√n ≤ max(precision·median, 1 µs).
+    pub precision: f64,
     /// Seed of the data every pass starts from.
     pub seed: u64,
-    /// How many times the whole pass plan runs. Samples taken in one pass are taken
-    /// within a fraction of a second of each other and share that moment's luck on a
-    /// shared host (cache neighbours, the other hyperthread); rounds minutes apart give
+    /// How many times the whole pass plan runs, at most. Samples taken in one pass are
+    /// taken within a fraction of a second of each other and share that moment's luck on
+    /// a shared host (cache neighbours, the other hyperthread); rounds minutes apart give
     /// each configuration several independent moments, merged by their median.
     pub rounds: u32,
+    /// A round after the first runs only when the previous round's passes drifted apart
+    /// by more than this: the robust spread (1.4826·MAD/median) of their drift factors,
+    /// the time the unpicked reference kernels took against the reference pass. 0 runs
+    /// every round.
+    pub round_noise: f64,
 }
+
+/// Medians known to within this many ns are precise enough for any plan, however short
+/// the kernel: the clock's own reading costs tens of ns.
+pub const PRECISION_FLOOR_NS: f64 = 1_000.0;
+
+/// The default [`Protocol::round_noise`]: pass-to-pass drift of 2% (robust spread).
+pub const ROUND_NOISE: f64 = 0.02;
 
 /// Single-config (`max_simultaneous == 1`) or simultaneous profiling, of every
 /// configuration or of a design.
@@ -153,8 +167,10 @@ pub struct Profile {
 }
 
 impl Profile {
+    /// Every planned pass is measured (and a screening design's first stage judged).
     pub fn is_complete(&self) -> bool {
         self.passes_done >= self.passes_total
+            && (self.header.mode.design.design == Design::Full || self.design.is_some())
     }
 
     /// The configurations a design predicted instead of measuring (none for a full

@@ -13,7 +13,8 @@ fn the_pipeline_protocol_keeps_at_least_31_steps_at_most() {
     let o = ProfileOptions::pipeline(7, 3);
     assert_eq!((o.mode.max_simultaneous, o.mode.two_hop, o.mode.sample, o.mode.max_configs), (64, false, None, 256));
     let p = &o.protocol;
-    assert_eq!((p.warmup, p.reps, p.max_reps, p.cv_target, p.seed, p.rounds), (2, 7, 31, 0.02, 0x5EED, 3));
+    assert_eq!((p.warmup, p.reps, p.max_reps, p.precision, p.seed, p.rounds), (2, 7, 31, 0.01, 0x5EED, 3));
+    assert_eq!(p.round_noise, placer_profile::record::ROUND_NOISE, "rounds after the first only when the host drifts");
     assert!(o.pins.is_empty());
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
 }
@@ -66,4 +67,35 @@ fn a_checkpoint_directory_that_cannot_be_made_is_an_error() {
             .expect_err("a file is in the way");
     assert!(matches!(err, ProfileError::CreateDir { .. }), "{err}");
     assert_eq!(err.to_string(), format!("cannot create {}", below_a_file.display()));
+}
+
+#[test]
+fn a_quiet_round_ends_the_stage_and_a_noisy_one_calls_for_another() {
+    let model = placer_zoo::build("mlp", 2).expect("zoo");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut options = ProfileOptions::pipeline(1, 3);
+    options.protocol.max_reps = 1;
+    options.protocol.warmup = 0;
+    options.mode.design = placer_profile::DesignSpec::full();
+    // Any drift at all is below a limit of 100%: one round.
+    options.protocol.round_noise = 1.0;
+    let quiet = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    let per_round = quiet.profile.pass_drift.len();
+    assert!(quiet.profile.is_complete());
+    assert_eq!(quiet.profile.passes_total as usize, per_round, "the rounds not needed leave the total");
+    // A limit of 0 makes every round noisy: all three run.
+    options.protocol.round_noise = 0.0;
+    let all =
+        profile_into_dir(&model, pools(), "test-host", &options, &dir.path().join("b"), &mut |_| {}).expect("runs");
+    assert_eq!(all.profile.passes_total as usize, 3 * per_round);
+    assert_eq!(all.profile.pass_drift.len(), 3 * per_round);
+}
+
+#[test]
+fn the_noise_of_a_round_is_the_spread_of_its_drift_factors() {
+    use placer_profile::profiler::noisy_round;
+    assert!(!noisy_round(&[1.0, 1.01, 0.99, 1.0, 1.02], 0.02));
+    assert!(noisy_round(&[1.0, 1.3, 0.8, 1.1, 0.9], 0.02));
+    assert!(noisy_round(&[1.0, 1.0], 0.0), "a limit of 0 always calls for another round");
+    assert!(noisy_round(&[], 0.02), "no drift measured is no evidence of quiet");
 }

@@ -220,17 +220,17 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
     }
     if ha.protocol != hb.protocol {
         notes.push(format!(
-            "different measurement protocols: A warm-up {}, reps {}-{}, CV target {}, seed {}; \
-             B warm-up {}, reps {}-{}, CV target {}, seed {}",
+            "different measurement protocols: A warm-up {}, reps {}-{}, precision {}, seed {}; \
+             B warm-up {}, reps {}-{}, precision {}, seed {}",
             ha.protocol.warmup,
             ha.protocol.reps,
             ha.protocol.max_reps,
-            ha.protocol.cv_target,
+            ha.protocol.precision,
             ha.protocol.seed,
             hb.protocol.warmup,
             hb.protocol.reps,
             hb.protocol.max_reps,
-            hb.protocol.cv_target,
+            hb.protocol.precision,
             hb.protocol.seed
         ));
     }

@@ -20,7 +20,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         host_fingerprint: "host-a".into(),
         pools: pools(),
         emulated: false,
-        protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, cv_target: 0.02, seed: 7, rounds: 1 },
+        protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, precision: 0.01, seed: 7, rounds: 1, round_noise: 0.0 },
         mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
         pins: vec![],
         plan_hash: "plan".into(),

@@ -43,6 +43,10 @@ pub struct FamilyVerdict {
     pub configurations: u64,
     /// False when the design was the whole space: measured in full from the start.
     pub screened: bool,
+    /// The all-DRAM configuration measured twice in one run: in the reference pass (the
+    /// first instance's median) and in the design (merged rounds), ns. Their agreement
+    /// over all families is the noise floor the validation errors are read against.
+    pub base_twice_ns: Option<(f64, f64)>,
     pub fit: Option<Fit>,
     pub validation: Vec<ValidationPoint>,
     /// Why the family was measured in full in the second stage; `None` when its
@@ -102,6 +106,8 @@ impl DesignRecord {
     pub fn summary(&self) -> DesignSummary {
         let points: Vec<&ValidationPoint> = self.validation().collect();
         let long: Vec<&&ValidationPoint> = points.iter().filter(|p| p.measured_ns >= LONG_KERNEL_NS).collect();
+        let twice: Vec<(f64, f64)> =
+            self.families.iter().filter_map(|f| f.base_twice_ns).filter(|(r, _)| *r >= LONG_KERNEL_NS).collect();
         let mut errors: Vec<f64> = points.iter().map(|p| p.error().abs()).collect();
         errors.sort_by(f64::total_cmp);
         DesignSummary {
@@ -115,6 +121,8 @@ impl DesignRecord {
             worst_abs_error: errors.last().copied().unwrap_or(0.0),
             long_points: long.len(),
             long_within_5pct: long.iter().filter(|p| p.error().abs() <= 0.05).count(),
+            floor_points: twice.len(),
+            floor_within_5pct: twice.iter().filter(|(a, b)| ((b - a) / a).abs() <= 0.05).count(),
         }
     }
 }
@@ -142,6 +150,11 @@ pub struct DesignSummary {
     /// of them were predicted within ±5%.
     pub long_points: usize,
     pub long_within_5pct: usize,
+    /// The noise floor: families of at least [`LONG_KERNEL_NS`] whose all-DRAM time was
+    /// measured twice in this run (reference pass and design), and how many of those
+    /// pairs agree within ±5%.
+    pub floor_points: usize,
+    pub floor_within_5pct: usize,
 }
 
 /// The largest error accepted for a prediction of `m`: the tolerance share of its
@@ -214,6 +227,7 @@ pub fn judge(
     list: &TaskList,
     plans: &[FamilyPlan],
     measured: &[Measurement],
+    reference_ns: &[f64],
     pools: u16,
     spec: &DesignSpec,
 ) -> Judgement {
@@ -233,6 +247,11 @@ pub fn judge(
             op: first.op.to_string(),
             configurations: u64::try_from(plan.space).unwrap_or(u64::MAX),
             screened: plan.screened,
+            base_twice_ns: reference_ns
+                .get(family.instances[0].index())
+                .copied()
+                .filter(|r| *r > 0.0)
+                .zip(lookup(&vec![0; k]).map(|m| m.median_ns)),
             fit: None,
             validation: Vec::new(),
             fallback: None,

@@ -19,7 +19,15 @@ pub fn profile(model: &str, records: usize) -> Profile {
                 PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm".into()) },
             ],
             emulated: true,
-            protocol: Protocol { warmup: 1, reps: 3, max_reps: 9, cv_target: 0.02, seed: 1, rounds: 3 },
+            protocol: Protocol {
+                warmup: 1,
+                reps: 3,
+                max_reps: 9,
+                precision: 0.01,
+                seed: 1,
+                rounds: 3,
+                round_noise: 0.0,
+            },
             mode: Mode {
                 max_simultaneous: 64,
                 two_hop: false,
