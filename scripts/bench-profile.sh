@@ -15,7 +15,7 @@ placer=target/release/placer
 work=$(mktemp -d)
 export PLACER_CACHE_DIR="$work/cache"
 summary() { "$placer" compare "$@" | grep -E '^\s+(mode|passes|wall time)|≥ |< .*tiny' || true; }
-quick="--reps 3 --max-reps 9 --warmup 1"
+quick="--reps 3 --max-reps 9 --warmup 1 --design full --round-noise 0"
 
 for section in $sections; do
   case $section in

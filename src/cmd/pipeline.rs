@@ -38,8 +38,9 @@ pub struct Args {
     /// Untimed steps of each plan first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Profile: timed steps per pass, at least (see `placer profile --reps`).
-    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    /// Profile: timed steps per pass, at least (see `placer profile --reps`); more are
+    /// run until every picked kernel's median is known to 1%.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     reps: u32,
     /// Profile rounds (see `placer profile --rounds`).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
