@@ -24,14 +24,14 @@ pub struct Args {
     reps: u32,
     /// Timed steps per pass, at most: more are run while a picked kernel's median is
     /// not yet known to --precision.
-    #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_reps: u32,
     /// A pass stops once every picked kernel's median is known to this relative
     /// standard error (or to 1 µs), estimated from its MAD.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.02)]
     precision: f64,
     /// Untimed steps at the start of every pass.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     warmup: u32,
     /// Run the whole pass plan up to this many times and merge (median of rounds):
     /// samples from several moments beat many samples from one on a shared host.

@@ -25,9 +25,11 @@ pub struct ProfileOptions {
 }
 
 impl ProfileOptions {
-    /// The protocol `placer pipeline` profiles with: simultaneous passes of up to 64
-    /// configurations, no sampling, the default warm-up, spread target and seed; `reps`
-    /// timed steps per pass at least (and at least 31 at most) over `rounds` rounds.
+    /// The protocol `placer pipeline` profiles with, the same as `placer profile`'s
+    /// defaults: simultaneous passes of up to 64 configurations, a screening design, no
+    /// sampling, one warm-up step, medians to 2%, `reps` timed steps per pass at least
+    /// (and at least 9 at most), up to `rounds` rounds, each after the first only when
+    /// the host drifted.
     pub fn pipeline(reps: u32, rounds: u32) -> Self {
         ProfileOptions {
             mode: Mode {
@@ -38,10 +40,10 @@ impl ProfileOptions {
                 design: DesignSpec::screen(),
             },
             protocol: Protocol {
-                warmup: 2,
+                warmup: 1,
                 reps,
-                max_reps: reps.max(31),
-                precision: 0.01,
+                max_reps: reps.max(9),
+                precision: 0.02,
                 seed: 0x5EED,
                 rounds,
                 round_noise: ROUND_NOISE,

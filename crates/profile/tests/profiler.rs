@@ -9,14 +9,15 @@ fn pools() -> PoolSet {
 }
 
 #[test]
-fn the_pipeline_protocol_keeps_at_least_31_steps_at_most() {
+fn the_pipeline_protocol_is_the_profile_default() {
     let o = ProfileOptions::pipeline(7, 3);
     assert_eq!((o.mode.max_simultaneous, o.mode.two_hop, o.mode.sample, o.mode.max_configs), (64, false, None, 256));
     let p = &o.protocol;
-    assert_eq!((p.warmup, p.reps, p.max_reps, p.precision, p.seed, p.rounds), (2, 7, 31, 0.01, 0x5EED, 3));
+    assert_eq!((p.warmup, p.reps, p.max_reps, p.precision, p.seed, p.rounds), (1, 7, 9, 0.02, 0x5EED, 3));
     assert_eq!(p.round_noise, placer_profile::record::ROUND_NOISE, "rounds after the first only when the host drifts");
     assert!(o.pins.is_empty());
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
+    assert_eq!(ProfileOptions::pipeline(3, 1).protocol.max_reps, 9);
 }
 
 #[test]
