@@ -228,3 +228,30 @@ fn real_optane_two_operand_kernels_are_close_to_additive() {
     assert!((log - 0.0160).abs() < 0.001, "{log}");
     assert!((bcast - -0.0732).abs() < 0.001, "{bcast}");
 }
+
+#[test]
+fn a_prediction_from_noisy_design_points_is_allowed_their_noise() {
+    // An additive kernel whose validation configurations all measure 8% above the truth:
+    // with quiet design points (1% spread) that is a miss; with design points as noisy
+    // as this host's memory-bound kernels (20% spread), it is within their noise.
+    let extra = [0.3 * MS, 0.5 * MS, 0.4 * MS, 0.6 * MS];
+    let t = |v: &[u16]| 2.0 * MS + v.iter().zip(&extra).map(|(&p, e)| f64::from(p) * e).sum::<f64>();
+    let family = Family { signature: 7, choices: vec![Choice::Any; 4], instances: vec![] };
+    let plan = plan_family(0, &family, 2, 0x5EED);
+    let judge_with = |spread: f64| {
+        let table: BTreeMap<Vec<u16>, Measurement> = all_values(4, 2)
+            .into_iter()
+            .map(|v| {
+                let held_out = plan.validation.contains(&v);
+                let mut m = measured(&v, if held_out { 1.08 * t(&v) } else { t(&v) });
+                if !held_out {
+                    m.mad_ns = spread * m.median_ns / 1.4826;
+                }
+                (v, m)
+            })
+            .collect();
+        judge_family(&plan, 4, 2, |v| table.get(v), &DesignSpec::screen()).2
+    };
+    assert!(judge_with(0.01).is_some(), "an 8% miss on quiet inputs falls back");
+    assert_eq!(judge_with(0.20), None, "the same miss is within the noise of noisy inputs");
+}

@@ -157,13 +157,43 @@ pub struct DesignSummary {
     pub floor_within_5pct: usize,
 }
 
-/// The largest error accepted for a prediction of `m`: the tolerance share of its
-/// median, or three standard errors of a difference of two medians as noisy as `m`'s
-/// (1.2533·σ/√n per median, σ = 1.4826·MAD), or `spec.min_error_ns`, whichever is
-/// largest. A prediction cannot be held to a precision the measurement itself lacks.
-pub fn allowed_error_ns(m: &Measurement, spec: &DesignSpec) -> f64 {
-    let se = 1.2533 * 1.4826 * m.mad_ns / f64::from(m.count.max(1)).sqrt();
-    (spec.tolerance * m.median_ns).max(3.0 * std::f64::consts::SQRT_2 * se).max(spec.min_error_ns)
+/// The standard error of a median estimated from its MAD: 1.2533·1.4826·MAD/√n.
+fn median_se(m: &Measurement) -> f64 {
+    1.2533 * 1.4826 * m.mad_ns / f64::from(m.count.max(1)).sqrt()
+}
+
+/// The largest error accepted for a prediction of `m` whose own standard error is
+/// `predicted_se`: the tolerance share of the median, or three standard errors of the
+/// difference (measurement and prediction), or `spec.min_error_ns`, whichever is
+/// largest. A prediction cannot be held to a precision its inputs and the measurement
+/// lack.
+pub fn allowed_error_ns(m: &Measurement, predicted_se: f64, spec: &DesignSpec) -> f64 {
+    (spec.tolerance * m.median_ns).max(3.0 * median_se(m).hypot(predicted_se)).max(spec.min_error_ns)
+}
+
+/// The standard error of the fit's prediction at `values`: the fit is linear in the
+/// design points' times (away from its clamp), so each point's standard error counts
+/// with the weight its time has in the prediction, found by refitting with that time
+/// moved by 1 ns.
+fn prediction_se<'m>(
+    factors: usize,
+    pools: u16,
+    values: &[u16],
+    design: &[Vec<u16>],
+    lookup: &impl Fn(&[u16]) -> Option<&'m Measurement>,
+) -> f64 {
+    let time = |v: &[u16], moved: &[u16]| lookup(v).map(|m| m.median_ns + if v == moved { 1.0 } else { 0.0 });
+    let Some(at) = Fit::from_design(factors, pools, |v| time(v, &[])).map(|f| f.predict(values)) else {
+        return 0.0;
+    };
+    design
+        .iter()
+        .filter_map(|point| {
+            let weight = Fit::from_design(factors, pools, |v| time(v, point))?.predict(values) - at;
+            Some((weight * median_se(lookup(point)?)).powi(2))
+        })
+        .sum::<f64>()
+        .sqrt()
 }
 
 /// Fits one screened family of `factors` factors to its design, predicts its
@@ -184,11 +214,12 @@ pub fn judge_family<'m>(
         .iter()
         .filter_map(|v| {
             let m = lookup(v)?;
+            let se = prediction_se(factors, pools, v, &plan.design, &lookup);
             Some(ValidationPoint {
                 config: m.config.clone(),
                 measured_ns: m.median_ns,
                 predicted_ns: fit.predict(v),
-                allowed_ns: allowed_error_ns(m, spec),
+                allowed_ns: allowed_error_ns(m, se, spec),
             })
         })
         .collect();

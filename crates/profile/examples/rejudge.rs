@@ -1,0 +1,49 @@
+//! Judges a screening design's first stage again, from a checkpoint's first-stage
+//! measurements, with this build's verdict rules; prints the summary and the second
+//! stage it would plan. For studying the rules on a real profile without measuring it
+//! again: `cargo run --release -p placer-profile --example rejudge -- MODEL.json CKPT`.
+
+use placer_profile::design::{self, verdict};
+use placer_profile::{checkpoint, passes, tasks};
+use std::path::Path;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, model, ckpt] = args.as_slice() else {
+        return Err("usage: rejudge MODEL.json CHECKPOINT".into());
+    };
+    let model = placer_ir::load_model(Path::new(model))?;
+    let profile = checkpoint::load(Path::new(ckpt))?;
+    let record = profile.design.as_ref().ok_or("not a judged screening design")?;
+    let h = &profile.header;
+    let pools = h.pools.len() as u16;
+    let list = tasks::enumerate(&model, pools, &[], u128::from(h.mode.max_configs))?;
+    let plans = design::plan_families(&list, pools, h.mode.design.seed);
+    let first_total = record.first_stage_passes; // one round: the first stage's passes
+    let first = placer_profile::Profile {
+        measurements: profile.measurements.iter().filter(|m| m.pass < first_total).cloned().collect(),
+        design: None,
+        ..profile.clone()
+    };
+    println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
+    let j = verdict::judge(&model, &list, &plans, &first.merged(), &profile.reference_ns, pools, &h.mode.design);
+    let second = passes::plan(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
+    let again = verdict::DesignRecord {
+        first_stage_seconds: record.first_stage_seconds,
+        first_stage_passes: record.first_stage_passes,
+        second_stage_passes: second.len() as u32,
+        families: j.families,
+        predictions: j.predictions,
+    };
+    println!("rejudged: {:?}, second stage {} passes", again.summary(), second.len());
+    for f in again.fallbacks() {
+        println!(
+            "  {} ({}, {} configurations): {}",
+            f.node,
+            f.op,
+            f.configurations,
+            f.fallback.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}
