@@ -8,9 +8,11 @@
 
 use placer_ir::{AttrValue, DType, Model, Op, Role, TensorId};
 
-/// A small, fast, well-mixed generator (SplitMix64); no dependency needed for test data.
+/// SplitMix64 (Steele, Lea and Flood, 2014): a small, fast, well-mixed generator. It
+/// fills tensors here, and makes every seeded choice of the profiler (samples,
+/// validation configurations), so data and plans are the same on every machine.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64(u64);
+pub struct SplitMix64(u64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
@@ -23,6 +25,12 @@ impl SplitMix64 {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n` > 0; the modulo bias is below 2^-40 for the sizes the
+    /// profiler draws from).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
     }
 
     /// Uniform in [-1, 1).

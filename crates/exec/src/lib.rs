@@ -12,6 +12,7 @@ mod stats;
 mod summary;
 
 pub use clock::ClockInfo;
+pub use data::SplitMix64;
 pub use executor::{EmulatedPoolUse, Executor, PoolAssignment, RunOptions, RunReport, StepTimes};
 pub use plan_run::{PlanExecutor, PlanRunReport, PlanStepTimes};
 pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, reserved_bytes};

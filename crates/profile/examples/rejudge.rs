@@ -3,6 +3,8 @@
 //! stage it would plan. For studying the rules on a real profile without measuring it
 //! again: `cargo run --release -p placer-profile --example rejudge -- MODEL.json CKPT`.
 
+#![allow(clippy::print_stdout)] // a command-line tool: printing is its output
+
 use placer_profile::design::{self, verdict};
 use placer_profile::{checkpoint, passes, tasks};
 use std::path::Path;
@@ -19,7 +21,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pools = h.pools.len() as u16;
     let list = tasks::enumerate(&model, pools, &[], u128::from(h.mode.max_configs))?;
     let plans = design::plan_families(&list, pools, h.mode.design.seed);
-    let first_total = record.first_stage_passes; // one round: the first stage's passes
+    let first_total = record.first_stage_end;
     let first = placer_profile::Profile {
         measurements: profile.measurements.iter().filter(|m| m.pass < first_total).cloned().collect(),
         design: None,
@@ -31,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let again = verdict::DesignRecord {
         first_stage_seconds: record.first_stage_seconds,
         first_stage_passes: record.first_stage_passes,
+        first_stage_end: record.first_stage_end,
         second_stage_passes: second.len() as u32,
         families: j.families,
         predictions: j.predictions,

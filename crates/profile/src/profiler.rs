@@ -302,6 +302,7 @@ pub fn run_to_checkpoint(
             profile.design = Some(DesignRecord {
                 first_stage_seconds: profile.wall_seconds,
                 first_stage_passes: plan.passes.len() as u32,
+                first_stage_end: first_total as u32,
                 second_stage_passes: second.len() as u32,
                 families: judgement.families,
                 predictions: judgement.predictions,

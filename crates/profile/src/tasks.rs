@@ -2,6 +2,7 @@
 //! deduplicated by kernel signature so identical kernels are measured once.
 
 use crate::ProfileError;
+pub use placer_exec::SplitMix64;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId, Role, TensorId};
 use sha2::{Digest, Sha256};
@@ -287,7 +288,7 @@ pub fn sample(tasks: Vec<Task>, k: usize, seed: u64) -> Vec<Task> {
         return tasks;
     }
     let mut tasks = tasks;
-    let mut rng = SplitMix64(seed);
+    let mut rng = SplitMix64::new(seed);
     for i in 0..k {
         let j = i + rng.below((tasks.len() - i) as u64) as usize;
         tasks.swap(i, j);
@@ -295,25 +296,4 @@ pub fn sample(tasks: Vec<Task>, k: usize, seed: u64) -> Vec<Task> {
     tasks.truncate(k);
     tasks.sort_by(|a, b| (a.signature, &a.config).cmp(&(b.signature, &b.config)));
     tasks
-}
-
-/// SplitMix64 (Steele, Lea and Flood, 2014): every seeded choice the profiler makes
-/// (samples, validation configurations) comes from it, so a plan is the same on every
-/// machine and every run.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n` > 0; the modulo bias is below 2^-40 for the sizes used here).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
 }

@@ -154,7 +154,7 @@ pub fn plan_family(index: usize, family: &Family, pools: u16, seed: u64) -> Fami
     }
     let held_out = space - design.len() as u128;
     let want = validation_count(held_out);
-    let mut rng = SplitMix64(seed ^ family.signature.rotate_left(17));
+    let mut rng = SplitMix64::new(seed ^ family.signature.rotate_left(17));
     let validation = if space <= ENUMERATE_UP_TO {
         let mut candidates: Vec<Vec<u16>> = all_values(k, pools).into_iter().filter(|v| !design.contains(v)).collect();
         for i in 0..want {

@@ -86,6 +86,9 @@ pub struct DesignRecord {
     pub first_stage_seconds: f64,
     /// Passes per round of the first stage (design and validation).
     pub first_stage_passes: u32,
+    /// The global index of the first pass after the first stage (its passes times the
+    /// rounds it ran): measurements of passes before it are the first stage's.
+    pub first_stage_end: u32,
     /// Passes per round of the second stage (families measured in full).
     pub second_stage_passes: u32,
     pub families: Vec<FamilyVerdict>,
