@@ -21,14 +21,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pools = h.pools.len() as u16;
     let list = tasks::enumerate(&model, pools, &[], u128::from(h.mode.max_configs))?;
     let plans = design::plan_families(&list, pools, h.mode.design.seed);
-    let first_total = record.first_stage_end;
-    let first = placer_profile::Profile {
-        measurements: profile.measurements.iter().filter(|m| m.pass < first_total).cloned().collect(),
-        design: None,
-        ..profile.clone()
-    };
+    let first = placer_profile::record::merge(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
-    let j = verdict::judge(&model, &list, &plans, &first.merged(), &profile.reference_ns, pools, &h.mode.design);
+    let j = verdict::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
     let second = passes::plan(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
     let again = verdict::DesignRecord {
         first_stage_seconds: record.first_stage_seconds,

@@ -44,6 +44,15 @@ pub fn conflicts(model: &Model, two_hop: bool) -> Vec<Vec<NodeId>> {
         .collect()
 }
 
+/// The distinct nodes each signature's tasks can be measured at.
+fn instances_per_signature(tasks: &[Task]) -> HashMap<u64, usize> {
+    let mut nodes: HashMap<u64, BTreeSet<NodeId>> = HashMap::new();
+    for t in tasks {
+        nodes.entry(t.signature).or_default().extend(t.instances.iter().copied());
+    }
+    nodes.into_iter().map(|(s, n)| (s, n.len())).collect()
+}
+
 /// How many tasks each node must host: a signature with a single instance node must
 /// be measured there, so its tasks are that node's load; a signature with several
 /// instances can spread and loads none (it is counted by its own bound instead).
@@ -79,13 +88,12 @@ fn clique_loads(model: &Model, load: &[usize]) -> Vec<usize> {
 ///   measured at those nodes (their signature has no other instance) need a pass each;
 /// - a pass holds at most `max_per_pass` picks.
 pub fn lower_bound(model: &Model, tasks: &[Task], max_per_pass: usize) -> usize {
-    let mut per_signature: HashMap<u64, (usize, BTreeSet<NodeId>)> = HashMap::new();
+    let instances = instances_per_signature(tasks);
+    let mut per_signature: HashMap<u64, usize> = HashMap::new();
     for t in tasks {
-        let entry = per_signature.entry(t.signature).or_default();
-        entry.0 += 1;
-        entry.1.extend(t.instances.iter().copied());
+        *per_signature.entry(t.signature).or_default() += 1;
     }
-    let by_signature = per_signature.values().map(|(n, inst)| n.div_ceil(inst.len().max(1))).max().unwrap_or(0);
+    let by_signature = per_signature.iter().map(|(s, n)| n.div_ceil(instances[s].max(1))).max().unwrap_or(0);
     let load = sole_loads(tasks, 0..tasks.len(), model.nodes().len());
     let by_tensor = clique_loads(model, &load).into_iter().max().unwrap_or(0);
     by_signature.max(by_tensor).max(tasks.len().div_ceil(max_per_pass.max(1)))
@@ -101,11 +109,7 @@ pub fn lower_bound(model: &Model, tasks: &[Task], max_per_pass: usize) -> usize 
 pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -> Vec<Vec<Pick>> {
     let conflicts = conflicts(model, two_hop);
     let nodes = model.nodes().len();
-    let mut instances: HashMap<u64, usize> = HashMap::new();
-    for t in tasks {
-        *instances.entry(t.signature).or_default() =
-            t.instances.len().max(instances.get(&t.signature).copied().unwrap_or(0));
-    }
+    let instances = instances_per_signature(tasks);
     let mut remaining: Vec<usize> = (0..tasks.len()).collect();
     let mut passes = Vec::new();
     // Stamps instead of clearing a set per pass: blocked[n] == pass means blocked now.
@@ -123,9 +127,7 @@ pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -
                 left[&s].div_ceil(instances[&s].max(1))
             }
         };
-        let mut keyed: Vec<(usize, usize)> = remaining.iter().map(|&t| (priority(t), t)).collect();
-        keyed.sort_by_key(|&(p, t)| (std::cmp::Reverse(p), t));
-        remaining = keyed.into_iter().map(|(_, t)| t).collect();
+        remaining.sort_by_cached_key(|&t| (std::cmp::Reverse(priority(t)), t));
         let stamp = passes.len();
         let mut pass = Vec::new();
         remaining.retain(|&task| {

@@ -7,7 +7,7 @@ use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
-use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE};
+use crate::record::{self, FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE};
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, Executor, PoolAssignment};
 use placer_ir::Model;
@@ -286,7 +286,7 @@ pub fn run_to_checkpoint(
     };
     report(&profile, on_pass);
     let mut runner: Option<Runner<'_>> = None;
-    let first = Stage { tasks: &plan.measured, passes: plan.passes.clone(), first_pass: 0 };
+    let first = Stage { tasks: &plan.measured, passes: &plan.passes, first_pass: 0 };
     let first_total =
         run_stage(model, &pools, plan, &first, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     if plan.header.mode.design.design == Design::Screen {
@@ -309,7 +309,7 @@ pub fn run_to_checkpoint(
             });
             checkpoint::save(path, &profile)?;
         }
-        let second = Stage { tasks: &judgement.second_stage, passes: second, first_pass: first_total };
+        let second = Stage { tasks: &judgement.second_stage, passes: &second, first_pass: first_total };
         run_stage(model, &pools, plan, &second, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
     let passes_total = profile.passes_total as usize;
@@ -319,16 +319,12 @@ pub fn run_to_checkpoint(
 /// The first stage's verdicts, from the first stage's measurements only (so a resumed
 /// run, with second-stage measurements in the checkpoint, decides the same).
 fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_total: u32) -> Judgement {
-    let first = Profile {
-        measurements: profile.measurements.iter().filter(|m| m.pass < first_total).cloned().collect(),
-        design: None,
-        ..profile.clone()
-    };
+    let first = record::merge(profile.measurements.iter().filter(|m| m.pass < first_total));
     verdict::judge(
         model,
         &plan.tasks,
         &plan.families,
-        &first.merged(),
+        &first,
         &profile.reference_ns,
         plan.header.pools.len() as u16,
         &plan.header.mode.design,
@@ -338,7 +334,7 @@ fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_to
 /// The passes of one stage, run `rounds` times from global pass index `first_pass`.
 struct Stage<'a> {
     tasks: &'a [Task],
-    passes: Vec<Vec<Pick>>,
+    passes: &'a [Vec<Pick>],
     first_pass: usize,
 }
 
@@ -380,7 +376,8 @@ fn run_stage<'m>(
     for round in 0..rounds {
         let start = stage.first_pass + round * per_round;
         let end = start + per_round;
-        for i in (profile.passes_done as usize).max(start)..end {
+        let todo = (profile.passes_done as usize).max(start)..end;
+        if !todo.is_empty() {
             let runner = live(runner, model, pools, plan, profile, path)?;
             let reference_ns = profile.reference_ns.clone();
             let cx = PassContext {
@@ -391,20 +388,24 @@ fn run_stage<'m>(
                 conflicts: &runner.conflicts,
                 reference_ns: &reference_ns,
             };
-            let started = Instant::now();
-            let result = run_pass(&mut runner.exec, &cx, &stage.passes[i - start], i as u32)?;
-            profile.measurements.extend(result.measurements);
-            profile.pass_drift.push(result.drift);
-            profile.passes_done = i as u32 + 1;
-            profile.wall_seconds += started.elapsed().as_secs_f64();
-            if i + 1 == end && round + 1 < rounds && !noisy_round(&profile.pass_drift[start..end], protocol.round_noise)
-            {
-                // The host held still: the rounds this stage may still have run are dropped
-                // from the total in the same save as the pass that decided it.
-                profile.passes_total -= ((rounds - round - 1) * per_round) as u32;
+            for i in todo {
+                let started = Instant::now();
+                let result = run_pass(&mut runner.exec, &cx, &stage.passes[i - start], i as u32)?;
+                profile.measurements.extend(result.measurements);
+                profile.pass_drift.push(result.drift);
+                profile.passes_done = i as u32 + 1;
+                profile.wall_seconds += started.elapsed().as_secs_f64();
+                if i + 1 == end
+                    && round + 1 < rounds
+                    && !noisy_round(&profile.pass_drift[start..end], protocol.round_noise)
+                {
+                    // The host held still: the rounds this stage may still have run are dropped
+                    // from the total in the same save as the pass that decided it.
+                    profile.passes_total -= ((rounds - round - 1) * per_round) as u32;
+                }
+                checkpoint::save(path, profile)?;
+                report(profile);
             }
-            checkpoint::save(path, profile)?;
-            report(profile);
         }
         let quiet = profile.pass_drift.get(start..end).is_some_and(|d| !noisy_round(d, protocol.round_noise));
         if quiet {

@@ -179,46 +179,51 @@ impl Profile {
         self.design.as_ref().map_or(&[], |d| d.predictions.as_slice())
     }
 
-    /// One measurement per (signature, config): rounds merged. The median is the median
-    /// of the rounds' medians; the spread is the larger of the rounds' typical MAD and
-    /// the MAD between rounds, so disagreement between moments counts as noise.
+    /// This profile's measurements, rounds [`merge`]d.
     pub fn merged(&self) -> Vec<Measurement> {
-        let mut groups: std::collections::BTreeMap<(u64, &[u16]), Vec<&Measurement>> = Default::default();
-        let mut order = Vec::new();
-        for m in &self.measurements {
-            let key = (m.signature, m.config.as_slice());
-            let group = groups.entry(key).or_default();
-            if group.is_empty() {
-                order.push(key);
-            }
-            group.push(m);
-        }
-        order
-            .into_iter()
-            .filter_map(|key| {
-                let group = groups.get(&key)?;
-                let first = group.first()?;
-                if group.len() == 1 {
-                    return Some((*first).clone());
-                }
-                let rounds = Stats::of(&group.iter().map(|m| m.median_ns).collect::<Vec<_>>())?;
-                let (median, between) = (rounds.median, rounds.mad);
-                let within = median_of(&group.iter().map(|m| m.mad_ns).collect::<Vec<_>>());
-                let mad = between.max(within);
-                Some(Measurement {
-                    pass: group.iter().map(|m| m.pass).max().unwrap_or(first.pass),
-                    count: group.iter().map(|m| m.count).sum(),
-                    median_ns: median,
-                    drift_corrected_ns: median_of(&group.iter().map(|m| m.drift_corrected_ns).collect::<Vec<_>>()),
-                    mad_ns: mad,
-                    min_ns: group.iter().map(|m| m.min_ns).fold(f64::INFINITY, f64::min),
-                    max_ns: group.iter().map(|m| m.max_ns).fold(0.0, f64::max),
-                    cv: if median > 0.0 { 1.4826 * mad / median } else { 0.0 },
-                    ..(*first).clone()
-                })
-            })
-            .collect()
+        merge(&self.measurements)
     }
+}
+
+/// One measurement per (signature, config): rounds merged. The median is the median
+/// of the rounds' medians; the spread is the larger of the rounds' typical MAD and
+/// the MAD between rounds, so disagreement between moments counts as noise.
+pub fn merge<'a>(measurements: impl IntoIterator<Item = &'a Measurement>) -> Vec<Measurement> {
+    let mut groups: std::collections::BTreeMap<(u64, &[u16]), Vec<&Measurement>> = Default::default();
+    let mut order = Vec::new();
+    for m in measurements {
+        let key = (m.signature, m.config.as_slice());
+        let group = groups.entry(key).or_default();
+        if group.is_empty() {
+            order.push(key);
+        }
+        group.push(m);
+    }
+    order
+        .into_iter()
+        .filter_map(|key| {
+            let group = groups.get(&key)?;
+            let first = group.first()?;
+            if group.len() == 1 {
+                return Some((*first).clone());
+            }
+            let rounds = Stats::of(&group.iter().map(|m| m.median_ns).collect::<Vec<_>>())?;
+            let (median, between) = (rounds.median, rounds.mad);
+            let within = median_of(&group.iter().map(|m| m.mad_ns).collect::<Vec<_>>());
+            let mad = between.max(within);
+            Some(Measurement {
+                pass: group.iter().map(|m| m.pass).max().unwrap_or(first.pass),
+                count: group.iter().map(|m| m.count).sum(),
+                median_ns: median,
+                drift_corrected_ns: median_of(&group.iter().map(|m| m.drift_corrected_ns).collect::<Vec<_>>()),
+                mad_ns: mad,
+                min_ns: group.iter().map(|m| m.min_ns).fold(f64::INFINITY, f64::min),
+                max_ns: group.iter().map(|m| m.max_ns).fold(0.0, f64::max),
+                cv: if median > 0.0 { 1.4826 * mad / median } else { 0.0 },
+                ..(*first).clone()
+            })
+        })
+        .collect()
 }
 
 fn median_of(values: &[f64]) -> f64 {
