@@ -11,11 +11,17 @@
 #               a screened profile of `placer zoo NAME --batch BATCH` from scratch, with
 #               its summary: passes, wall time per stage, validation beside the noise
 #               floor, fallbacks. ResNet-50 b32 takes about 30 minutes here.
+#  steps:NAME:BATCH[:PASSES]
+#               whole steps against picked steps (the default), side by side: PASSES
+#               (default 4) first-stage passes each timed twice with whole steps, then
+#               twice per round with picked steps in 3 rounds; agreement beside the
+#               whole-against-whole floor. ResNet-50 b32 with 4 passes: about 12 minutes.
 # Run on a quiet machine: profiles are timings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sections=${*:-volume agreement}
 cargo build --release -q
+cargo build --release -q -p placer-profile --example steps
 placer=target/release/placer
 work=${PLACER_BENCH_DIR:-$(mktemp -d)}
 mkdir -p "$work"
@@ -64,8 +70,13 @@ for section in $sections; do
     "$placer" profile "$m" --checkpoint-dir "$work/$name-b$batch" --fresh
     echo "$(($(date +%s) - start)) s wall, model generation and host probe included"
     ;;
+  steps:*)
+    IFS=: read -r _ name batch passes <<<"$section"
+    echo "== $name b$batch: whole steps against picked steps"
+    target/release/examples/steps "$(model "$name" "$batch")" "${passes:-4}" 3
+    ;;
   *)
-    echo "unknown section '$section' (volume, agreement, profile:NAME:BATCH)" >&2
+    echo "unknown section '$section' (volume, agreement, profile:NAME:BATCH, steps:NAME:BATCH[:PASSES])" >&2
     exit 2
     ;;
   esac

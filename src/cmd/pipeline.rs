@@ -39,7 +39,7 @@ pub struct Args {
     #[arg(long, default_value_t = 3)]
     warmup: usize,
     /// Profile: timed steps per pass, at least (see `placer profile --reps`); more are
-    /// run until every picked kernel's median is known to 1%.
+    /// run until every picked kernel's median is known to 2%.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     reps: u32,
     /// Profile rounds (see `placer profile --rounds`).

@@ -5,7 +5,7 @@ use crate::render::progress::PassBar;
 use crate::table::{Table, count};
 use placer_profile::design::verdict::DesignRecord;
 use placer_profile::profiler::{self, PassPlan, ProfileOptions};
-use placer_profile::{Design, DesignSpec, Mode, Protocol, export};
+use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps, export};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -41,6 +41,10 @@ pub struct Args {
     /// apart by more than this (robust spread of their drift factors); 0 runs every round.
     #[arg(long, default_value_t = placer_profile::record::ROUND_NOISE)]
     round_noise: f64,
+    /// What a timed step runs: `picked` runs only the pass's picked kernels (and a few
+    /// reference kernels), `whole` the whole training step around them.
+    #[arg(long, default_value = "picked", value_parser = ["picked", "whole"])]
+    steps: String,
     /// Seed of the data every pass starts from.
     #[arg(long, default_value_t = 0x5EED)]
     seed: u64,
@@ -122,6 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             rounds: args.rounds,
             round_noise: args.round_noise,
+            steps: if args.steps == "whole" { Steps::Whole } else { Steps::Picked },
         },
         pins: args.pin.clone(),
     };
@@ -287,9 +292,10 @@ fn render(
     t.row(vec![
         "protocol".into(),
         format!(
-            "{} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is known to \
-             ±{:.1}% (or 1 µs); up to {} round(s), a further one only when the passes drifted apart by over {:.0}%; \
-             clock resolves {:.0} ns, {:.0} ns per reading",
+            "{} steps: {} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is \
+             known to ±{:.1}% (or 1 µs); up to {} round(s), a further one only when the passes drifted apart by over \
+             {:.0}%; clock resolves {:.0} ns, {:.0} ns per reading",
+            p.steps.label(),
             p.warmup,
             p.reps,
             p.max_reps,

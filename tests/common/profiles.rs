@@ -47,6 +47,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
                 seed: 1,
                 rounds: 1,
                 round_noise: 0.0,
+                steps: placer_profile::record::Steps::Whole,
             },
             mode: Mode {
                 max_simultaneous,

@@ -121,3 +121,20 @@ fn reset_state_replays_the_same_steps_and_placements_can_change_between_them() {
     assert_eq!(run(&mut exec), first, "bit-identical after a reset");
     assert!(exec.pools().pool(PoolId(0)).in_use() <= exec.pools().pool(PoolId(0)).peak());
 }
+
+#[test]
+fn a_step_of_some_nodes_runs_those_nodes_only() {
+    let model = placer_zoo::build("mlp", 4).expect("zoo");
+    let mut exec = Executor::new(&model, dram(), &PoolAssignment::all_in(&model, PoolId(0)), 2).expect("allocates");
+    let loss_node = model.schedule().iter().copied().find(|&n| model.node(n).op == placer_ir::Op::SoftmaxCrossEntropy);
+    let loss_node = loss_node.expect("mlp has a loss");
+    let first = model.schedule()[0];
+    let times = exec.step_nodes(&[first]).expect("runs one node");
+    assert_eq!(times.kernel_ns.len(), 1);
+    assert!(times.kernel_ns[0] > 0.0);
+    assert_eq!(exec.loss().expect("reads"), Some(0.0), "the loss kernel did not run: its output is still zero");
+    let times = exec.step_nodes(&[loss_node]).expect("runs the loss alone, on whatever its inputs hold");
+    assert_eq!(times.kernel_ns.len(), 1);
+    assert!(exec.loss().expect("reads").is_some_and(|l| l > 0.0));
+    assert_eq!(exec.step().expect("whole step").kernel_ns.len(), model.schedule().len());
+}

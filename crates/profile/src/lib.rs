@@ -14,7 +14,7 @@ pub mod tasks;
 
 pub use design::{Design, DesignSpec};
 pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
-pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Steps};
 
 use std::path::PathBuf;
 

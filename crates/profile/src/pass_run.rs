@@ -1,18 +1,20 @@
 //! One pass: put the picked nodes' operands where their configurations say (every
 //! other tensor in the default pool, or its pin), restore the model's starting state,
-//! run warm-up steps, then timed whole steps until every picked kernel's spread is
-//! small enough or the cap is reached.
+//! run warm-up steps, then timed steps until every picked kernel's spread is small
+//! enough or the cap is reached.
 //!
-//! Both modes use exactly this, so their numbers compare. Each picked kernel runs inside
-//! a real step: its inputs were just written by their producers and are as warm in
-//! cache as in training, and the emulated waits of other kernels happen where they
-//! would. The host's drift is measured per step against a reference pass (see
-//! `Profile::reference_ns`) and recorded; what spreads its effect out is measuring each
-//! configuration in several rounds, minutes apart (`Protocol::rounds`).
+//! Both modes use exactly this, so their numbers compare. A timed step is the whole
+//! schedule (`Steps::Whole`: each picked kernel's inputs were just written by their
+//! producers, and the emulated waits of other kernels happen where they would) or only
+//! the picked kernels and a few reference kernels (`Steps::Picked`), on tensors a whole
+//! step filled when the executor was made. The host's drift is measured per step
+//! against a reference pass (see `Profile::reference_ns`) and recorded; what spreads its
+//! effect out is measuring each configuration in several rounds, minutes apart
+//! (`Protocol::rounds`).
 
 use crate::ProfileError;
 use crate::passes::Pick;
-use crate::record::{Measurement, PRECISION_FLOOR_NS, Protocol};
+use crate::record::{Measurement, PRECISION_FLOOR_NS, Protocol, Steps};
 use crate::tasks::{Pin, Task};
 use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_ir::{Model, NodeId};
@@ -60,6 +62,28 @@ fn settled(samples: &[f64], precision: f64) -> bool {
     })
 }
 
+/// The unpicked nodes a picked-only step also runs, so that it has a drift factor:
+/// the longest candidates (schedule position, reference ns) that together take no more
+/// than a tenth of the picks' time, or the shortest candidate when none fits. A drift
+/// factor needs only a few kernels, and every one of them costs a timed step its time.
+fn drift_reference(candidates: &[(usize, f64)], picked_ns: f64) -> Vec<(usize, f64)> {
+    let budget = 0.1 * picked_ns;
+    let mut by_time = candidates.to_vec();
+    by_time.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut chosen = Vec::new();
+    let mut total = 0.0;
+    for &(pos, t) in &by_time {
+        if total + t <= budget {
+            chosen.push((pos, t));
+            total += t;
+        }
+    }
+    if chosen.is_empty() {
+        chosen.extend(by_time.last().copied());
+    }
+    chosen
+}
+
 /// What one pass measured.
 #[derive(Debug)]
 pub struct PassResult {
@@ -94,13 +118,11 @@ pub fn run_pass(
     }
     exec.set_placement(&placement)?;
     exec.reset_state(protocol.seed)?;
-    let position: Vec<usize> = {
-        let mut at = vec![usize::MAX; model.nodes().len()];
-        for (i, &n) in model.schedule().iter().enumerate() {
-            at[n.index()] = i;
-        }
-        picks.iter().map(|p| at[p.node.index()]).collect()
-    };
+    let mut schedule_at = vec![usize::MAX; model.nodes().len()];
+    for (i, &n) in model.schedule().iter().enumerate() {
+        schedule_at[n.index()] = i;
+    }
+    let position: Vec<usize> = picks.iter().map(|p| schedule_at[p.node.index()]).collect();
     // Reference nodes run exactly as in the reference pass: not picked, and sharing no
     // tensor with a picked node (whose operands may have moved).
     let mut disturbed = vec![false; model.nodes().len()];
@@ -110,22 +132,49 @@ pub fn run_pass(
             disturbed[c.index()] = true;
         }
     }
-    let reference: Vec<(usize, f64)> = model
+    let candidates: Vec<(usize, f64)> = model
         .schedule()
         .iter()
         .enumerate()
         .filter(|(_, n)| !disturbed[n.index()] && reference_ns[n.index()] >= DRIFT_MIN_NS)
         .map(|(pos, n)| (pos, reference_ns[n.index()]))
         .collect();
+    // What a timed step runs (schedule positions), where each pick and reference node
+    // sits in a step's times, and the reference nodes with their reference times.
+    let (run, position, reference): (Vec<NodeId>, Vec<usize>, Vec<(usize, f64)>) = match protocol.steps {
+        Steps::Whole => (model.schedule().to_vec(), position, candidates),
+        Steps::Picked => {
+            let picked_ns: f64 = picks.iter().map(|p| reference_ns[p.node.index()]).sum();
+            let chosen = drift_reference(&candidates, picked_ns);
+            // The producers of the picks' inputs run right before them (untimed), so a
+            // picked kernel reads inputs as fresh in cache as a training step leaves them.
+            let producers = picks.iter().flat_map(|p| model.node(p.node).inputs.iter()).filter_map(|&t| model.producer(t));
+            let mut run: Vec<usize> = position
+                .iter()
+                .copied()
+                .chain(chosen.iter().map(|&(pos, _)| pos))
+                .chain(producers.map(|n| schedule_at[n.index()]))
+                .collect();
+            run.sort_unstable();
+            run.dedup();
+            let mut at = vec![usize::MAX; model.schedule().len()];
+            for (i, &pos) in run.iter().enumerate() {
+                at[pos] = i;
+            }
+            let position = position.iter().map(|&pos| at[pos]).collect();
+            let reference = chosen.iter().map(|&(pos, t)| (at[pos], t)).collect();
+            (run.iter().map(|&pos| model.schedule()[pos]).collect(), position, reference)
+        }
+    };
     let reference_total: f64 = reference.iter().map(|(_, t)| t).sum();
     for _ in 0..protocol.warmup {
-        exec.step()?;
+        exec.step_nodes(&run)?;
     }
     let mut corrected: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut drifts = Vec::new();
     loop {
-        let times = exec.step()?;
+        let times = exec.step_nodes(&run)?;
         let drift = if reference_total > 0.0 {
             reference.iter().map(|&(pos, _)| times.kernel_ns[pos]).sum::<f64>() / reference_total
         } else {

@@ -7,7 +7,9 @@ use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
-use crate::record::{self, FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE};
+use crate::record::{
+    self, FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE, Steps,
+};
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, Executor, PoolAssignment};
 use placer_ir::Model;
@@ -47,6 +49,7 @@ impl ProfileOptions {
                 seed: 0x5EED,
                 rounds,
                 round_noise: ROUND_NOISE,
+                steps: Steps::Picked,
             },
             pins: Vec::new(),
         }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +44,31 @@ pub struct Protocol {
     /// the time the unpicked reference kernels took against the reference pass. 0 runs
     /// every round.
     pub round_noise: f64,
+    /// What a timed step of a pass runs.
+    pub steps: Steps,
+}
+
+/// What a timed step of a pass runs. Either way a pass starts from tensors that a whole
+/// training step has filled, so every kernel reads the values training gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Steps {
+    /// The whole schedule: every picked kernel runs between its real neighbours, at the
+    /// price of a whole training step per timed step, whatever was picked.
+    Whole,
+    /// Only the picked kernels, in schedule order, and a few unpicked reference kernels
+    /// for the drift factor: a timed step costs what the picks cost. A kernel's inputs
+    /// are then no longer fresh from their producer in cache; docs/profiling.md gives
+    /// the measured agreement with whole steps.
+    Picked,
+}
+
+impl Steps {
+    pub fn label(self) -> &'static str {
+        match self {
+            Steps::Whole => "whole",
+            Steps::Picked => "picked",
+        }
+    }
 }
 
 /// Medians known to within this many ns are precise enough for any plan, however short

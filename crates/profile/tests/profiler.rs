@@ -15,6 +15,7 @@ fn the_pipeline_protocol_is_the_profile_default() {
     let p = &o.protocol;
     assert_eq!((p.warmup, p.reps, p.max_reps, p.precision, p.seed, p.rounds), (1, 7, 9, 0.02, 0x5EED, 3));
     assert_eq!(p.round_noise, placer_profile::record::ROUND_NOISE, "rounds after the first only when the host drifts");
+    assert_eq!(p.steps, placer_profile::Steps::Picked);
     assert!(o.pins.is_empty());
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
     assert_eq!(ProfileOptions::pipeline(3, 1).protocol.max_reps, 9);
@@ -99,4 +100,27 @@ fn the_noise_of_a_round_is_the_spread_of_its_drift_factors() {
     assert!(noisy_round(&[1.0, 1.3, 0.8, 1.1, 0.9], 0.02));
     assert!(noisy_round(&[1.0, 1.0], 0.0), "a limit of 0 always calls for another round");
     assert!(noisy_round(&[], 0.02), "no drift measured is no evidence of quiet");
+}
+
+#[test]
+fn whole_and_picked_steps_measure_the_same_configurations() {
+    let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
+    let measured = |steps| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = ProfileOptions::pipeline(2, 1);
+        options.protocol.max_reps = 2;
+        options.protocol.steps = steps;
+        // Every configuration: a screening design's second stage depends on the timings.
+        options.mode.design = placer_profile::DesignSpec::full();
+        let outcome = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+        assert!(outcome.profile.is_complete());
+        assert!(outcome.profile.measurements.iter().all(|m| m.median_ns > 0.0 && m.count == 2));
+        assert!(outcome.profile.pass_drift.iter().all(|d| d.is_finite() && *d > 0.0), "{:?}", outcome.profile.pass_drift);
+        let mut keys: Vec<_> = outcome.profile.measurements.iter().map(|m| (m.signature, m.config.clone())).collect();
+        keys.sort();
+        keys
+    };
+    let whole = measured(placer_profile::Steps::Whole);
+    assert!(!whole.is_empty());
+    assert_eq!(measured(placer_profile::Steps::Picked), whole);
 }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::DesignSpec;
-use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, ProfileHeader, Protocol};
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, ProfileHeader, Protocol, Steps};
 
 fn pools() -> Vec<PoolInfo> {
     vec![
@@ -20,7 +20,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         host_fingerprint: "host-a".into(),
         pools: pools(),
         emulated: false,
-        protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, precision: 0.01, seed: 7, rounds: 1, round_noise: 0.0 },
+        protocol: Protocol { warmup: 2, reps: 10, max_reps: 50, precision: 0.01, seed: 7, rounds: 1, round_noise: 0.0, steps: Steps::Whole },
         mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
         pins: vec![],
         plan_hash: "plan".into(),

@@ -27,6 +27,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
                 seed: 1,
                 rounds: 3,
                 round_noise: 0.0,
+                steps: placer_profile::record::Steps::Whole,
             },
             mode: Mode {
                 max_simultaneous: 64,
