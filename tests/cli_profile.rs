@@ -60,6 +60,7 @@ fn profile_measures_every_configuration_and_exports_them() {
         s.contains("simultaneous (up to 64 per pass)") && s.contains("lower bound") && s.contains("EMULATED"),
         "{s}"
     );
+    assert!(s.contains("picked steps: 1 warm-up steps"), "the summary says what a step ran: {s}");
 
     let profile = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("checkpoint loads");
     assert!(profile.is_complete() && profile.header.emulated);
@@ -126,6 +127,28 @@ fn profile_measures_every_configuration_and_exports_them() {
         err.contains("was measured on another protocol") && err.contains("--fresh") && err.lines().count() == 1,
         "{err}"
     );
+    // Whole steps are another protocol too: their figures are not mixed with picked ones.
+    let out = run(
+        tmp.path(),
+        &[
+            "profile",
+            m,
+            "--checkpoint-dir",
+            c,
+            "--reps",
+            "3",
+            "--max-reps",
+            "3",
+            "--design",
+            "full",
+            "--round-noise",
+            "0",
+            "--steps",
+            "whole",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("was measured on another protocol"), "{}", text(&out.stderr));
     let out = run(
         tmp.path(),
         &[

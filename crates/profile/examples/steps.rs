@@ -83,8 +83,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .into_iter()
         .map(|r| r.into_iter().map(|(k, v)| (k, Stats::of(&v).map_or(f64::NAN, |s| s.median))).collect())
         .collect();
-    println!("seconds measuring: whole {:.1} + {:.1}, picked {:.1} + {:.1}", seconds[0], seconds[2], seconds[1], seconds[3]);
-    println!("| kernels | pairs | whole′ vs whole (floor) | picked vs whole | picked′ vs whole′ | picked′ vs picked | median picked/whole |");
+    println!(
+        "seconds measuring: whole {:.1} + {:.1}, picked {:.1} + {:.1}",
+        seconds[0], seconds[2], seconds[1], seconds[3]
+    );
+    println!(
+        "| kernels | pairs | whole′ vs whole (floor) | picked vs whole | picked′ vs whole′ | picked′ vs picked | median picked/whole |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     for (label, min_ns) in [("≥ 1 ms", 1e6), ("≥ 50 µs", 5e4), ("all", 0.0)] {
         let keys: Vec<&Key> = runs[0].iter().filter(|(_, t)| **t >= min_ns).map(|(k, _)| k).collect();

@@ -148,7 +148,8 @@ pub fn run_pass(
             let chosen = drift_reference(&candidates, picked_ns);
             // The producers of the picks' inputs run right before them (untimed), so a
             // picked kernel reads inputs as fresh in cache as a training step leaves them.
-            let producers = picks.iter().flat_map(|p| model.node(p.node).inputs.iter()).filter_map(|&t| model.producer(t));
+            let producers =
+                picks.iter().flat_map(|p| model.node(p.node).inputs.iter()).filter_map(|&t| model.producer(t));
             let mut run: Vec<usize> = position
                 .iter()
                 .copied()

@@ -115,7 +115,11 @@ fn whole_and_picked_steps_measure_the_same_configurations() {
         let outcome = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
         assert!(outcome.profile.is_complete());
         assert!(outcome.profile.measurements.iter().all(|m| m.median_ns > 0.0 && m.count == 2));
-        assert!(outcome.profile.pass_drift.iter().all(|d| d.is_finite() && *d > 0.0), "{:?}", outcome.profile.pass_drift);
+        assert!(
+            outcome.profile.pass_drift.iter().all(|d| d.is_finite() && *d > 0.0),
+            "{:?}",
+            outcome.profile.pass_drift
+        );
         let mut keys: Vec<_> = outcome.profile.measurements.iter().map(|m| (m.signature, m.config.clone())).collect();
         keys.sort();
         keys
