@@ -22,6 +22,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let list = tasks::enumerate(&model, pools, &[], u128::from(h.mode.max_configs))?;
     let plans = design::plan_families(&list, pools, h.mode.design.seed);
     let first = placer_profile::record::merge(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
+    println!(
+        "checkpoint: {} of {} passes, {:.0} s measuring ({:.0} s in the first stage)",
+        profile.passes_done, profile.passes_total, profile.wall_seconds, record.first_stage_seconds
+    );
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
     let j = verdict::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
     let second = passes::plan(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
