@@ -146,10 +146,11 @@ pub fn run_pass(
         Steps::Picked => {
             let picked_ns: f64 = picks.iter().map(|p| reference_ns[p.node.index()]).sum();
             let chosen = drift_reference(&candidates, picked_ns);
-            // The producers of the picks' inputs run right before them (untimed), so a
-            // picked kernel reads inputs as fresh in cache as a training step leaves them.
-            let producers =
-                picks.iter().flat_map(|p| model.node(p.node).inputs.iter()).filter_map(|&t| model.producer(t));
+            // The producers of the picks' and the reference kernels' inputs run right
+            // before them (untimed), so each reads inputs as fresh in cache as a training
+            // step leaves them: the reference kernels ran that way in the reference pass.
+            let timed = picks.iter().map(|p| p.node).chain(chosen.iter().map(|&(pos, _)| model.schedule()[pos]));
+            let producers = timed.flat_map(|n| model.node(n).inputs.iter()).filter_map(|&t| model.producer(t));
             let mut run: Vec<usize> = position
                 .iter()
                 .copied()
