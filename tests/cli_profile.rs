@@ -19,6 +19,14 @@ fn run(cache: &Path, args: &[&str]) -> Output {
     placer(cache).args(args).output().expect("placer runs")
 }
 
+/// `placer profile MODEL` into checkpoint directory `ckpt`: every configuration, REPS
+/// timed steps per pass exactly, one warm-up step, every round; then `extra`.
+fn profile_full(cache: &Path, model: &str, ckpt: &str, reps: &str, extra: &[&str]) -> Output {
+    let base = ["profile", model, "--checkpoint-dir", ckpt, "--reps", reps, "--max-reps", reps, "--warmup", "1"];
+    let fixed = ["--design", "full", "--round-noise", "0"];
+    run(cache, &[&base[..], &fixed[..], extra].concat())
+}
+
 fn only_checkpoint(dir: &Path) -> PathBuf {
     let files: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("checkpoint dir")
@@ -35,25 +43,7 @@ fn profile_measures_every_configuration_and_exports_them() {
     let model = zoo_file(tmp.path(), "mlp", "4");
     let ckpt = tmp.path().join("ckpt");
     let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
-    let out = run(
-        tmp.path(),
-        &[
-            "profile",
-            m,
-            "--checkpoint-dir",
-            c,
-            "--reps",
-            "3",
-            "--max-reps",
-            "3",
-            "--warmup",
-            "1",
-            "--design",
-            "full",
-            "--round-noise",
-            "0",
-        ],
-    );
+    let out = profile_full(tmp.path(), m, c, "3", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(
@@ -74,27 +64,7 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert!(profile.measurements.iter().all(|m| m.count == 3 && m.median_ns > 0.0));
 
     // Running again finds the finished checkpoint and measures nothing.
-    let out = run(
-        tmp.path(),
-        &[
-            "profile",
-            m,
-            "--checkpoint-dir",
-            c,
-            "--reps",
-            "3",
-            "--max-reps",
-            "3",
-            "--warmup",
-            "1",
-            "--design",
-            "full",
-            "--round-noise",
-            "0",
-            "--export",
-            "csv",
-        ],
-    );
+    let out = profile_full(tmp.path(), m, c, "3", &["--export", "csv"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let csv = text(&out.stdout);
     assert!(csv.starts_with("signature,node,op,config,pass,count,median_ns"));
@@ -102,25 +72,7 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",true")), "emulated column");
 
     // Another protocol on the same checkpoint is refused, unless --fresh.
-    let out = run(
-        tmp.path(),
-        &[
-            "profile",
-            m,
-            "--checkpoint-dir",
-            c,
-            "--reps",
-            "4",
-            "--max-reps",
-            "4",
-            "--warmup",
-            "1",
-            "--design",
-            "full",
-            "--round-noise",
-            "0",
-        ],
-    );
+    let out = profile_full(tmp.path(), m, c, "4", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
@@ -128,45 +80,10 @@ fn profile_measures_every_configuration_and_exports_them() {
         "{err}"
     );
     // Whole steps are another protocol too: their figures are not mixed with picked ones.
-    let out = run(
-        tmp.path(),
-        &[
-            "profile",
-            m,
-            "--checkpoint-dir",
-            c,
-            "--reps",
-            "3",
-            "--max-reps",
-            "3",
-            "--design",
-            "full",
-            "--round-noise",
-            "0",
-            "--steps",
-            "whole",
-        ],
-    );
+    let out = profile_full(tmp.path(), m, c, "3", &["--steps", "whole"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("was measured on another protocol"), "{}", text(&out.stderr));
-    let out = run(
-        tmp.path(),
-        &[
-            "profile",
-            m,
-            "--checkpoint-dir",
-            c,
-            "--reps",
-            "4",
-            "--max-reps",
-            "4",
-            "--warmup",
-            "1",
-            "--design",
-            "full",
-            "--fresh",
-        ],
-    );
+    let out = profile_full(tmp.path(), m, c, "4", &["--fresh"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 

@@ -16,16 +16,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let model = placer_ir::load_model(Path::new(model))?;
     let profile = checkpoint::load(Path::new(ckpt))?;
-    let record = profile.design.as_ref().ok_or("not a judged screening design")?;
+    println!(
+        "checkpoint: {} of {} passes, {} measurements, {:.0} s measuring",
+        profile.passes_done,
+        profile.passes_total,
+        profile.measurements.len(),
+        profile.wall_seconds
+    );
+    let record = profile.design.as_ref().ok_or("not a judged screening design yet")?;
+    println!("first stage: {:.0} s", record.first_stage_seconds);
     let h = &profile.header;
     let pools = h.pools.len() as u16;
     let list = tasks::enumerate(&model, pools, &[], u128::from(h.mode.max_configs))?;
     let plans = design::plan_families(&list, pools, h.mode.design.seed);
     let first = placer_profile::record::merge(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
-    println!(
-        "checkpoint: {} of {} passes, {:.0} s measuring ({:.0} s in the first stage)",
-        profile.passes_done, profile.passes_total, profile.wall_seconds, record.first_stage_seconds
-    );
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
     let j = verdict::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
     let second = passes::plan(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);

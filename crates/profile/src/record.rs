@@ -22,7 +22,7 @@ pub struct PoolInfo {
 /// How kernels are measured. Identical in both modes, so profiles compare.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Protocol {
-    /// Untimed whole steps at the start of every pass.
+    /// Untimed steps (of the kind `steps` says) at the start of every pass.
     pub warmup: u32,
     /// Timed steps per pass, at least.
     pub reps: u32,
