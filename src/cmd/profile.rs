@@ -41,8 +41,9 @@ pub struct Args {
     /// apart by more than this (robust spread of their drift factors); 0 runs every round.
     #[arg(long, default_value_t = placer_profile::record::ROUND_NOISE)]
     round_noise: f64,
-    /// What a timed step runs: `picked` runs only the pass's picked kernels (and a few
-    /// reference kernels), `whole` the whole training step around them.
+    /// What a timed step runs: `picked` runs only the pass's picked kernels and a few
+    /// reference kernels, each after the producers of its inputs; `whole` the whole
+    /// training step around them.
     #[arg(long, default_value = "picked", value_parser = ["picked", "whole"])]
     steps: String,
     /// Seed of the data every pass starts from.
@@ -126,7 +127,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             rounds: args.rounds,
             round_noise: args.round_noise,
-            steps: if args.steps == "whole" { Steps::Whole } else { Steps::Picked },
+            steps: Steps::parse(&args.steps).unwrap_or(Steps::Picked),
         },
         pins: args.pin.clone(),
     };
@@ -295,7 +296,7 @@ fn render(
             "{} steps: {} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is \
              known to ±{:.1}% (or 1 µs); up to {} round(s), a further one only when the passes drifted apart by over \
              {:.0}%; clock resolves {:.0} ns, {:.0} ns per reading",
-            p.steps.label(),
+            p.steps.as_str(),
             p.warmup,
             p.reps,
             p.max_reps,

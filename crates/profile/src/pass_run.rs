@@ -6,8 +6,8 @@
 //! Both modes use exactly this, so their numbers compare. A timed step is the whole
 //! schedule (`Steps::Whole`: each picked kernel's inputs were just written by their
 //! producers, and the emulated waits of other kernels happen where they would) or only
-//! the picked kernels and a few reference kernels (`Steps::Picked`), on tensors a whole
-//! step filled when the executor was made. The host's drift is measured per step
+//! the picked kernels and a few reference kernels, each after the producers of its
+//! inputs (`Steps::Picked`), on tensors the reference pass's whole steps filled. The host's drift is measured per step
 //! against a reference pass (see `Profile::reference_ns`) and recorded; what spreads its
 //! effect out is measuring each configuration in several rounds, minutes apart
 //! (`Protocol::rounds`).

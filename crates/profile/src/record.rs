@@ -55,15 +55,24 @@ pub enum Steps {
     /// The whole schedule: every picked kernel runs between its real neighbours, at the
     /// price of a whole training step per timed step, whatever was picked.
     Whole,
-    /// Only the picked kernels, in schedule order, and a few unpicked reference kernels
-    /// for the drift factor: a timed step costs what the picks cost. A kernel's inputs
-    /// are then no longer fresh from their producer in cache; docs/profiling.md gives
-    /// the measured agreement with whole steps.
+    /// Only the picked kernels and a few unpicked reference kernels (for the drift
+    /// factor), each right after the producers of its inputs, in schedule order: a timed
+    /// step costs what the picks cost, and every timed kernel reads inputs as fresh in
+    /// cache as in training. docs/profiling.md gives the measured agreement with whole
+    /// steps.
     Picked,
 }
 
 impl Steps {
-    pub fn label(self) -> &'static str {
+    pub fn parse(text: &str) -> Option<Steps> {
+        match text {
+            "whole" => Some(Steps::Whole),
+            "picked" => Some(Steps::Picked),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
         match self {
             Steps::Whole => "whole",
             Steps::Picked => "picked",
