@@ -45,7 +45,7 @@ fn a_screened_profile_measures_or_predicts_every_configuration_once() {
     assert!(p.is_complete());
     let record = p.design.as_ref().expect("a screening design records its verdicts");
     let ir = placer_ir::load_model(&model).expect("model");
-    let full: BTreeSet<(u64, Vec<u16>)> = placer_profile::tasks::enumerate(&ir, 2, &[], 256)
+    let full: BTreeSet<(u64, Vec<u16>)> = placer_profile::tasks::enumerate(&ir, 2, &[], placer_profile::tasks::Rules::default())
         .expect("tasks")
         .tasks
         .into_iter()

@@ -59,6 +59,11 @@ pub struct Args {
     /// group each: DenseNet's concatenations would otherwise have millions.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     max_configs: u64,
+    /// An operand moving at most this share of its kernel's bytes (batch-norm's scale
+    /// and statistics) stays in the default pool; 0 varies every operand the kernel
+    /// touches.
+    #[arg(long, default_value_t = placer_profile::tasks::NEGLIGIBLE_SHARE, value_parser = share)]
+    negligible: f64,
     /// Which configurations to measure: `screen` measures, per kernel signature, the
     /// all-DRAM configuration, each operand alone in each other pool and each other pool
     /// for all, predicts the rest and checks the predictions on a seeded sample
@@ -112,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             two_hop: args.two_hop,
             sample: args.sample.map(|k| (k, args.sample_seed)),
             max_configs: args.max_configs,
+            negligible: args.negligible,
             design: DesignSpec {
                 design: Design::parse(&args.design).unwrap_or(Design::Screen),
                 tolerance: args.design_tolerance,
@@ -169,12 +175,12 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
     t.row(vec![
         "configurations".into(),
         format!(
-            "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} untouched operands, -{} grouped \
+            "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} negligible operands, -{} grouped \
              inputs = {} (node, config) pairs; {} measurements once identical kernels share one",
             big(c.naive),
             big(c.in_place),
             big(c.pinned),
-            big(c.untouched),
+            big(c.negligible),
             big(c.grouped),
             big(c.per_node),
             count(c.unique as u64)
@@ -294,8 +300,8 @@ fn render(
         "protocol".into(),
         format!(
             "{} steps: {} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is \
-             known to ±{:.1}% (or 1 µs); up to {} round(s), a further one only when the passes drifted apart by over \
-             {:.0}%; clock resolves {:.0} ns, {:.0} ns per reading",
+             known to ±{:.1}% (or 1 µs); up to {} round(s), each after the first going on only when a re-run of the \
+             last one's first passes moved their medians by over {:.0}%; clock resolves {:.0} ns, {:.0} ns per reading",
             p.steps.as_str(),
             p.warmup,
             p.reps,
@@ -319,6 +325,24 @@ fn render(
             drift.as_ref().map_or(0.0, |s| if s.median > 0.0 { 148.26 * s.mad / s.median } else { 0.0 })
         ),
     ]);
+    for k in &profile.round_checks {
+        t.row(vec![
+            "round check".into(),
+            format!(
+                "passes {}-{} re-ran {}-{}: {} kernels ≥ 1 µs, {:.1}% within ±5%, shift {:+.1}%, spread {:.1}% per \
+                 measurement: {}",
+                k.first_pass,
+                k.first_pass + k.passes - 1,
+                k.rerun_of,
+                k.rerun_of + k.passes - 1,
+                k.pairs,
+                100.0 * f64::from(k.within_5pct) / f64::from(k.pairs.max(1)),
+                100.0 * k.shift,
+                100.0 * k.spread,
+                if k.quiet { "quiet, no further round" } else { "noisy, the round goes on" }
+            ),
+        ]);
+    }
     t.row(vec![
         "wall time".into(),
         format!(
@@ -352,4 +376,12 @@ fn abbreviate(names: &[String], shown: usize) -> String {
 
 fn big(n: u128) -> String {
     u64::try_from(n).map_or_else(|_| n.to_string(), count)
+}
+
+/// A share of a kernel's bytes, in [0, 1).
+fn share(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if (0.0..1.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a share in [0, 1), such as 0.001; got '{text}'")),
+    }
 }

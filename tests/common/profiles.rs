@@ -54,6 +54,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
                 two_hop: false,
                 sample: None,
                 max_configs: 4096,
+                negligible: 0.0,
                 design: DesignSpec::full(),
             },
             pins: vec![],
@@ -66,6 +67,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         clock_overhead_ns: 20.0,
         reference_ns: vec![],
         pass_drift: vec![],
+        round_checks: vec![],
         measurements,
         design: None,
     }

@@ -29,7 +29,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pools = h.pools.len() as u16;
     let names: Vec<String> = h.pools.iter().map(|p| p.name.clone()).collect();
     let pins = h.pins.iter().map(|p| tasks::Pin::parse(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
-    let list = tasks::enumerate(&model, pools, &pins, u128::from(h.mode.max_configs))?;
+    let list = tasks::enumerate(&model, pools, &pins, h.mode.rules())?;
     let plans = design::plan_families(&list, pools, h.mode.design.seed);
     let first = placer_profile::record::merge(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);

@@ -8,7 +8,8 @@ use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
-    self, FORMAT_NAME, FORMAT_VERSION, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE, Steps,
+    self, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE,
+    RoundCheck, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, Executor, PoolAssignment};
@@ -39,6 +40,7 @@ impl ProfileOptions {
                 two_hop: false,
                 sample: None,
                 max_configs: 256,
+                negligible: tasks::NEGLIGIBLE_SHARE,
                 design: DesignSpec::screen(),
             },
             protocol: Protocol {
@@ -99,7 +101,7 @@ pub fn plan(
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
     let pool_count = names.len() as u16;
-    let mut list = tasks::enumerate(model, pool_count, &pins, u128::from(options.mode.max_configs))?;
+    let mut list = tasks::enumerate(model, pool_count, &pins, options.mode.rules())?;
     let spec = &options.mode.design;
     let (measured, families) = match (spec.design, options.mode.sample) {
         (Design::Full, None) => (list.tasks.clone(), Vec::new()),
@@ -272,6 +274,7 @@ pub fn run_to_checkpoint(
             clock_overhead_ns: clock.overhead_ns,
             reference_ns: Vec::new(),
             pass_drift: Vec::new(),
+            round_checks: Vec::new(),
             measurements: Vec::new(),
             design: None,
         },
@@ -348,17 +351,31 @@ struct Runner<'m> {
     conflicts: Vec<Vec<placer_ir::NodeId>>,
 }
 
-/// Whether the passes of a round drifted apart by more than `limit` (the robust spread
-/// of their drift factors), so that another round is worth its time.
-pub fn noisy_round(drifts: &[f64], limit: f64) -> bool {
-    limit <= 0.0 || placer_exec::Stats::of(drifts).is_none_or(|s| s.median <= 0.0 || 1.4826 * s.mad / s.median > limit)
+/// How many passes of a round the next round re-runs first to decide whether it is
+/// needed: an eighth, at least two (or all, when there are fewer).
+pub fn check_passes(per_round: usize) -> usize {
+    per_round.div_ceil(8).max(2).min(per_round)
+}
+
+/// The check of the re-run `[start, start + c)` of `stage` against the same passes one
+/// round earlier.
+fn round_check(profile: &Profile, start: usize, per_round: usize, c: usize, limit: f64) -> RoundCheck {
+    let within = |from: usize| {
+        let range = from as u32..(from + c) as u32;
+        profile.measurements.iter().filter(move |m| range.contains(&m.pass))
+    };
+    // Passes are compared offset by offset: the same picks in the same order.
+    let then: Vec<&Measurement> = within(start - per_round).collect();
+    let now: Vec<&Measurement> = within(start).collect();
+    RoundCheck::of(start as u32, (start - per_round) as u32, c as u32, &then, &now, limit)
 }
 
 /// Runs the rounds of `stage` that the checkpoint does not hold yet, saving after each
 /// pass, and returns the global index of the pass after the stage's last. A round after
-/// the first runs only when the round before it was noisy ([`noisy_round`]); until that
-/// is known, `passes_total` counts every round the stage may run, so an interrupted
-/// profile never looks complete.
+/// the first starts by re-running the first [`check_passes`] passes of the round
+/// before; when their medians repeat within `round_noise` ([`RoundCheck`]) the round
+/// stops there and no other follows. Until that is known, `passes_total` counts every
+/// round the stage may run, so an interrupted profile never looks complete.
 #[allow(clippy::too_many_arguments)]
 fn run_stage<'m>(
     model: &'m Model,
@@ -376,9 +393,13 @@ fn run_stage<'m>(
     if per_round == 0 {
         return Ok(stage.first_pass);
     }
+    let c = check_passes(per_round);
     for round in 0..rounds {
         let start = stage.first_pass + round * per_round;
         let end = start + per_round;
+        if round > 0 && profile.round_checks.iter().any(|k| k.first_pass as usize == start && k.quiet) {
+            return Ok(start + c);
+        }
         let todo = (profile.passes_done as usize).max(start)..end;
         if !todo.is_empty() {
             let runner = live(runner, model, pools, plan, profile, path)?;
@@ -398,21 +419,22 @@ fn run_stage<'m>(
                 profile.pass_drift.push(result.drift);
                 profile.passes_done = i as u32 + 1;
                 profile.wall_seconds += started.elapsed().as_secs_f64();
-                if i + 1 == end
-                    && round + 1 < rounds
-                    && !noisy_round(&profile.pass_drift[start..end], protocol.round_noise)
-                {
-                    // The host held still: the rounds this stage may still have run are dropped
-                    // from the total in the same save as the pass that decided it.
-                    profile.passes_total -= ((rounds - round - 1) * per_round) as u32;
+                let checked = round > 0 && i + 1 == start + c;
+                if checked {
+                    let check = round_check(profile, start, per_round, c, protocol.round_noise);
+                    if check.quiet {
+                        // The host held still: what this stage may still have run is dropped
+                        // from the total in the same save as the pass that decided it.
+                        profile.passes_total -= ((rounds - round - 1) * per_round + per_round - c) as u32;
+                    }
+                    profile.round_checks.push(check);
                 }
                 checkpoint::save(path, profile)?;
                 report(profile);
+                if checked && profile.round_checks.last().is_some_and(|k| k.quiet) {
+                    return Ok(start + c);
+                }
             }
-        }
-        let quiet = profile.pass_drift.get(start..end).is_some_and(|d| !noisy_round(d, protocol.round_noise));
-        if quiet {
-            return Ok(end);
         }
     }
     Ok(stage.first_pass + rounds * per_round)

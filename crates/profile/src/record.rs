@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,9 +40,10 @@ pub struct Protocol {
     /// each configuration several independent moments, merged by their median.
     pub rounds: u32,
     /// A round after the first runs only when the previous round's passes drifted apart
-    /// by more than this: the robust spread (1.4826·MAD/median) of their drift factors,
-    /// the time the unpicked reference kernels took against the reference pass. 0 runs
-    /// every round.
+    /// by more than this: a round after the first starts with a re-run of the first
+    /// passes of the round before ([`RoundCheck`]), and goes on only when their medians
+    /// moved by more than this (robust spread, or shift, of the ratios). 0 runs every
+    /// round.
     pub round_noise: f64,
     /// What a timed step of a pass runs.
     pub steps: Steps,
@@ -84,7 +85,7 @@ impl Steps {
 /// the kernel: the clock's own reading costs tens of ns.
 pub const PRECISION_FLOOR_NS: f64 = 1_000.0;
 
-/// The default [`Protocol::round_noise`]: pass-to-pass drift of 2% (robust spread).
+/// The default [`Protocol::round_noise`]: medians that repeat within 2% minutes later.
 pub const ROUND_NOISE: f64 = 0.02;
 
 /// Single-config (`max_simultaneous == 1`) or simultaneous profiling, of every
@@ -99,11 +100,19 @@ pub struct Mode {
     /// Nodes with more configurations than this have their inputs (then outputs)
     /// grouped into one location each.
     pub max_configs: u64,
+    /// Operands moving at most this share of their kernel's bytes stay in the default
+    /// pool ([`crate::tasks::NEGLIGIBLE_SHARE`] by default; 0: only untouched ones).
+    pub negligible: f64,
     /// Which configurations are measured, and how predictions of the others are judged.
     pub design: DesignSpec,
 }
 
 impl Mode {
+    /// The rules that shape this mode's configuration space.
+    pub fn rules(&self) -> crate::tasks::Rules {
+        crate::tasks::Rules { max_configs: u128::from(self.max_configs), negligible: self.negligible }
+    }
+
     pub fn label(&self) -> String {
         let base = if self.max_simultaneous == 1 {
             "single".to_string()
@@ -194,10 +203,63 @@ pub struct Profile {
     pub reference_ns: Vec<f64>,
     /// Median drift factor of each pass (1.0 = as fast as the reference pass).
     pub pass_drift: Vec<f64>,
+    /// Every round check so far, in the order they were made.
+    pub round_checks: Vec<RoundCheck>,
     pub measurements: Vec<Measurement>,
     /// A screening design's verdicts and predictions, once its first stage is measured
     /// (`None` for a full design, and before that).
     pub design: Option<DesignRecord>,
+}
+
+/// The re-run of a round's first passes at the start of the next round: the same
+/// configurations measured again minutes apart, in the same run (A against A′). Their
+/// agreement decides whether the round goes on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoundCheck {
+    /// Global index of the first pass re-run, and of the pass it re-ran.
+    pub first_pass: u32,
+    pub rerun_of: u32,
+    /// Passes re-run.
+    pub passes: u32,
+    /// Configurations measured in both (kernels of at least [`PRECISION_FLOOR_NS`]).
+    pub pairs: u32,
+    /// Median of ln(now / then) over the pairs: a drift of the whole host.
+    pub shift: f64,
+    /// Robust spread of ln(now / then) over √2 (1.4826·MAD/√2): how far one
+    /// measurement strays.
+    pub spread: f64,
+    /// Of the pairs, how many agree within ±5%.
+    pub within_5pct: u32,
+    /// Whether the rest of the round (and any later round) was dropped.
+    pub quiet: bool,
+}
+
+impl RoundCheck {
+    /// Compares `now` with `then`, the same picks measured in an earlier round;
+    /// quiet when both shift and spread are within `limit` (and a limit of 0 is never
+    /// quiet, nor is a check without pairs).
+    pub fn of(first_pass: u32, rerun_of: u32, passes: u32, then: &[&Measurement], now: &[&Measurement], limit: f64) -> Self {
+        let before: std::collections::HashMap<(u64, &[u16]), f64> =
+            then.iter().map(|m| ((m.signature, m.config.as_slice()), m.median_ns)).collect();
+        let ratios: Vec<f64> = now
+            .iter()
+            .filter_map(|m| {
+                let t = *before.get(&(m.signature, m.config.as_slice()))?;
+                (t >= PRECISION_FLOOR_NS && m.median_ns >= PRECISION_FLOOR_NS).then(|| (m.median_ns / t).ln())
+            })
+            .collect();
+        let (shift, spread) = Stats::of(&ratios).map_or((0.0, 0.0), |s| (s.median, 1.4826 * s.mad / 2f64.sqrt()));
+        RoundCheck {
+            first_pass,
+            rerun_of,
+            passes,
+            pairs: ratios.len() as u32,
+            shift,
+            spread,
+            within_5pct: ratios.iter().filter(|r| r.exp() >= 0.95 && r.exp() <= 1.05).count() as u32,
+            quiet: limit > 0.0 && !ratios.is_empty() && shift.abs() <= limit && spread <= limit,
+        }
+    }
 }
 
 impl Profile {

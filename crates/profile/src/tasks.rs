@@ -70,6 +70,25 @@ pub enum Choice {
 /// (see `RuleCounts::grouped`).
 pub const MAX_CONFIGS_PER_NODE: u128 = 256;
 
+/// By default, an operand that moves at most this share of its kernel's compulsory
+/// bytes stays in the default pool (see `RuleCounts::negligible`). Optane writes at a
+/// sixth of DRAM's bandwidth (76.8 vs 12.5 GB/s, Yang et al., FAST 2020), so such an
+/// operand adds at most about 0.5% to a kernel bound by DRAM bandwidth, a tenth of the
+/// design's 5% tolerance. Batch-norm's scale, shift and statistics are 10^-5 of its
+/// bytes at batch 32, yet they made its backward 256 configurations instead of 8.
+pub const NEGLIGIBLE_SHARE: f64 = 1e-3;
+
+/// Per operand of node `n` (`Node::operands` order), whether it moves at most `share`
+/// of the node's compulsory bytes, so that its pool cannot change the kernel's time
+/// measurably. An operand the kernel declares no traffic for is negligible at any
+/// share, 0 included. Depends only on the node's signature.
+pub fn negligible_operands(model: &Model, n: NodeId, share: f64) -> Vec<bool> {
+    let traffic = node_traffic(model, n);
+    let bytes = |t: &placer_ir::ops::Traffic| t.read + t.written;
+    let total: u64 = traffic.iter().map(|(_, t)| bytes(t)).sum();
+    traffic.iter().map(|(_, t)| bytes(t) == 0 || bytes(t) as f64 <= share * total as f64).collect()
+}
+
 /// One kernel signature in one configuration: the unit that gets measured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {
@@ -90,8 +109,10 @@ pub struct RuleCounts {
     pub in_place: u128,
     /// Removed by `--pin` rules.
     pub pinned: u128,
-    /// Removed because the kernel does not touch the operand (no declared traffic).
-    pub untouched: u128,
+    /// Removed because the operand moves no more than a negligible share of the
+    /// kernel's bytes ([`NEGLIGIBLE_SHARE`] by default; none at all, whatever the share):
+    /// it stays in the default pool (or its pin) and its pool is immaterial to the time.
+    pub negligible: u128,
     /// Removed by grouping: a node with more than `max_configs` (default
     /// [`MAX_CONFIGS_PER_NODE`])
     /// configurations (DenseNet's concatenations have 20+ inputs, their backward 20+
@@ -174,9 +195,24 @@ pub fn signature(model: &Model, n: NodeId) -> u64 {
     u64::from_le_bytes([digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7]])
 }
 
-/// Every task for `pools` pools under `pins`; pool 0 is the default pool. Nodes with
-/// more than `max_configs` configurations get their operands grouped.
-pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> Result<TaskList, ProfileError> {
+/// The rules' settings that shape a configuration space.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rules {
+    /// Nodes with more configurations than this get their operands grouped.
+    pub max_configs: u128,
+    /// Operands moving at most this share of their kernel's bytes stay where they are.
+    pub negligible: f64,
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules { max_configs: MAX_CONFIGS_PER_NODE, negligible: NEGLIGIBLE_SHARE }
+    }
+}
+
+/// Every task for `pools` pools under `pins` and `rules`; pool 0 is the default pool.
+pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], rules: Rules) -> Result<TaskList, ProfileError> {
+    let max_configs = rules.max_configs;
     let n = u128::from(pools);
     let mut counts = RuleCounts::default();
     let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
@@ -184,27 +220,27 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], max_configs: u128) -> 
     let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
     for &id in model.schedule() {
         let node = model.node(id);
-        let traffic = node_traffic(model, id);
+        let negligible = negligible_operands(model, id, rules.negligible);
         let operands = node.operands();
         counts.naive += n.saturating_pow((operands.len() + node.updates.len()) as u32);
         let all = n.saturating_pow(operands.len() as u32);
         counts.in_place += n.saturating_pow((operands.len() + node.updates.len()) as u32) - all;
         let mut choices: Vec<Choice> = Vec::with_capacity(operands.len());
-        let (mut after_pins, mut after_untouched) = (1u128, 1u128);
-        for (&t, (_, tr)) in operands.iter().zip(&traffic) {
+        let (mut after_pins, mut after_negligible) = (1u128, 1u128);
+        for (&t, &negligible) in operands.iter().zip(&negligible) {
             let pinned = pins.iter().rev().find(|p| p.applies_to(model, t));
             let choice = match pinned {
                 Some(p) => Choice::Fixed(p.pool),
-                None if tr.read == 0 && tr.written == 0 => Choice::Fixed(0),
+                None if negligible => Choice::Fixed(0),
                 None => Choice::Any,
             };
             after_pins = after_pins.saturating_mul(if pinned.is_some() { 1 } else { n });
-            after_untouched = after_untouched.saturating_mul(if choice == Choice::Any { n } else { 1 });
+            after_negligible = after_negligible.saturating_mul(if choice == Choice::Any { n } else { 1 });
             choices.push(choice);
         }
         counts.pinned += all - after_pins;
-        counts.untouched += after_pins - after_untouched;
-        let mut configs = after_untouched;
+        counts.negligible += after_pins - after_negligible;
+        let mut configs = after_negligible;
         // Inputs first, then outputs (a concatenation's backward splits one gradient
         // into many).
         let inputs = 0..node.inputs.len().min(choices.len());

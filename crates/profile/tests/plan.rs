@@ -13,7 +13,7 @@ fn model(name: &str, batch: u64) -> Model {
 #[test]
 fn every_node_contributes_pools_to_the_power_of_its_operands() {
     let m = model("mlp", 2);
-    let list = tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
     let expected: u128 = m.nodes().iter().map(|n| 1u128 << n.operands().len()).sum();
     assert_eq!(list.counts.per_node, expected);
     let updates: u128 = m
@@ -25,7 +25,7 @@ fn every_node_contributes_pools_to_the_power_of_its_operands() {
     assert_eq!(list.counts.naive, expected + updates);
     assert_eq!(list.counts.max_per_node, m.nodes().iter().map(|n| 1u128 << n.operands().len()).max().expect("nodes"));
     // Three pools: 3^k per node.
-    let three = tasks::enumerate(&m, 3, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let three = tasks::enumerate(&m, 3, &[], tasks::Rules::default()).expect("enumerates");
     assert_eq!(three.counts.per_node, m.nodes().iter().map(|n| 3u128.pow(n.operands().len() as u32)).sum());
 }
 
@@ -33,7 +33,7 @@ fn every_node_contributes_pools_to_the_power_of_its_operands() {
 fn identical_kernels_are_measured_once() {
     // ResNet-18 repeats its basic blocks: many nodes share a signature.
     let m = model("resnet18", 1);
-    let list = tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
     assert!(list.counts.unique < list.counts.per_node as usize, "{:?}", list.counts);
     let distinct: BTreeSet<u64> = list.signatures.iter().copied().collect();
     assert!(distinct.len() < m.nodes().len());
@@ -48,8 +48,8 @@ fn pins_fix_tensors_and_are_checked() {
     let m = model("mlp", 2);
     let pools = ["dram".to_string(), "pmem".to_string()];
     let pin = Pin::parse("role=weight:dram", &m, &pools).expect("valid pin");
-    let pinned = tasks::enumerate(&m, 2, &[pin], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
-    let free = tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let pinned = tasks::enumerate(&m, 2, &[pin], tasks::Rules::default()).expect("enumerates");
+    let free = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
     assert_eq!(pinned.counts.per_node + pinned.counts.pinned, free.counts.per_node);
     let weights: BTreeSet<_> =
         m.tensors().iter().enumerate().filter(|(_, t)| t.role == Role::Weight).map(|(i, _)| i).collect();
@@ -73,7 +73,7 @@ fn pins_fix_tensors_and_are_checked() {
 }
 
 fn check_plan(m: &Model, max: usize, two_hop: bool) {
-    let list = tasks::enumerate(m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let list = tasks::enumerate(m, 2, &[], tasks::Rules::default()).expect("enumerates");
     let plan = passes::plan(m, &list.tasks, max, two_hop);
     let conflicts = passes::conflicts(m, two_hop);
     let mut seen = vec![0usize; list.tasks.len()];
@@ -104,7 +104,7 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
         check_plan(&m, max, false);
         check_plan(&m, max, true);
     }
-    let list = tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
     let single = passes::plan(&m, &list.tasks, 1, false).len();
     let batched = passes::plan(&m, &list.tasks, 64, false).len();
     let two_hop = passes::plan(&m, &list.tasks, 64, true).len();
@@ -116,7 +116,7 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
 #[test]
 fn samples_are_deterministic_subsets() {
     let m = model("lenet-mnist", 4);
-    let list = tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("enumerates");
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
     let a = tasks::sample(list.tasks.clone(), 50, 7);
     let b = tasks::sample(list.tasks.clone(), 50, 7);
     let c = tasks::sample(list.tasks.clone(), 50, 8);
@@ -138,7 +138,7 @@ proptest! {
 fn wide_concatenations_move_their_inputs_as_one_group() {
     let m = model("densenet121", 1);
     let list =
-        tasks::enumerate(&m, 2, &[], tasks::MAX_CONFIGS_PER_NODE).expect("grouping keeps every node under the limit");
+        tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("grouping keeps every node under the limit");
     assert!(!list.counts.grouped_nodes.is_empty());
     assert!(list.counts.max_per_node <= tasks::MAX_CONFIGS_PER_NODE);
     for t in &list.tasks {

@@ -79,27 +79,64 @@ fn a_quiet_round_ends_the_stage_and_a_noisy_one_calls_for_another() {
     options.protocol.max_reps = 1;
     options.protocol.warmup = 0;
     options.mode.design = placer_profile::DesignSpec::full();
-    // Any drift at all is below a limit of 100%: one round.
-    options.protocol.round_noise = 1.0;
-    let quiet = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
-    let per_round = quiet.profile.pass_drift.len();
-    assert!(quiet.profile.is_complete());
-    assert_eq!(quiet.profile.passes_total as usize, per_round, "the rounds not needed leave the total");
-    // A limit of 0 makes every round noisy: all three run.
+    // A limit of 0 makes every round noisy: all three run, each after a check.
     options.protocol.round_noise = 0.0;
-    let all =
-        profile_into_dir(&model, pools(), "test-host", &options, &dir.path().join("b"), &mut |_| {}).expect("runs");
+    let all = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    let per_round = all.profile.pass_drift.len() / 3;
+    let c = placer_profile::profiler::check_passes(per_round);
     assert_eq!(all.profile.passes_total as usize, 3 * per_round);
-    assert_eq!(all.profile.pass_drift.len(), 3 * per_round);
+    assert_eq!(all.profile.round_checks.len(), 2);
+    assert!(all.profile.round_checks.iter().all(|k| !k.quiet && k.passes as usize == c));
+    assert_eq!(all.profile.round_checks[1].rerun_of as usize, per_round, "round 3 re-checks round 2");
+    // Any change at all is within a limit of 100%: one round, then the check, then no more.
+    options.protocol.round_noise = 1.0;
+    let quiet =
+        profile_into_dir(&model, pools(), "test-host", &options, &dir.path().join("b"), &mut |_| {}).expect("runs");
+    assert!(quiet.profile.is_complete());
+    let [check] = quiet.profile.round_checks.as_slice() else { panic!("one check: {:?}", quiet.profile.round_checks) };
+    assert!(check.quiet && check.pairs > 0 && check.first_pass as usize == per_round, "{check:?}");
+    assert_eq!(quiet.profile.passes_total as usize, per_round + c, "the rounds not needed leave the total");
+    assert_eq!(quiet.profile.pass_drift.len(), per_round + c);
+    // Resuming the finished profile runs nothing more and decides the same.
+    let again =
+        profile_into_dir(&model, pools(), "test-host", &options, &dir.path().join("b"), &mut |_| {}).expect("runs");
+    assert_eq!(again.profile.pass_drift.len(), per_round + c);
+    assert_eq!(again.profile.round_checks.len(), 1);
 }
 
 #[test]
-fn the_noise_of_a_round_is_the_spread_of_its_drift_factors() {
-    use placer_profile::profiler::noisy_round;
-    assert!(!noisy_round(&[1.0, 1.01, 0.99, 1.0, 1.02], 0.02));
-    assert!(noisy_round(&[1.0, 1.3, 0.8, 1.1, 0.9], 0.02));
-    assert!(noisy_round(&[1.0, 1.0], 0.0), "a limit of 0 always calls for another round");
-    assert!(noisy_round(&[], 0.02), "no drift measured is no evidence of quiet");
+fn a_round_check_is_quiet_when_medians_repeat_within_the_limit() {
+    use placer_profile::record::RoundCheck;
+    let m = |signature: u64, median_ns: f64| placer_profile::Measurement {
+        signature,
+        config: vec![0, 1],
+        node: format!("n{signature}"),
+        op: "matmul".into(),
+        pass: 0,
+        count: 3,
+        median_ns,
+        drift_corrected_ns: median_ns,
+        mad_ns: 0.0,
+        min_ns: median_ns,
+        max_ns: median_ns,
+        cv: 0.0,
+    };
+    let then: Vec<_> = (0..5).map(|i| m(i, 1e6)).collect();
+    let close: Vec<_> = [1.01, 0.99, 1.0, 1.005, 0.995].iter().enumerate().map(|(i, r)| m(i as u64, r * 1e6)).collect();
+    let far: Vec<_> = [1.3, 0.8, 1.1, 0.9, 1.2].iter().enumerate().map(|(i, r)| m(i as u64, r * 1e6)).collect();
+    let slower: Vec<_> = (0..5).map(|i| m(i, 1.1e6)).collect();
+    let check = |now: &[placer_profile::Measurement], limit| {
+        RoundCheck::of(5, 0, 1, &then.iter().collect::<Vec<_>>(), &now.iter().collect::<Vec<_>>(), limit)
+    };
+    let k = check(&close, 0.02);
+    assert!(k.quiet && k.pairs == 5 && k.within_5pct == 5, "{k:?}");
+    assert!(!check(&far, 0.02).quiet, "a wide spread calls for another round");
+    let k = check(&slower, 0.02);
+    assert!(!k.quiet && (k.shift - 1.1f64.ln()).abs() < 1e-12 && k.spread == 0.0, "a shifted host: {k:?}");
+    assert!(!check(&close, 0.0).quiet, "a limit of 0 always calls for another round");
+    let unrelated: Vec<_> = (10..15).map(|i| m(i, 1e6)).collect();
+    let k = check(&unrelated, 0.02);
+    assert!(!k.quiet && k.pairs == 0, "nothing to compare is no evidence of quiet");
 }
 
 #[test]

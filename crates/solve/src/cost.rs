@@ -25,7 +25,7 @@ use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
 use placer_profile::Measurement;
 use placer_profile::design::verdict::Prediction;
-use placer_profile::tasks::signature;
+use placer_profile::tasks::{negligible_operands, signature};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -87,7 +87,13 @@ pub struct Costs {
     pub signatures: Vec<u64>,
     measured: HashMap<(u64, Vec<u16>), f64>,
     predicted: HashMap<(u64, Vec<u16>), f64>,
+    /// Per signature, the operands whose pool the profile deemed immaterial (its
+    /// negligible-operand rule): lookups ignore them.
+    immaterial: HashMap<u64, Vec<bool>>,
 }
+
+/// Marks an operand whose pool a lookup ignores.
+const ANY_POOL: u16 = u16::MAX;
 
 impl Costs {
     /// Costs for `model` on `pools`, from `measurements` (merged rounds of a profile of
@@ -123,7 +129,7 @@ impl Costs {
             })
             .collect();
         let kernels = signatures.iter().map(|s| fits[s].clone()).collect();
-        Costs { model: cost_model, kernels, signatures, measured, predicted: HashMap::new() }
+        Costs { model: cost_model, kernels, signatures, measured, predicted: HashMap::new(), immaterial: HashMap::new() }
     }
 
     /// These costs with a screening design's predictions for the configurations it did
@@ -137,10 +143,27 @@ impl Costs {
         self
     }
 
+    /// These costs under the profile's negligible-operand rule at `share`: an operand
+    /// moving at most that share of its kernel's bytes was never moved by the profile,
+    /// and its pool is ignored when a configuration is looked up.
+    pub fn with_negligible(mut self, model: &Model, share: f64) -> Costs {
+        for (i, &s) in self.signatures.iter().enumerate() {
+            self.immaterial.entry(s).or_insert_with(|| negligible_operands(model, NodeId(i as u32), share));
+        }
+        let immaterial = &self.immaterial;
+        let rekey = |map: HashMap<(u64, Vec<u16>), f64>| -> HashMap<(u64, Vec<u16>), f64> {
+            map.into_iter().map(|((s, c), t)| ((s, masked(immaterial, s, &c)), t)).collect()
+        };
+        self.measured = rekey(std::mem::take(&mut self.measured));
+        self.predicted = rekey(std::mem::take(&mut self.predicted));
+        self
+    }
+
     /// The time of `node` in `config` (one pool per operand, `Node::operands` order):
     /// measured, else predicted by the design, else estimated by the cost model.
     pub fn kernel_ns(&self, node: NodeId, config: &[u16]) -> (f64, Source) {
-        let key = (self.signatures[node.index()], config.to_vec());
+        let signature = self.signatures[node.index()];
+        let key = (signature, masked(&self.immaterial, signature, config));
         if let Some(&t) = self.measured.get(&key) {
             return (t, Source::Measured);
         }
@@ -156,6 +179,14 @@ impl Costs {
 
     pub fn predicted_count(&self) -> usize {
         self.predicted.len()
+    }
+}
+
+/// `config` with the operands `immaterial` marks for `signature` set to [`ANY_POOL`].
+fn masked(immaterial: &HashMap<u64, Vec<bool>>, signature: u64, config: &[u16]) -> Vec<u16> {
+    match immaterial.get(&signature) {
+        Some(mask) => config.iter().zip(mask).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect(),
+        None => config.to_vec(),
     }
 }
 

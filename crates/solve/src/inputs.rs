@@ -54,7 +54,10 @@ pub fn solve_inputs(
     }
     let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
     let predictions = profile.as_ref().map(Profile::predictions).unwrap_or_default();
-    let costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
+    let mut costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
+    if let Some(p) = &profile {
+        costs = costs.with_negligible(model, p.header.mode.negligible);
+    }
     Ok(SolveInputs { pools, costs, pins, profile })
 }
 

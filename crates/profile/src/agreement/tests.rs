@@ -30,7 +30,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
             round_noise: 0.0,
             steps: Steps::Whole,
         },
-        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, design: DesignSpec::full() },
+        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, negligible: 0.0, design: DesignSpec::full() },
         pins: vec![],
         plan_hash: "plan".into(),
     }
@@ -64,6 +64,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         clock_overhead_ns: 20.0,
         reference_ns: vec![],
         pass_drift: vec![],
+        round_checks: vec![],
         measurements,
         design: None,
     }

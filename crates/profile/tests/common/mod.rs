@@ -34,6 +34,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
                 two_hop: false,
                 sample: None,
                 max_configs: 4096,
+                negligible: 0.0,
                 design: DesignSpec::full(),
             },
             pins: vec![],
@@ -46,6 +47,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
         clock_overhead_ns: 30.0,
         reference_ns: vec![1000.0; 20_000],
         pass_drift: vec![1.0; 3000],
+        round_checks: vec![],
         measurements: (0..records)
             .map(|i| Measurement {
                 // A third of the keys per round, as three rounds would give; wrapping, as the
