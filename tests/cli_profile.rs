@@ -95,6 +95,7 @@ fn profile_rejects_bad_options() {
     for (args, expected) in [
         (vec!["--pin", "role=weight:hbm"], "unknown pool 'hbm'"),
         (vec!["--reps", "9", "--max-reps", "3"], "--max-reps 3 is below --reps 9"),
+        (vec!["--negligible", "1.5"], "expected a share in [0, 1), such as 0.001; got '1.5'"),
         (vec!["--topology", "configs/topologies/cxl-expander.xml"], "describes another machine"),
     ] {
         let mut all = vec!["profile", m, "--checkpoint-dir", tmp.path().to_str().expect("utf-8")];

@@ -149,3 +149,29 @@ fn wide_concatenations_move_their_inputs_as_one_group() {
         }
     }
 }
+
+#[test]
+fn negligible_operands_stay_in_the_default_pool() {
+    // Batch-norm's scale, shift and statistics are a few hundred floats beside
+    // activations of 64x56x56 per image.
+    let m = model("resnet18", 2);
+    let strict = tasks::Rules { negligible: 0.0, ..tasks::Rules::default() };
+    let all = tasks::enumerate(&m, 2, &[], strict).expect("enumerates");
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    assert_eq!(all.counts.negligible, 0, "no kernel of the op set leaves an operand untouched");
+    assert_eq!(list.counts.per_node + list.counts.negligible, all.counts.per_node);
+    // The stem's: the largest activations (at the last layers, the scale is over 0.1%).
+    let bn = (0..m.nodes().len())
+        .filter(|&i| m.node(NodeId(i as u32)).op.to_string() == "batch_norm_backward")
+        .max_by_key(|&i| m.tensor(m.node(NodeId(i as u32)).inputs[0]).bytes)
+        .expect("a batch-norm backward");
+    let node = m.node(NodeId(bn as u32));
+    let negligible = tasks::negligible_operands(&m, NodeId(bn as u32), tasks::NEGLIGIBLE_SHARE);
+    let large: Vec<bool> = node.operands().iter().map(|&t| m.tensor(t).shape.iter().product::<u64>() > 1024).collect();
+    assert_eq!(negligible, large.iter().map(|l| !l).collect::<Vec<_>>(), "exactly the small operands");
+    let ours = list.tasks.iter().filter(|t| t.instances.contains(&NodeId(bn as u32))).count();
+    assert_eq!(ours, 1 << large.iter().filter(|&&l| l).count(), "2^(large operands) configurations");
+    for t in list.tasks.iter().filter(|t| t.instances.contains(&NodeId(bn as u32))) {
+        assert!(t.config.iter().zip(&negligible).all(|(&p, &n)| !n || p == 0), "{:?}", t.config);
+    }
+}

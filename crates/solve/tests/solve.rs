@@ -212,3 +212,39 @@ fn windows_improve_an_async_start_and_keep_it_valid() {
     assert!(w.windows > 0 && w.after_ns <= w.before_ns + 1e-6, "{w:?}");
     assert!(r.plan.predicted.step_ns <= best_baseline(&r) * (1.0 + 1e-9));
 }
+
+#[test]
+fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
+    use placer_profile::tasks::{NEGLIGIBLE_SHARE, negligible_operands, signature};
+    use placer_solve::cost::Source;
+    let model = zoo("resnet18", 2);
+    // The stem's: the largest activations (at the last layers, the scale is over 0.1%).
+    let bn = model.schedule().iter().copied().filter(|&n| model.node(n).op.to_string() == "batch_norm_backward");
+    let bn = bn.max_by_key(|&n| model.tensor(model.node(n).inputs[0]).bytes).expect("a batch-norm backward");
+    let negligible = negligible_operands(&model, bn, NEGLIGIBLE_SHARE);
+    let small = negligible.iter().position(|&n| n).expect("its scale is negligible");
+    let large = negligible.iter().position(|&n| !n).expect("its activations are not");
+    let k = negligible.len();
+    let measured = placer_profile::Measurement {
+        signature: signature(&model, bn),
+        config: vec![0; k],
+        node: model.node(bn).name.clone(),
+        op: "batch_norm_backward".into(),
+        pass: 0,
+        count: 3,
+        median_ns: 123_456.0,
+        drift_corrected_ns: 123_456.0,
+        mad_ns: 0.0,
+        min_ns: 123_456.0,
+        max_ns: 123_456.0,
+        cv: 0.0,
+    };
+    let with_small_slow: Vec<u16> = (0..k).map(|i| u16::from(i == small)).collect();
+    let with_large_slow: Vec<u16> = (0..k).map(|i| u16::from(i == large)).collect();
+    let plain = Costs::new(&model, &two_pools(), std::slice::from_ref(&measured));
+    assert_eq!(plain.kernel_ns(bn, &with_small_slow).1, Source::Estimated, "an exact lookup misses");
+    let costs = plain.with_negligible(&model, NEGLIGIBLE_SHARE);
+    assert_eq!(costs.kernel_ns(bn, &vec![0; k]), (123_456.0, Source::Measured));
+    assert_eq!(costs.kernel_ns(bn, &with_small_slow), (123_456.0, Source::Measured), "its pool is immaterial");
+    assert_eq!(costs.kernel_ns(bn, &with_large_slow).1, Source::Estimated, "a large operand's pool matters");
+}
