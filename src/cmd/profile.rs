@@ -329,7 +329,7 @@ fn render(
         t.row(vec![
             "round check".into(),
             format!(
-                "passes {}-{} re-ran {}-{}: {} kernels ≥ 1 µs, {:.1}% within ±5%, shift {:+.1}%, spread {:.1}% per \
+                "passes {}-{} re-ran {}-{}: {} long kernels, {:.1}% within ±5%, shift {:+.1}%, spread {:.1}% per \
                  measurement: {}",
                 k.first_pass,
                 k.first_pass + k.passes - 1,

@@ -211,6 +211,12 @@ pub struct Profile {
     pub design: Option<DesignRecord>,
 }
 
+/// A round check compares kernels at least this long (those the design's goals are
+/// about, whose medians timer noise does not move)...
+pub const CHECK_KERNEL_NS: f64 = 1e6;
+/// ...or, when fewer are, this many of the longest.
+pub const CHECK_MIN_PAIRS: usize = 10;
+
 /// The re-run of a round's first passes at the start of the next round: the same
 /// configurations measured again minutes apart, in the same run (A against A′). Their
 /// agreement decides whether the round goes on.
@@ -221,7 +227,8 @@ pub struct RoundCheck {
     pub rerun_of: u32,
     /// Passes re-run.
     pub passes: u32,
-    /// Configurations measured in both (kernels of at least [`PRECISION_FLOOR_NS`]).
+    /// Configurations compared: those measured in both of kernels of at least
+    /// [`CHECK_KERNEL_NS`], or the [`CHECK_MIN_PAIRS`] longest when fewer are that long.
     pub pairs: u32,
     /// Median of ln(now / then) over the pairs: a drift of the whole host.
     pub shift: f64,
@@ -235,19 +242,24 @@ pub struct RoundCheck {
 }
 
 impl RoundCheck {
-    /// Compares `now` with `then`, the same picks measured in an earlier round;
+    /// Compares `now` with `then`, the same picks measured in an earlier round, on the
+    /// long kernels (whose times matter, and whose medians timer noise does not move);
     /// quiet when both shift and spread are within `limit` (and a limit of 0 is never
     /// quiet, nor is a check without pairs).
     pub fn of(first_pass: u32, rerun_of: u32, passes: u32, then: &[&Measurement], now: &[&Measurement], limit: f64) -> Self {
         let before: std::collections::HashMap<(u64, &[u16]), f64> =
             then.iter().map(|m| ((m.signature, m.config.as_slice()), m.median_ns)).collect();
-        let ratios: Vec<f64> = now
+        let mut pairs: Vec<(f64, f64)> = now
             .iter()
             .filter_map(|m| {
                 let t = *before.get(&(m.signature, m.config.as_slice()))?;
-                (t >= PRECISION_FLOOR_NS && m.median_ns >= PRECISION_FLOOR_NS).then(|| (m.median_ns / t).ln())
+                (t >= PRECISION_FLOOR_NS && m.median_ns >= PRECISION_FLOOR_NS).then_some((t, m.median_ns))
             })
             .collect();
+        pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let long = pairs.iter().take_while(|(t, _)| *t >= CHECK_KERNEL_NS).count();
+        pairs.truncate(long.max(CHECK_MIN_PAIRS));
+        let ratios: Vec<f64> = pairs.iter().map(|(then, now)| (now / then).ln()).collect();
         let (shift, spread) = Stats::of(&ratios).map_or((0.0, 0.0), |s| (s.median, 1.4826 * s.mad / 2f64.sqrt()));
         RoundCheck {
             first_pass,
