@@ -16,6 +16,11 @@
 #               (default 4) first-stage passes each timed twice with whole steps, then
 #               twice per round with picked steps in 3 rounds; agreement beside the
 #               whole-against-whole floor. ResNet-50 b32 with 4 passes: about 12 minutes.
+#  pipeline:NAME:BATCH
+#               `placer pipeline` at 10%, 25% and 50% of peak live memory, each resuming
+#               the profile of profile:NAME:BATCH (run that first, or this profiles
+#               too): solve, then the plan, the baselines and all-DRAM interleaved, 5
+#               timed steps each. ResNet-50 b32: about 7 minutes a budget.
 # Run on a quiet machine: profiles are timings.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,13 +75,22 @@ for section in $sections; do
     "$placer" profile "$m" --checkpoint-dir "$work/$name-b$batch" --fresh
     echo "$(($(date +%s) - start)) s wall, model generation and host probe included"
     ;;
+  pipeline:*)
+    IFS=: read -r _ name batch <<<"$section"
+    m=$(model "$name" "$batch")
+    for budget in 10% 25% 50%; do
+      echo "== $name b$batch: pipeline at $budget"
+      "$placer" pipeline "$m" --budget "$budget" -n 5 --warmup 1 \
+        --checkpoint-dir "$work/$name-b$batch" -o "$work/report-$name-b$batch-$budget"
+    done
+    ;;
   steps:*)
     IFS=: read -r _ name batch passes <<<"$section"
     echo "== $name b$batch: whole steps against picked steps"
     target/release/examples/steps "$(model "$name" "$batch")" "${passes:-4}" 3
     ;;
   *)
-    echo "unknown section '$section' (volume, agreement, profile:NAME:BATCH, steps:NAME:BATCH[:PASSES])" >&2
+    echo "unknown section '$section' (volume, agreement, profile:NAME:BATCH, pipeline:NAME:BATCH, steps:NAME:BATCH[:PASSES])" >&2
     exit 2
     ;;
   esac

@@ -45,12 +45,13 @@ fn a_screened_profile_measures_or_predicts_every_configuration_once() {
     assert!(p.is_complete());
     let record = p.design.as_ref().expect("a screening design records its verdicts");
     let ir = placer_ir::load_model(&model).expect("model");
-    let full: BTreeSet<(u64, Vec<u16>)> = placer_profile::tasks::enumerate(&ir, 2, &[], placer_profile::tasks::Rules::default())
-        .expect("tasks")
-        .tasks
-        .into_iter()
-        .map(|t| (t.signature, t.config))
-        .collect();
+    let full: BTreeSet<(u64, Vec<u16>)> =
+        placer_profile::tasks::enumerate(&ir, 2, &[], placer_profile::tasks::Rules::default())
+            .expect("tasks")
+            .tasks
+            .into_iter()
+            .map(|t| (t.signature, t.config))
+            .collect();
     let measured: BTreeSet<(u64, Vec<u16>)> = p.merged().into_iter().map(|m| (m.signature, m.config)).collect();
     let predicted: BTreeSet<(u64, Vec<u16>)> =
         p.predictions().iter().map(|x| (x.signature, x.config.clone())).collect();

@@ -55,8 +55,8 @@ fn profile_measures_every_configuration_and_exports_them() {
     let profile = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("checkpoint loads");
     assert!(profile.is_complete() && profile.header.emulated);
     let model_ir = placer_ir::load_model(&model).expect("model");
-    let tasks = placer_profile::tasks::enumerate(&model_ir, 2, &[], placer_profile::tasks::Rules::default())
-        .expect("tasks");
+    let tasks =
+        placer_profile::tasks::enumerate(&model_ir, 2, &[], placer_profile::tasks::Rules::default()).expect("tasks");
     // Three rounds by default: every configuration measured once per round.
     assert_eq!(profile.header.protocol.rounds, 3);
     assert_eq!(profile.measurements.len(), 3 * tasks.tasks.len());

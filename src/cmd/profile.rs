@@ -37,8 +37,9 @@ pub struct Args {
     /// samples from several moments beat many samples from one on a shared host.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
-    /// A round after the first runs only when the passes of the one before drifted
-    /// apart by more than this (robust spread of their drift factors); 0 runs every round.
+    /// A round after the first re-runs the first eighth of the last round's passes and
+    /// goes on only when the long kernels' medians moved by more than this (shift or
+    /// spread per measurement); 0 runs every round.
     #[arg(long, default_value_t = placer_profile::record::ROUND_NOISE)]
     round_noise: f64,
     /// What a timed step runs: `picked` runs only the pass's picked kernels and a few

@@ -31,8 +31,8 @@ impl ProfileOptions {
     /// The protocol `placer pipeline` profiles with, the same as `placer profile`'s
     /// defaults: simultaneous passes of up to 64 configurations, a screening design, no
     /// sampling, one warm-up step, medians to 2%, `reps` timed steps per pass at least
-    /// (and at least 9 at most), up to `rounds` rounds, each after the first only when
-    /// the host drifted.
+    /// (and at least 9 at most), up to `rounds` rounds, each after the first going on
+    /// past its round check only when the host moved.
     pub fn pipeline(reps: u32, rounds: u32) -> Self {
         ProfileOptions {
             mode: Mode {

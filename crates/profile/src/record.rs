@@ -39,9 +39,8 @@ pub struct Protocol {
     /// a shared host (cache neighbours, the other hyperthread); rounds minutes apart give
     /// each configuration several independent moments, merged by their median.
     pub rounds: u32,
-    /// A round after the first runs only when the previous round's passes drifted apart
-    /// by more than this: a round after the first starts with a re-run of the first
-    /// passes of the round before ([`RoundCheck`]), and goes on only when their medians
+    /// How far medians may move between rounds before another round is due: a round
+    /// after the first starts with a re-run of the first passes of the round before ([`RoundCheck`]), and goes on only when their medians
     /// moved by more than this (robust spread, or shift, of the ratios). 0 runs every
     /// round.
     pub round_noise: f64,
@@ -246,7 +245,14 @@ impl RoundCheck {
     /// long kernels (whose times matter, and whose medians timer noise does not move);
     /// quiet when both shift and spread are within `limit` (and a limit of 0 is never
     /// quiet, nor is a check without pairs).
-    pub fn of(first_pass: u32, rerun_of: u32, passes: u32, then: &[&Measurement], now: &[&Measurement], limit: f64) -> Self {
+    pub fn of(
+        first_pass: u32,
+        rerun_of: u32,
+        passes: u32,
+        then: &[&Measurement],
+        now: &[&Measurement],
+        limit: f64,
+    ) -> Self {
         let before: std::collections::HashMap<(u64, &[u16]), f64> =
             then.iter().map(|m| ((m.signature, m.config.as_slice()), m.median_ns)).collect();
         let mut pairs: Vec<(f64, f64)> = now

@@ -129,7 +129,14 @@ impl Costs {
             })
             .collect();
         let kernels = signatures.iter().map(|s| fits[s].clone()).collect();
-        Costs { model: cost_model, kernels, signatures, measured, predicted: HashMap::new(), immaterial: HashMap::new() }
+        Costs {
+            model: cost_model,
+            kernels,
+            signatures,
+            measured,
+            predicted: HashMap::new(),
+            immaterial: HashMap::new(),
+        }
     }
 
     /// These costs with a screening design's predictions for the configurations it did

@@ -30,7 +30,14 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
             round_noise: 0.0,
             steps: Steps::Whole,
         },
-        mode: Mode { max_simultaneous, two_hop: false, sample: None, max_configs: 4096, negligible: 0.0, design: DesignSpec::full() },
+        mode: Mode {
+            max_simultaneous,
+            two_hop: false,
+            sample: None,
+            max_configs: 4096,
+            negligible: 0.0,
+            design: DesignSpec::full(),
+        },
         pins: vec![],
         plan_hash: "plan".into(),
     }
