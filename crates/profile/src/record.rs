@@ -40,9 +40,9 @@ pub struct Protocol {
     /// each configuration several independent moments, merged by their median.
     pub rounds: u32,
     /// How far medians may move between rounds before another round is due: a round
-    /// after the first starts with a re-run of the first passes of the round before ([`RoundCheck`]), and goes on only when their medians
-    /// moved by more than this (robust spread, or shift, of the ratios). 0 runs every
-    /// round.
+    /// after the first starts with a re-run of the first passes of the round before
+    /// ([`RoundCheck`]), and goes on only when their medians moved by more than this
+    /// (robust spread, or shift, of the ratios). 0 runs every round.
     pub round_noise: f64,
     /// What a timed step of a pass runs.
     pub steps: Steps,

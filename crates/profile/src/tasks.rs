@@ -81,12 +81,12 @@ pub const NEGLIGIBLE_SHARE: f64 = 1e-3;
 /// Per operand of node `n` (`Node::operands` order), whether it moves at most `share`
 /// of the node's compulsory bytes, so that its pool cannot change the kernel's time
 /// measurably. An operand the kernel declares no traffic for is negligible at any
-/// share, 0 included. Depends only on the node's signature.
+/// share, 0 included (0 bytes ≤ 0). Depends only on the node's signature.
 pub fn negligible_operands(model: &Model, n: NodeId, share: f64) -> Vec<bool> {
     let traffic = node_traffic(model, n);
     let bytes = |t: &placer_ir::ops::Traffic| t.read + t.written;
     let total: u64 = traffic.iter().map(|(_, t)| bytes(t)).sum();
-    traffic.iter().map(|(_, t)| bytes(t) == 0 || bytes(t) as f64 <= share * total as f64).collect()
+    traffic.iter().map(|(_, t)| bytes(t) as f64 <= share * total as f64).collect()
 }
 
 /// One kernel signature in one configuration: the unit that gets measured.
@@ -212,7 +212,6 @@ impl Default for Rules {
 
 /// Every task for `pools` pools under `pins` and `rules`; pool 0 is the default pool.
 pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], rules: Rules) -> Result<TaskList, ProfileError> {
-    let max_configs = rules.max_configs;
     let n = u128::from(pools);
     let mut counts = RuleCounts::default();
     let mut by_key: BTreeMap<(u64, Vec<u16>), Vec<NodeId>> = BTreeMap::new();
@@ -247,7 +246,7 @@ pub fn enumerate(model: &Model, pools: u16, pins: &[Pin], rules: Rules) -> Resul
         let outputs = choices.len().saturating_sub(node.outputs.len())..choices.len();
         let mut grouped_here = false;
         for range in [inputs, outputs] {
-            if configs <= max_configs {
+            if configs <= rules.max_configs {
                 break;
             }
             let free: Vec<usize> = range.filter(|&i| choices[i] == Choice::Any).collect();
