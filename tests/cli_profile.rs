@@ -85,6 +85,15 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert!(text(&out.stderr).contains("was measured on another protocol"), "{}", text(&out.stderr));
     let out = profile_full(tmp.path(), m, c, "4", &["--fresh"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // Live steps: whole steps, each tensor in an arena only while it is live.
+    let live = tmp.path().join("live");
+    let out = profile_full(tmp.path(), m, live.to_str().expect("utf-8"), "2", &["--steps", "live", "--rounds", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("live steps: 1 warm-up steps"), "{}", text(&out.stdout));
+    let profile = placer_profile::checkpoint::load(&only_checkpoint(&live)).expect("checkpoint loads");
+    assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Live);
+    assert_eq!(profile.merged().len(), tasks.tasks.len());
 }
 
 #[test]

@@ -79,7 +79,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         budget,
         formulation: args.formulation.formulation(),
         time_limit: args.time_limit,
-        profile: ProfileOptions::pipeline(args.reps, args.rounds),
+        profile: ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model),
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: 0x5EED },
         sweep: args.sweep,

@@ -44,8 +44,10 @@ pub struct Args {
     round_noise: f64,
     /// What a timed step runs: `picked` runs only the pass's picked kernels and a few
     /// reference kernels, each after the producers of its inputs; `whole` the whole
-    /// training step around them.
-    #[arg(long, default_value = "picked", value_parser = ["picked", "whole"])]
+    /// training step around them; `live` whole steps with each tensor allocated only
+    /// while it is live (for models whose footprint does not fit). `auto`: `picked`,
+    /// or `live` when the footprint is over three quarters of this host's memory.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
     steps: String,
     /// Seed of the data every pass starts from.
     #[arg(long, default_value_t = 0x5EED)]
@@ -134,7 +136,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             rounds: args.rounds,
             round_noise: args.round_noise,
-            steps: Steps::parse(&args.steps).unwrap_or(Steps::Picked),
+            steps: Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)),
         },
         pins: args.pin.clone(),
     };
@@ -222,8 +224,8 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
     t.row(vec![
         "passes".into(),
         format!(
-            "{} per round x {} round(s) (lower bound {}: nodes that share a tensor never share a pass); {} measurements per \
-             round, up to {} per pass (mean {:.1})",
+            "{} per round x {} round(s) (lower bound {}: a node once per pass, a shared tensor in one pool); {} \
+             measurements per round, up to {} per pass (mean {:.1})",
             plan.stats.passes,
             rounds,
             plan.stats.lower_bound,

@@ -80,6 +80,9 @@ pub struct PlanExecutor<'m> {
     /// Also runs the background copies, and waits for them before freeing any byte.
     arenas: Arenas,
     pools: PoolSet,
+    /// Wake every pool thread before each kernel, outside its timing (profiling; see
+    /// `Executor::set_warm_pool`).
+    warm_pool: bool,
 }
 
 impl<'m> PlanExecutor<'m> {
@@ -112,6 +115,7 @@ impl<'m> PlanExecutor<'m> {
             in_flight,
             arenas,
             pools,
+            warm_pool: false,
         };
         exec.fill(seed)?;
         Ok(exec)
@@ -157,6 +161,11 @@ impl<'m> PlanExecutor<'m> {
 
     pub fn model(&self) -> &Model {
         self.model
+    }
+
+    /// As `Executor::set_warm_pool`: profiling times kernels this way in both executors.
+    pub fn set_warm_pool(&mut self, warm: bool) {
+        self.warm_pool = warm;
     }
 
     pub fn pools(&self) -> &PoolSet {
@@ -239,6 +248,9 @@ impl<'m> PlanExecutor<'m> {
             writes.push(scratch);
         }
         let dram = self.arenas.in_use_of(placer_pools::PoolId(0));
+        if self.warm_pool {
+            rayon::broadcast(|_| ());
+        }
         let start = Instant::now();
         let (inputs, mut outs) = self
             .arenas

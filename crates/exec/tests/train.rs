@@ -1,7 +1,7 @@
 //! Training steps run for real: the loss falls, moves between pools keep data intact,
 //! full pools are clear errors, and results are deterministic.
 
-use placer_exec::{ExecError, Executor, PoolAssignment, RunOptions};
+use placer_exec::{ExecError, ExecPlan, Executor, PlanExecutor, PoolAssignment, RunOptions};
 use placer_pools::{Pool, PoolId, PoolKind, PoolSet};
 
 fn dram() -> PoolSet {
@@ -137,4 +137,25 @@ fn a_step_of_some_nodes_runs_those_nodes_only() {
     assert_eq!(times.kernel_ns.len(), 1);
     assert!(exec.loss().expect("reads").is_some_and(|l| l > 0.0));
     assert_eq!(exec.step().expect("whole step").kernel_ns.len(), model.schedule().len());
+}
+
+#[test]
+fn a_resident_plan_holds_only_live_tensors_and_computes_the_same_steps() {
+    let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
+    let footprint: u64 = model.tensors().iter().map(|t| t.bytes).sum();
+    let peak = placer_ir::MemoryProfile::new(&model, &placer_ir::Liveness::new(&model)).peak_bytes;
+    // Every other tensor in the second pool: each pool's arena is packed on its own.
+    let placement = PoolAssignment((0..model.tensors().len()).map(|i| PoolId((i % 2) as u16)).collect());
+    let plan = ExecPlan::resident(&model, &placement, 2);
+    plan.validate(&model, 2).expect("a valid plan");
+    assert!(plan.moves.is_empty());
+    let arenas: u64 = plan.arena_bytes.iter().sum();
+    assert!(arenas >= peak && arenas < footprint * 3 / 4, "arenas {arenas}, peak live {peak}, footprint {footprint}");
+    let mut live = PlanExecutor::new(&model, two_pools(), plan, 9).expect("reserves");
+    let mut resident = Executor::new(&model, two_pools(), &placement, 9).expect("allocates");
+    for _ in 0..3 {
+        live.step().expect("live step");
+        resident.step().expect("resident step");
+        assert_eq!(live.loss(), resident.loss().expect("loss"), "tensors that share bytes never meet");
+    }
 }

@@ -22,7 +22,7 @@ pub use alloc::numa::{NumaBinder, PagePlacement};
 pub use buffer::Buffer;
 pub use emulation::{Emulation, busy_wait_ns, busy_wait_until, sleep_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};
-pub use set::{PoolSet, available_memory};
+pub use set::{PoolSet, available_memory, total_memory};
 
 /// Index of a pool in its [`PoolSet`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

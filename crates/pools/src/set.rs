@@ -158,10 +158,19 @@ fn granule(bytes: u64) -> u64 {
     bytes.div_ceil(ALIGN as u64) * ALIGN as u64
 }
 
+/// This host's total memory (`MemTotal`), if /proc/meminfo says.
+pub fn total_memory() -> Option<u64> {
+    meminfo("MemTotal:")
+}
+
 /// `MemAvailable` from /proc/meminfo, in bytes.
 pub fn available_memory() -> Option<u64> {
+    meminfo("MemAvailable:")
+}
+
+fn meminfo(key: &str) -> Option<u64> {
     let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let line = info.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }

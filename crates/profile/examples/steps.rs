@@ -6,8 +6,9 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
-use placer_exec::{Executor, Stats};
+use placer_exec::Stats;
 use placer_host::{Host, HostOptions};
+use placer_profile::engine::Engine;
 use placer_profile::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use placer_profile::profiler::{self, ProfileOptions};
 use placer_profile::{Steps, passes};
@@ -31,9 +32,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = ProfileOptions::pipeline(3, 1);
     let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
     let base = base_placement(&model, &plan.pins);
-    let mut exec = Executor::new(&model, pools, &base, options.protocol.seed)?;
-    exec.set_warm_pool(true);
-    let reference_ns = reference_pass(&mut exec, &model, &options.protocol)?;
+    // Picked steps: one resident executor, which runs whole steps too.
+    let mut exec = Engine::new(&model, pools, &base, &options.protocol)?;
+    let reference_ns = reference_pass(&mut exec, &model, &base, &options.protocol)?;
     let conflicts = passes::conflicts(&model, false);
     let whole = placer_profile::Protocol { steps: Steps::Whole, ..options.protocol.clone() };
     let picked = placer_profile::Protocol { steps: Steps::Picked, ..options.protocol.clone() };
@@ -58,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // median of its rounds' medians (as `Protocol::rounds` merges them).
     let mut runs: [HashMap<Key, Vec<f64>>; 4] = Default::default();
     let mut seconds = [0.0; 4];
-    let mut time = |k: usize, cx: &PassContext<'_>, p: usize, exec: &mut Executor<'_>| {
+    let mut time = |k: usize, cx: &PassContext<'_>, p: usize, exec: &mut Engine<'_>| {
         let started = Instant::now();
         let result = run_pass(exec, cx, &plan.passes[p], p as u32)?;
         seconds[k] += started.elapsed().as_secs_f64();

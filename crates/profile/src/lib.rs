@@ -5,6 +5,7 @@
 pub mod agreement;
 pub mod checkpoint;
 pub mod design;
+pub mod engine;
 pub mod export;
 pub mod pass_run;
 pub mod passes;

@@ -1,22 +1,24 @@
 //! One pass: put the picked nodes' operands where their configurations say (every
 //! other tensor in the default pool, or its pin), restore the model's starting state,
-//! run warm-up steps, then timed steps until every picked kernel's spread is small
-//! enough or the cap is reached.
+//! run warm-up steps, then timed steps until every picked kernel's median is known to
+//! the precision or the cap is reached.
 //!
 //! Both modes use exactly this, so their numbers compare. A timed step is the whole
-//! schedule (`Steps::Whole`: each picked kernel's inputs were just written by their
-//! producers, and the emulated waits of other kernels happen where they would) or only
-//! the picked kernels and a few reference kernels, each after the producers of its
-//! inputs (`Steps::Picked`), on tensors the reference pass's whole steps filled. The host's drift is measured per step
-//! against a reference pass (see `Profile::reference_ns`) and recorded; what spreads its
-//! effect out is measuring each configuration in several rounds, minutes apart
+//! schedule (`Steps::Whole`, `Steps::Live`: each picked kernel's inputs were just
+//! written by their producers, and the emulated waits of other kernels happen where
+//! they would) or only the picks still short of their precision and a few reference
+//! kernels, each after the producers of its inputs (`Steps::Picked`), on tensors the
+//! reference pass's whole steps filled. The host's drift is measured per step against
+//! a reference pass (see `Profile::reference_ns`) and recorded; what spreads its effect
+//! out is measuring each configuration in several rounds, minutes apart
 //! (`Protocol::rounds`).
 
 use crate::ProfileError;
+use crate::engine::Engine;
 use crate::passes::Pick;
 use crate::record::{Measurement, PRECISION_FLOOR_NS, Protocol, Steps};
 use crate::tasks::{Pin, Task};
-use placer_exec::{Executor, PoolAssignment, Stats};
+use placer_exec::{PoolAssignment, Stats};
 use placer_ir::{Model, NodeId};
 
 /// The placement every pass starts from: pool 0, except pinned tensors.
@@ -35,17 +37,22 @@ pub fn base_placement(model: &Model, pins: &[Pin]) -> PoolAssignment {
 /// mostly timer and launch overhead.
 const DRIFT_MIN_NS: f64 = 10_000.0;
 
-/// Every node's median time over `protocol.reps` steps in the executor's current
-/// placement, after the usual warm-up: the reference that drift is measured against.
-pub fn reference_pass(exec: &mut Executor<'_>, model: &Model, protocol: &Protocol) -> Result<Vec<f64>, ProfileError> {
-    exec.reset_state(protocol.seed)?;
+/// Every node's median time over `protocol.reps` whole steps in placement `base`,
+/// after the usual warm-up: the reference that drift is measured against.
+pub fn reference_pass(
+    engine: &mut Engine<'_>,
+    model: &Model,
+    base: &PoolAssignment,
+    protocol: &Protocol,
+) -> Result<Vec<f64>, ProfileError> {
+    engine.start(base)?;
     for _ in 0..protocol.warmup {
-        exec.step()?;
+        engine.step(model.schedule())?;
     }
     let mut per_node: Vec<Vec<f64>> = vec![Vec::new(); model.nodes().len()];
     for _ in 0..protocol.reps.max(3) {
-        let times = exec.step()?;
-        for (&n, &t) in model.schedule().iter().zip(&times.kernel_ns) {
+        let times = engine.step(model.schedule())?;
+        for (&n, &t) in model.schedule().iter().zip(&times) {
             per_node[n.index()].push(t);
         }
     }
@@ -84,6 +91,37 @@ fn drift_reference(candidates: &[(usize, f64)], picked_ns: f64) -> Vec<(usize, f
     chosen
 }
 
+/// A picked-only step: the `active` picks (schedule positions `position`) and the
+/// reference kernels `chosen`, each right after the producers of its inputs (untimed),
+/// so each reads inputs as fresh in cache as a training step leaves them (the reference
+/// kernels ran that way in the reference pass). Returns the nodes in schedule order,
+/// where each active pick sits among them, and where each reference kernel sits.
+fn picked_step(
+    model: &Model,
+    schedule_at: &[usize],
+    position: &[usize],
+    active: &[bool],
+    chosen: &[(usize, f64)],
+) -> (Vec<NodeId>, Vec<Option<usize>>, Vec<(usize, f64)>) {
+    let picked = position.iter().zip(active).filter(|(_, a)| **a).map(|(&pos, _)| pos);
+    let timed: Vec<usize> = picked.chain(chosen.iter().map(|&(pos, _)| pos)).collect();
+    let producers = timed
+        .iter()
+        .flat_map(|&pos| model.node(model.schedule()[pos]).inputs.iter())
+        .filter_map(|&t| model.producer(t))
+        .map(|n| schedule_at[n.index()]);
+    let mut run: Vec<usize> = timed.iter().copied().chain(producers).collect();
+    run.sort_unstable();
+    run.dedup();
+    let mut at = vec![usize::MAX; model.schedule().len()];
+    for (i, &pos) in run.iter().enumerate() {
+        at[pos] = i;
+    }
+    let picks = position.iter().zip(active).map(|(&pos, &a)| a.then_some(at[pos])).collect();
+    let reference = chosen.iter().map(|&(pos, t)| (at[pos], t)).collect();
+    (run.iter().map(|&pos| model.schedule()[pos]).collect(), picks, reference)
+}
+
 /// What one pass measured.
 #[derive(Debug)]
 pub struct PassResult {
@@ -104,7 +142,7 @@ pub struct PassContext<'a> {
 }
 
 pub fn run_pass(
-    exec: &mut Executor<'_>,
+    engine: &mut Engine<'_>,
     cx: &PassContext<'_>,
     picks: &[Pick],
     pass: u32,
@@ -116,8 +154,7 @@ pub fn run_pass(
             placement.0[t.index()] = placer_pools::PoolId(pool);
         }
     }
-    exec.set_placement(&placement)?;
-    exec.reset_state(protocol.seed)?;
+    engine.start(&placement)?;
     let mut schedule_at = vec![usize::MAX; model.nodes().len()];
     for (i, &n) in model.schedule().iter().enumerate() {
         schedule_at[n.index()] = i;
@@ -139,58 +176,55 @@ pub fn run_pass(
         .filter(|(_, n)| !disturbed[n.index()] && reference_ns[n.index()] >= DRIFT_MIN_NS)
         .map(|(pos, n)| (pos, reference_ns[n.index()]))
         .collect();
-    // What a timed step runs (schedule positions), where each pick and reference node
-    // sits in a step's times, and the reference nodes with their reference times.
-    let (run, position, reference): (Vec<NodeId>, Vec<usize>, Vec<(usize, f64)>) = match protocol.steps {
-        Steps::Whole => (model.schedule().to_vec(), position, candidates),
-        Steps::Picked => {
-            let picked_ns: f64 = picks.iter().map(|p| reference_ns[p.node.index()]).sum();
-            let chosen = drift_reference(&candidates, picked_ns);
-            // The producers of the picks' and the reference kernels' inputs run right
-            // before them (untimed), so each reads inputs as fresh in cache as a training
-            // step leaves them: the reference kernels ran that way in the reference pass.
-            let timed = picks.iter().map(|p| p.node).chain(chosen.iter().map(|&(pos, _)| model.schedule()[pos]));
-            let producers = timed.flat_map(|n| model.node(n).inputs.iter()).filter_map(|&t| model.producer(t));
-            let mut run: Vec<usize> = position
-                .iter()
-                .copied()
-                .chain(chosen.iter().map(|&(pos, _)| pos))
-                .chain(producers.map(|n| schedule_at[n.index()]))
-                .collect();
-            run.sort_unstable();
-            run.dedup();
-            let mut at = vec![usize::MAX; model.schedule().len()];
-            for (i, &pos) in run.iter().enumerate() {
-                at[pos] = i;
-            }
-            let position = position.iter().map(|&pos| at[pos]).collect();
-            let reference = chosen.iter().map(|&(pos, t)| (at[pos], t)).collect();
-            (run.iter().map(|&pos| model.schedule()[pos]).collect(), position, reference)
-        }
+    let chosen = match protocol.steps {
+        Steps::Whole | Steps::Live => candidates,
+        Steps::Picked => drift_reference(&candidates, picks.iter().map(|p| reference_ns[p.node.index()]).sum()),
     };
-    let reference_total: f64 = reference.iter().map(|(_, t)| t).sum();
+    let reference_total: f64 = chosen.iter().map(|(_, t)| t).sum();
+    // Picked steps run only the picks whose median is not known well enough yet; whole
+    // steps run everything anyway, so every pick keeps its place in them.
+    let layout = |active: &[bool]| match protocol.steps {
+        Steps::Whole | Steps::Live => {
+            (model.schedule().to_vec(), position.iter().map(|&p| Some(p)).collect(), chosen.clone())
+        }
+        Steps::Picked => picked_step(model, &schedule_at, &position, active, &chosen),
+    };
+    let mut active = vec![true; picks.len()];
+    let (mut run, mut at, mut reference) = layout(&active);
     for _ in 0..protocol.warmup {
-        exec.step_nodes(&run)?;
+        engine.step(&run)?;
     }
     let mut corrected: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut drifts = Vec::new();
     loop {
-        let times = exec.step_nodes(&run)?;
+        let times = engine.step(&run)?;
         let drift = if reference_total > 0.0 {
-            reference.iter().map(|&(pos, _)| times.kernel_ns[pos]).sum::<f64>() / reference_total
+            reference.iter().map(|&(pos, _)| times[pos]).sum::<f64>() / reference_total
         } else {
             1.0
         };
         drifts.push(drift);
-        for ((c, r), &pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&position) {
-            c.push(times.kernel_ns[pos] / drift);
-            r.push(times.kernel_ns[pos]);
+        for ((c, r), pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&at) {
+            if let Some(pos) = *pos {
+                c.push(times[pos] / drift);
+                r.push(times[pos]);
+            }
         }
-        let count = raw.first().map_or(0, Vec::len) as u32;
-        if count >= protocol.max_reps || (count >= protocol.reps && raw.iter().all(|s| settled(s, protocol.precision)))
-        {
+        // A pick is done once its median is known to the precision, or at the cap.
+        let done: Vec<bool> = raw
+            .iter()
+            .map(|s| {
+                let n = s.len() as u32;
+                n >= protocol.max_reps || (n >= protocol.reps && settled(s, protocol.precision))
+            })
+            .collect();
+        if done.iter().all(|&d| d) {
             break;
+        }
+        if protocol.steps == Steps::Picked && done.iter().zip(&active).any(|(&d, &a)| d && a) {
+            active = done.iter().map(|&d| !d).collect();
+            (run, at, reference) = layout(&active);
         }
     }
     let measurements = picks

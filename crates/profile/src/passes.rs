@@ -1,9 +1,11 @@
-//! Packing tasks into passes: in one pass, the picked nodes must not share a tensor
-//! (optionally: nor be two tensors apart), since each needs its operands where its
-//! configuration says. Greedy, in task order, trying every instance of a signature.
+//! Packing tasks into passes. In one pass a node is picked at most once, and two picks
+//! that touch the same tensor must want it in the same pool, since each needs its
+//! operands where its configuration says (with `two_hop`, nodes that share a tensor or
+//! are two tensors apart never share a pass). Greedy, most constrained first, trying
+//! every instance of a signature.
 
 use crate::tasks::Task;
-use placer_ir::{Model, NodeId, analysis};
+use placer_ir::{Model, NodeId, TensorId, analysis};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap};
 
@@ -24,8 +26,9 @@ pub struct PlanStats {
     pub lower_bound: usize,
 }
 
-/// The nodes each node conflicts with, as a sorted list; with `two_hop`, also the
-/// neighbours of its neighbours.
+/// The nodes each node conflicts with, as a sorted list: those it shares a tensor with,
+/// and with `two_hop` also the neighbours of its neighbours. Without `two_hop` a
+/// conflict is resolved by agreeing on the shared tensors' pools (see [`plan`]).
 pub fn conflicts(model: &Model, two_hop: bool) -> Vec<Vec<NodeId>> {
     let one = analysis::conflict_graph(model);
     if !two_hop {
@@ -53,75 +56,90 @@ fn instances_per_signature(tasks: &[Task]) -> HashMap<u64, usize> {
     nodes.into_iter().map(|(s, n)| (s, n.len())).collect()
 }
 
-/// How many tasks each node must host: a signature with a single instance node must
-/// be measured there, so its tasks are that node's load; a signature with several
-/// instances can spread and loads none (it is counted by its own bound instead).
-fn sole_loads(tasks: &[Task], remaining: impl Iterator<Item = usize>, nodes: usize) -> Vec<usize> {
-    let mut load = vec![0; nodes];
+/// Per tensor, the passes needed by the tasks that can only be measured at the nodes
+/// touching it (their signature has one instance). A node is measured once per pass,
+/// and a pass puts the tensor in one pool, so the tasks that want it in pool p need as
+/// many passes as the node with most such tasks has: the load is Σ_p max_node. With
+/// `strict` (two-hop packing) those nodes never share a pass, and the load is the sum of
+/// all their tasks.
+fn tensor_loads(
+    operands: &[Vec<TensorId>],
+    tasks: &[Task],
+    remaining: impl Iterator<Item = usize>,
+    tensors: usize,
+    strict: bool,
+) -> Vec<usize> {
+    let mut at_node: HashMap<(TensorId, u16, NodeId), usize> = HashMap::new();
     for t in remaining {
         if let [only] = tasks[t].instances.as_slice() {
-            load[only.index()] += 1;
+            for (&x, &pool) in operands[only.index()].iter().zip(&tasks[t].config) {
+                *at_node.entry((x, if strict { 0 } else { pool }, *only)).or_default() += 1;
+            }
         }
+    }
+    let mut per_pool: HashMap<(TensorId, u16), usize> = HashMap::new();
+    for ((x, pool, _), count) in at_node {
+        let slot = per_pool.entry((x, pool)).or_default();
+        *slot = if strict { *slot + count } else { (*slot).max(count) };
+    }
+    let mut load = vec![0; tensors];
+    for ((x, _), count) in per_pool {
+        load[x.index()] += count;
     }
     load
 }
 
-/// Per tensor, the summed load of the nodes that touch it: they all conflict with one
-/// another (they share the tensor), so each pass measures at most one of them.
-fn clique_loads(model: &Model, load: &[usize]) -> Vec<usize> {
-    let mut per_tensor = vec![0; model.tensors().len()];
-    for (i, node) in model.nodes().iter().enumerate() {
-        if load[i] > 0 {
-            for t in node.operands() {
-                per_tensor[t.index()] += load[i];
-            }
-        }
-    }
-    per_tensor
+fn all_operands(model: &Model) -> Vec<Vec<TensorId>> {
+    model.nodes().iter().map(|n| n.operands()).collect()
 }
 
 /// The fewest passes any packing can have, the largest of three bounds:
 ///
 /// - a node is picked at most once per pass, so a signature with T tasks and I instance
 ///   nodes needs ceil(T / I) passes;
-/// - the nodes that touch one tensor conflict pairwise, so the tasks that can only be
-///   measured at those nodes (their signature has no other instance) need a pass each;
+/// - the tasks that can only be measured at the nodes touching one tensor need the
+///   passes its load says (see `tensor_loads`);
 /// - a pass holds at most `max_per_pass` picks.
-pub fn lower_bound(model: &Model, tasks: &[Task], max_per_pass: usize) -> usize {
+pub fn lower_bound(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -> usize {
     let instances = instances_per_signature(tasks);
     let mut per_signature: HashMap<u64, usize> = HashMap::new();
     for t in tasks {
         *per_signature.entry(t.signature).or_default() += 1;
     }
     let by_signature = per_signature.iter().map(|(s, n)| n.div_ceil(instances[s].max(1))).max().unwrap_or(0);
-    let load = sole_loads(tasks, 0..tasks.len(), model.nodes().len());
-    let by_tensor = clique_loads(model, &load).into_iter().max().unwrap_or(0);
+    let loads = tensor_loads(&all_operands(model), tasks, 0..tasks.len(), model.tensors().len(), two_hop);
+    let by_tensor = loads.into_iter().max().unwrap_or(0);
     by_signature.max(by_tensor).max(tasks.len().div_ceil(max_per_pass.max(1)))
 }
 
 /// Greedy packing, most constrained first. Each pass orders the remaining tasks by the
 /// bound they are part of: a task that can only be measured at one node by the largest
-/// remaining load on any tensor of that node (its critical clique), any other by its
-/// signature's remaining tasks per instance. Then it takes them in that order, each at
-/// the first of its instances that is neither blocked by an earlier pick nor already
-/// picked, up to `max_per_pass`. What sets the lower bound goes first, so no tail of
-/// near-empty passes is left for it.
+/// remaining load on any tensor of that node, any other by its signature's remaining
+/// tasks per instance. Then it takes them in that order, each at the first of its
+/// instances that is not picked yet and agrees with the earlier picks on every shared
+/// tensor's pool (with `two_hop`: conflicts with no earlier pick), up to
+/// `max_per_pass`. What sets the lower bound goes first, so no tail of near-empty
+/// passes is left for it.
 pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -> Vec<Vec<Pick>> {
-    let conflicts = conflicts(model, two_hop);
     let nodes = model.nodes().len();
+    let tensors = model.tensors().len();
+    let operands = all_operands(model);
+    let blocks = if two_hop { conflicts(model, true) } else { vec![Vec::new(); nodes] };
     let instances = instances_per_signature(tasks);
     let mut remaining: Vec<usize> = (0..tasks.len()).collect();
     let mut passes = Vec::new();
-    // Stamps instead of clearing a set per pass: blocked[n] == pass means blocked now.
-    let mut blocked = vec![usize::MAX; nodes];
+    // Stamps instead of clearing per pass: taken[n] == pass means n cannot be picked
+    // now, pool_of[t] == (pass, p) means an earlier pick put t in pool p.
+    let mut taken = vec![usize::MAX; nodes];
+    let mut pool_of = vec![(usize::MAX, 0u16); tensors];
     while !remaining.is_empty() {
         let mut left: HashMap<u64, usize> = HashMap::new();
         for &t in &remaining {
             *left.entry(tasks[t].signature).or_default() += 1;
         }
-        let clique = clique_loads(model, &sole_loads(tasks, remaining.iter().copied(), nodes));
+        let load = tensor_loads(&operands, tasks, remaining.iter().copied(), tensors, two_hop);
         let priority = |t: usize| match tasks[t].instances.as_slice() {
-            [only] => model.node(*only).operands().iter().map(|x| clique[x.index()]).max().unwrap_or(0),
+            [only] => operands[only.index()].iter().map(|x| load[x.index()]).max().unwrap_or(0),
             _ => {
                 let s = tasks[t].signature;
                 left[&s].div_ceil(instances[&s].max(1))
@@ -134,12 +152,22 @@ pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -
             if pass.len() >= max_per_pass.max(1) {
                 return true;
             }
-            let free = tasks[task].instances.iter().copied().find(|n| blocked[n.index()] != stamp);
-            match free {
+            let config = &tasks[task].config;
+            let fits = |n: &NodeId| {
+                taken[n.index()] != stamp
+                    && operands[n.index()].iter().zip(config).all(|(x, &p)| {
+                        let (when, pool) = pool_of[x.index()];
+                        when != stamp || pool == p
+                    })
+            };
+            match tasks[task].instances.iter().copied().find(fits) {
                 Some(node) => {
-                    blocked[node.index()] = stamp;
-                    for c in &conflicts[node.index()] {
-                        blocked[c.index()] = stamp;
+                    taken[node.index()] = stamp;
+                    for c in &blocks[node.index()] {
+                        taken[c.index()] = stamp;
+                    }
+                    for (x, &p) in operands[node.index()].iter().zip(config) {
+                        pool_of[x.index()] = (stamp, p);
                     }
                     pass.push(Pick { task, node });
                     false

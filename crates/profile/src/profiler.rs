@@ -5,6 +5,7 @@ use crate::ProfileError;
 use crate::checkpoint;
 use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
+use crate::engine::Engine;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
@@ -12,7 +13,7 @@ use crate::record::{
     RoundCheck, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
-use placer_exec::{ClockInfo, Executor, PoolAssignment};
+use placer_exec::{ClockInfo, PoolAssignment};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use sha2::{Digest, Sha256};
@@ -55,6 +56,27 @@ impl ProfileOptions {
             },
             pins: Vec::new(),
         }
+    }
+}
+
+/// The steps a profile of `model` takes by default: picked steps while every tensor of
+/// the model (its footprint) fits in three quarters of this host's memory, since they
+/// keep every tensor allocated; otherwise live steps, which need only its peak live
+/// memory. Decided from the host's total memory, not what is free now, so a resumed
+/// run decides the same.
+pub fn default_steps(model: &Model) -> Steps {
+    let footprint: u64 = model.tensors().iter().map(|t| t.bytes).sum();
+    match placer_pools::total_memory() {
+        Some(total) if footprint > total / 4 * 3 => Steps::Live,
+        _ => Steps::Picked,
+    }
+}
+
+impl ProfileOptions {
+    /// These options with the steps [`default_steps`] gives `model`.
+    pub fn with_default_steps(mut self, model: &Model) -> Self {
+        self.protocol.steps = default_steps(model);
+        self
     }
 }
 
@@ -121,7 +143,7 @@ pub fn plan(
     };
     let max_per_pass = options.mode.max_simultaneous as usize;
     let passes = passes::plan(model, &measured, max_per_pass, options.mode.two_hop);
-    let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass));
+    let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass, options.mode.two_hop));
     let mut h = Sha256::new();
     for t in &measured {
         h.update(t.signature.to_le_bytes());
@@ -346,7 +368,7 @@ struct Stage<'a> {
 
 /// What every pass shares, made once, on the first pass that needs it.
 struct Runner<'m> {
-    exec: Executor<'m>,
+    engine: Engine<'m>,
     base: PoolAssignment,
     conflicts: Vec<Vec<placer_ir::NodeId>>,
 }
@@ -414,7 +436,7 @@ fn run_stage<'m>(
             };
             for i in todo {
                 let started = Instant::now();
-                let result = run_pass(&mut runner.exec, &cx, &stage.passes[i - start], i as u32)?;
+                let result = run_pass(&mut runner.engine, &cx, &stage.passes[i - start], i as u32)?;
                 profile.measurements.extend(result.measurements);
                 profile.pass_drift.push(result.drift);
                 profile.passes_done = i as u32 + 1;
@@ -454,13 +476,12 @@ fn live<'r, 'm>(
         return Ok(r);
     }
     let base = base_placement(model, &plan.pins);
-    let mut exec = Executor::new(model, pools.clone(), &base, plan.header.protocol.seed)?;
-    exec.set_warm_pool(true);
+    let mut engine = Engine::new(model, pools.clone(), &base, &plan.header.protocol)?;
     if profile.reference_ns.is_empty() {
         let start = Instant::now();
-        profile.reference_ns = reference_pass(&mut exec, model, &plan.header.protocol)?;
+        profile.reference_ns = reference_pass(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
         checkpoint::save(path, profile)?;
     }
-    Ok(runner.insert(Runner { exec, base, conflicts: passes::conflicts(model, false) }))
+    Ok(runner.insert(Runner { engine, base, conflicts: passes::conflicts(model, false) }))
 }

@@ -61,6 +61,11 @@ pub enum Steps {
     /// cache as in training. docs/profiling.md gives the measured agreement with whole
     /// steps.
     Picked,
+    /// Whole steps, as a plan runs them: each tensor placed in an arena only while it is
+    /// live, so a pass needs the model's peak live memory, not its footprint. For models
+    /// whose footprint does not fit (see [`crate::profiler::default_steps`]); every pass
+    /// starts from freshly filled weights and inputs.
+    Live,
 }
 
 impl Steps {
@@ -68,6 +73,7 @@ impl Steps {
         match text {
             "whole" => Some(Steps::Whole),
             "picked" => Some(Steps::Picked),
+            "live" => Some(Steps::Live),
             _ => None,
         }
     }
@@ -76,6 +82,7 @@ impl Steps {
         match self {
             Steps::Whole => "whole",
             Steps::Picked => "picked",
+            Steps::Live => "live",
         }
     }
 }

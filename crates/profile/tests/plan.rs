@@ -1,10 +1,10 @@
 //! Configurations, dedupe and pass packing on small zoo models.
 
-use placer_ir::{Model, NodeId, Role};
+use placer_ir::{Model, NodeId, Role, TensorId};
 use placer_profile::passes;
 use placer_profile::tasks::{self, Pin};
 use proptest::prelude::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 fn model(name: &str, batch: u64) -> Model {
     placer_zoo::build(name, batch).expect("zoo")
@@ -79,11 +79,23 @@ fn check_plan(m: &Model, max: usize, two_hop: bool) {
     let mut seen = vec![0usize; list.tasks.len()];
     for pass in &plan {
         assert!(!pass.is_empty() && pass.len() <= max.max(1));
-        let nodes: Vec<NodeId> = pass.iter().map(|p| p.node).collect();
-        for (i, a) in nodes.iter().enumerate() {
-            for b in &nodes[i + 1..] {
-                assert_ne!(a, b, "a node is measured once per pass");
-                assert!(!conflicts[a.index()].contains(b), "{a:?} and {b:?} conflict");
+        for (i, a) in pass.iter().enumerate() {
+            for b in &pass[i + 1..] {
+                assert_ne!(a.node, b.node, "a node is measured once per pass");
+                if two_hop {
+                    assert!(!conflicts[a.node.index()].contains(&b.node), "{a:?} and {b:?} conflict");
+                }
+            }
+        }
+        // Whatever two picks touch, they want it in the same pool.
+        let mut pool_of: HashMap<TensorId, u16> = HashMap::new();
+        for p in pass {
+            for (t, &pool) in m.node(p.node).operands().into_iter().zip(&list.tasks[p.task].config) {
+                assert_eq!(
+                    *pool_of.entry(t).or_insert(pool),
+                    pool,
+                    "{p:?} moves {t:?}, which another pick wants elsewhere"
+                );
             }
         }
         for p in pass {
@@ -92,6 +104,7 @@ fn check_plan(m: &Model, max: usize, two_hop: bool) {
         }
     }
     assert!(seen.iter().all(|&s| s == 1), "every task exactly once");
+    assert!(plan.len() >= passes::lower_bound(m, &list.tasks, max, two_hop), "below the lower bound");
     if max == 1 {
         assert_eq!(plan.len(), list.tasks.len());
     }
@@ -111,6 +124,20 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
     assert!(batched * 4 < single, "{batched} passes against {single}");
     assert!(two_hop >= batched);
     assert!(batched as u128 >= list.counts.max_per_node / 4, "cannot beat the bound by more than sharing allows");
+}
+
+#[test]
+fn neighbours_that_agree_on_their_shared_tensors_share_a_pass() {
+    let m = model("mlp", 2);
+    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let all_dram: Vec<_> = list.tasks.iter().filter(|t| t.config.iter().all(|&p| p == 0)).cloned().collect();
+    assert!(all_dram.len() > 1 && all_dram.len() <= 64);
+    assert_eq!(passes::plan(&m, &all_dram, 64, false).len(), 1, "nothing disagrees, so one pass holds them all");
+    assert!(passes::plan(&m, &all_dram, 64, true).len() > 1, "two-hop packing keeps neighbours apart");
+    // Two configurations of one node never share a pass, even at another instance.
+    let one_node: Vec<_> = list.tasks.iter().filter(|t| t.signature == list.tasks[0].signature).cloned().collect();
+    let instances = one_node[0].instances.len();
+    assert_eq!(passes::plan(&m, &one_node, 64, false).len(), one_node.len().div_ceil(instances));
 }
 
 #[test]

@@ -140,7 +140,7 @@ fn a_round_check_is_quiet_when_medians_repeat_within_the_limit() {
 }
 
 #[test]
-fn whole_and_picked_steps_measure_the_same_configurations() {
+fn whole_picked_and_live_steps_measure_the_same_configurations() {
     let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
     let measured = |steps| {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -164,4 +164,5 @@ fn whole_and_picked_steps_measure_the_same_configurations() {
     let whole = measured(placer_profile::Steps::Whole);
     assert!(!whole.is_empty());
     assert_eq!(measured(placer_profile::Steps::Picked), whole);
+    assert_eq!(measured(placer_profile::Steps::Live), whole);
 }

@@ -45,12 +45,6 @@ struct Item {
     phases: Vec<(usize, usize)>,
 }
 
-impl Item {
-    fn meets(&self, other: &Item) -> bool {
-        self.phases.iter().any(|a| other.phases.iter().any(|b| a.0 <= b.1 && b.0 <= a.1))
-    }
-}
-
 fn items(model: &Model, inst: &Instance, placement: &Placement) -> Vec<Item> {
     let steps = inst.steps();
     let end = 3 * steps + 1;
@@ -183,32 +177,13 @@ fn pack_pool(items: &[&Item], search: bool) -> (Vec<u64>, u64) {
     (offsets, arena)
 }
 
-/// First fit in `order`: each item at the lowest offset clear of the items already
-/// placed that share a phase with it.
+/// First fit in `order` ([`placer_exec::first_fit`], shared with the executor's
+/// static plans): each item at the lowest offset clear of the items already placed that
+/// share a phase with it.
 fn pack(items: &[&Item], order: &[usize]) -> (Vec<u64>, u64) {
-    let mut offsets = vec![0u64; items.len()];
-    let mut placed: Vec<usize> = Vec::with_capacity(items.len());
-    let mut arena = 0;
-    for &i in order {
-        let item = items[i];
-        let mut taken: Vec<(u64, u64)> = placed
-            .iter()
-            .filter(|&&k| items[k].meets(item))
-            .map(|&k| (offsets[k], offsets[k] + items[k].bytes))
-            .collect();
-        taken.sort_unstable();
-        let mut at = 0;
-        for (lo, hi) in taken {
-            if lo >= at + item.bytes {
-                break;
-            }
-            at = at.max(hi);
-        }
-        offsets[i] = at;
-        arena = arena.max(at + item.bytes);
-        placed.push(i);
-    }
-    (offsets, arena)
+    let bytes: Vec<u64> = items.iter().map(|i| i.bytes).collect();
+    let phases: Vec<&[(usize, usize)]> = items.iter().map(|i| i.phases.as_slice()).collect();
+    placer_exec::first_fit(&bytes, &phases, order)
 }
 
 fn phase_peaks(items: &[Item], pools: usize, phases: usize) -> Vec<u64> {

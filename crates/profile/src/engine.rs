@@ -1,0 +1,84 @@
+//! What runs a pass's steps: one executor holding the model's whole footprint, or, when
+//! that does not fit, a plan executor per pass whose arenas hold each tensor only while
+//! it is live.
+
+use crate::ProfileError;
+use crate::record::{Protocol, Steps};
+use placer_exec::{ExecError, ExecPlan, Executor, PlanExecutor, PoolAssignment};
+use placer_ir::{Model, NodeId};
+use placer_pools::PoolSet;
+
+#[derive(Debug)]
+pub struct Engine<'m> {
+    seed: u64,
+    kind: Kind<'m>,
+}
+
+#[derive(Debug)]
+enum Kind<'m> {
+    /// Every tensor allocated once (the footprint); a pass retags or moves what its
+    /// placement changes and refills what steps update in place.
+    Resident(Executor<'m>),
+    /// Per pass, a plan executor over [`ExecPlan::resident`]: whole steps within the
+    /// model's peak live memory. Made anew for every pass, so weights start afresh.
+    Live { model: &'m Model, pools: PoolSet, exec: Option<PlanExecutor<'m>> },
+}
+
+impl<'m> Engine<'m> {
+    /// The engine `protocol.steps` calls for, in the placement `base`.
+    pub fn new(
+        model: &'m Model,
+        pools: PoolSet,
+        base: &PoolAssignment,
+        protocol: &Protocol,
+    ) -> Result<Engine<'m>, ProfileError> {
+        let kind = match protocol.steps {
+            Steps::Live => Kind::Live { model, pools, exec: None },
+            Steps::Whole | Steps::Picked => {
+                let mut exec = Executor::new(model, pools, base, protocol.seed)?;
+                exec.set_warm_pool(true);
+                Kind::Resident(exec)
+            }
+        };
+        Ok(Engine { seed: protocol.seed, kind })
+    }
+
+    /// Puts every tensor where `placement` says, and what steps update back to its
+    /// starting contents.
+    pub fn start(&mut self, placement: &PoolAssignment) -> Result<(), ProfileError> {
+        match &mut self.kind {
+            Kind::Resident(exec) => {
+                exec.set_placement(placement)?;
+                exec.reset_state(self.seed)?;
+            }
+            Kind::Live { model, pools, exec } => {
+                // The last pass's arenas go before the next ones are reserved.
+                *exec = None;
+                let plan = ExecPlan::resident(model, placement, pools.pools().len());
+                let mut next = PlanExecutor::new(model, pools.clone(), plan, self.seed)?;
+                next.set_warm_pool(true);
+                *exec = Some(next);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `nodes` once, in order, and returns each one's time in ns. A live engine
+    /// runs whole steps only: `nodes` must be the schedule.
+    pub fn step(&mut self, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError> {
+        match &mut self.kind {
+            Kind::Resident(exec) => Ok(exec.step_nodes(nodes)?.kernel_ns),
+            Kind::Live { model, exec, .. } => {
+                let exec = exec.as_mut().ok_or_else(|| plan_error("a live step before any pass started"))?;
+                if nodes != model.schedule() {
+                    return Err(plan_error("live memory runs whole steps only"));
+                }
+                Ok(exec.step()?.kernel_ns)
+            }
+        }
+    }
+}
+
+fn plan_error(reason: &str) -> ProfileError {
+    ExecError::Plan { reason: reason.to_string() }.into()
+}
