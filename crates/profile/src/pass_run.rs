@@ -91,18 +91,27 @@ fn drift_reference(candidates: &[(usize, f64)], picked_ns: f64) -> Vec<(usize, f
     chosen
 }
 
+/// What a timed step runs, and where its times are read.
+struct StepLayout {
+    /// The nodes, in schedule order.
+    run: Vec<NodeId>,
+    /// Per pick, its index in `run` (none for a pick that left the pass).
+    picks: Vec<Option<usize>>,
+    /// The reference kernels: index in `run`, reference time.
+    reference: Vec<(usize, f64)>,
+}
+
 /// A picked-only step: the `active` picks (schedule positions `position`) and the
 /// reference kernels `chosen`, each right after the producers of its inputs (untimed),
 /// so each reads inputs as fresh in cache as a training step leaves them (the reference
-/// kernels ran that way in the reference pass). Returns the nodes in schedule order,
-/// where each active pick sits among them, and where each reference kernel sits.
+/// kernels ran that way in the reference pass).
 fn picked_step(
     model: &Model,
     schedule_at: &[usize],
     position: &[usize],
     active: &[bool],
     chosen: &[(usize, f64)],
-) -> (Vec<NodeId>, Vec<Option<usize>>, Vec<(usize, f64)>) {
+) -> StepLayout {
     let picked = position.iter().zip(active).filter(|(_, a)| **a).map(|(&pos, _)| pos);
     let timed: Vec<usize> = picked.chain(chosen.iter().map(|&(pos, _)| pos)).collect();
     let producers = timed
@@ -119,7 +128,7 @@ fn picked_step(
     }
     let picks = position.iter().zip(active).map(|(&pos, &a)| a.then_some(at[pos])).collect();
     let reference = chosen.iter().map(|&(pos, t)| (at[pos], t)).collect();
-    (run.iter().map(|&pos| model.schedule()[pos]).collect(), picks, reference)
+    StepLayout { run: run.iter().map(|&pos| model.schedule()[pos]).collect(), picks, reference }
 }
 
 /// What one pass measured.
@@ -184,28 +193,30 @@ pub fn run_pass(
     // Picked steps run only the picks whose median is not known well enough yet; whole
     // steps run everything anyway, so every pick keeps its place in them.
     let layout = |active: &[bool]| match protocol.steps {
-        Steps::Whole | Steps::Live => {
-            (model.schedule().to_vec(), position.iter().map(|&p| Some(p)).collect(), chosen.clone())
-        }
+        Steps::Whole | Steps::Live => StepLayout {
+            run: model.schedule().to_vec(),
+            picks: position.iter().map(|&p| Some(p)).collect(),
+            reference: chosen.clone(),
+        },
         Steps::Picked => picked_step(model, &schedule_at, &position, active, &chosen),
     };
     let mut active = vec![true; picks.len()];
-    let (mut run, mut at, mut reference) = layout(&active);
+    let mut step = layout(&active);
     for _ in 0..protocol.warmup {
-        engine.step(&run)?;
+        engine.step(&step.run)?;
     }
     let mut corrected: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
     let mut drifts = Vec::new();
     loop {
-        let times = engine.step(&run)?;
+        let times = engine.step(&step.run)?;
         let drift = if reference_total > 0.0 {
-            reference.iter().map(|&(pos, _)| times[pos]).sum::<f64>() / reference_total
+            step.reference.iter().map(|&(pos, _)| times[pos]).sum::<f64>() / reference_total
         } else {
             1.0
         };
         drifts.push(drift);
-        for ((c, r), pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&at) {
+        for ((c, r), pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&step.picks) {
             if let Some(pos) = *pos {
                 c.push(times[pos] / drift);
                 r.push(times[pos]);
@@ -224,7 +235,7 @@ pub fn run_pass(
         }
         if protocol.steps == Steps::Picked && done.iter().zip(&active).any(|(&d, &a)| d && a) {
             active = done.iter().map(|&d| !d).collect();
-            (run, at, reference) = layout(&active);
+            step = layout(&active);
         }
     }
     let measurements = picks
