@@ -234,6 +234,12 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
         if let Some((name, ns)) = &s.warm_start {
             t.row(vec!["started from".into(), format!("{name}, predicted {}", ms(*ns))]);
         }
+        if let Some((name, ns)) = &s.kept {
+            t.row(vec![
+                "kept".into(),
+                format!("{name}: the solver's own plan was predicted slower ({}), so this one is returned", ms(*ns)),
+            ]);
+        }
         if let Some(w) = &s.windows {
             t.row(vec![
                 "windows".into(),

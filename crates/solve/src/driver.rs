@@ -241,6 +241,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
     // With no baseline that fits (pools too small for any static placement), the ILP
     // starts from nothing: moves may still make a plan possible.
+    let best_baseline = best.as_ref().map(|(name, placement, _)| (name.clone(), placement.clone()));
     let (warm, warm_label) = match best {
         Some((name, placement, ns)) => {
             progress(&format!("warm start: {name}, predicted {:.3} ms", ns / 1e6));
@@ -302,14 +303,52 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             placer_host::fmt_bytes(lowered)
         ));
     }
-    let (mut plan, report) = plan_and_check(
+    let (plan, report) = plan_and_check(
         req,
         &inst,
         &outcome.placement,
         layout,
         &context("ilp", Some(formulation)),
-        Some((&outcome, start_label)),
+        Some((&outcome, start_label.clone())),
     );
+    // The guarantee: never return a plan predicted slower than one the solve had.
+    let mut seen: Vec<(String, Placement)> = best_baseline.into_iter().collect();
+    if formulation == Formulation::Async
+        && let (Some(sync), Some((label, _))) = (&start, &start_label)
+    {
+        seen.push((label.clone(), sync.clone()));
+    }
+    let solver_ns = plan.predicted.step_ns;
+    let mut others: Vec<(String, Plan, CheckReport)> = Vec::new();
+    for (label, placement) in seen {
+        let layout = lay_out(req.model, &inst, &placement);
+        if layout.arena_bytes[0] > budget {
+            continue;
+        }
+        let ctx = context("ilp", Some(formulation));
+        let (other, other_report) =
+            plan_and_check(req, &inst, &placement, layout, &ctx, Some((&outcome, start_label.clone())));
+        if other_report.ok() {
+            others.push((label, other, other_report));
+        }
+    }
+    let times: Vec<f64> = others.iter().map(|(_, p, _)| p.predicted.step_ns).collect();
+    let (mut plan, report) = match faster_than(solver_ns, &times) {
+        Some(i) => {
+            let (label, other, other_report) = others.swap_remove(i);
+            progress(&format!(
+                "the solver's plan was predicted {:.3} ms, slower than {label} at {:.3} ms: returning {label}",
+                solver_ns / 1e6,
+                other.predicted.step_ns / 1e6
+            ));
+            let mut other = other;
+            if let Some(s) = &mut other.solver {
+                s.kept = Some((label, solver_ns));
+            }
+            (other, other_report)
+        }
+        None => (plan, report),
+    };
     if let Some(s) = &mut plan.solver {
         s.total_seconds = began.elapsed().as_secs_f64();
         if let Some(first) = first_plan_seconds {
@@ -326,4 +365,24 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         check: report,
         baselines,
     })
+}
+
+/// Which of the plans predicted at `times` to return instead of the solver's own
+/// (predicted at `solver_ns`): the fastest, if it is faster.
+fn faster_than(solver_ns: f64, times: &[f64]) -> Option<usize> {
+    times.iter().enumerate().filter(|(_, t)| **t < solver_ns).min_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::faster_than;
+
+    #[test]
+    fn the_solver_s_plan_is_kept_unless_a_seen_plan_is_predicted_faster() {
+        assert_eq!(faster_than(19.172, &[19.120, 19.5]), Some(0), "the sync start was faster");
+        assert_eq!(faster_than(19.0, &[19.3, 19.120, 19.05]), None, "the solver's plan was the fastest");
+        assert_eq!(faster_than(19.2, &[19.3, 19.120, 19.05]), Some(2), "the fastest of the faster");
+        assert_eq!(faster_than(19.120, &[19.120]), None, "a tie keeps the solver's plan");
+        assert_eq!(faster_than(1.0, &[]), None);
+    }
 }

@@ -97,6 +97,11 @@ pub struct SolverReport {
     pub warm_start: Option<(String, f64)>,
     /// The window-by-window improvement of the start (large async models).
     pub windows: Option<WindowReport>,
+    /// When the solver's own plan was predicted slower than a plan the solve already
+    /// had (a baseline, or the sync plan an async solve started from), that plan is
+    /// returned instead: its name, and the solver's plan's predicted step time.
+    #[serde(default)]
+    pub kept: Option<(String, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -275,6 +280,7 @@ impl Plan {
                 size: o.size,
                 warm_start: warm,
                 windows: o.windows,
+                kept: None,
             }),
             kernels,
             tensors,

@@ -98,6 +98,11 @@ fn every_formulation_gives_a_checked_plan_no_worse_than_any_baseline() {
                 "{name} {f:?}: ILP {t} > best baseline {}",
                 best_baseline(&r)
             );
+            // Never slower than a plan the solve had: its warm start included.
+            let solver = r.plan.solver.as_ref().expect("an ILP plan");
+            if let Some((start, ns)) = &solver.warm_start {
+                assert!(t <= ns * (1.0 + 1e-9), "{name} {f:?}: ILP {t} > its start {start} at {ns}");
+            }
             assert!(r.plan.pool_peak_bytes[0] <= r.budget_bytes, "{name} {f:?}: DRAM over budget");
             // Emptying DRAM before filling it keeps every phase within the solver's
             // per-step counts, so only packing can cost more than the budget.
