@@ -176,6 +176,14 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
     t.row(vec!["host".into(), format!("fingerprint {}; pools {}", h.host_fingerprint, pools.join(", "))]);
     t.row(vec!["mode".into(), h.mode.label()]);
     t.row(vec![
+        "steps".into(),
+        match h.protocol.steps {
+            Steps::Live => "live: whole steps, each tensor allocated only while it is live (peak live memory)".into(),
+            Steps::Whole => "whole: every tensor allocated for the whole profile (the footprint)".into(),
+            Steps::Picked => "picked: every tensor allocated for the whole profile (the footprint)".into(),
+        },
+    ]);
+    t.row(vec![
         "configurations".into(),
         format!(
             "{} counting in-place tensors twice; -{} in-place, -{} pinned, -{} negligible operands, -{} grouped \
