@@ -185,20 +185,26 @@ pub fn run_pass(
         .filter(|(_, n)| !disturbed[n.index()] && reference_ns[n.index()] >= DRIFT_MIN_NS)
         .map(|(pos, n)| (pos, reference_ns[n.index()]))
         .collect();
-    let chosen = match protocol.steps {
-        Steps::Whole | Steps::Live => candidates,
-        Steps::Picked => drift_reference(&candidates, picks.iter().map(|p| reference_ns[p.node.index()]).sum()),
+    // Picked steps run only the picks whose median is not known well enough yet (and a
+    // few reference kernels); whole steps run everything anyway, so every pick and
+    // every candidate reference kernel keeps its place in them.
+    let picked = protocol.steps == Steps::Picked;
+    let chosen = if picked {
+        drift_reference(&candidates, picks.iter().map(|p| reference_ns[p.node.index()]).sum())
+    } else {
+        candidates
     };
     let reference_total: f64 = chosen.iter().map(|(_, t)| t).sum();
-    // Picked steps run only the picks whose median is not known well enough yet; whole
-    // steps run everything anyway, so every pick keeps its place in them.
-    let layout = |active: &[bool]| match protocol.steps {
-        Steps::Whole | Steps::Live => StepLayout {
-            run: model.schedule().to_vec(),
-            picks: position.iter().map(|&p| Some(p)).collect(),
-            reference: chosen.clone(),
-        },
-        Steps::Picked => picked_step(model, &schedule_at, &position, active, &chosen),
+    let layout = |active: &[bool]| {
+        if picked {
+            picked_step(model, &schedule_at, &position, active, &chosen)
+        } else {
+            StepLayout {
+                run: model.schedule().to_vec(),
+                picks: position.iter().map(|&p| Some(p)).collect(),
+                reference: chosen.clone(),
+            }
+        }
     };
     let mut active = vec![true; picks.len()];
     let mut step = layout(&active);
@@ -233,7 +239,7 @@ pub fn run_pass(
         if done.iter().all(|&d| d) {
             break;
         }
-        if protocol.steps == Steps::Picked && done.iter().zip(&active).any(|(&d, &a)| d && a) {
+        if picked && done.iter().zip(&active).any(|(&d, &a)| d && a) {
             active = done.iter().map(|&d| !d).collect();
             step = layout(&active);
         }

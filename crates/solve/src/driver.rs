@@ -241,7 +241,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
     // With no baseline that fits (pools too small for any static placement), the ILP
     // starts from nothing: moves may still make a plan possible.
-    let best_baseline = best.as_ref().map(|(name, placement, _)| (name.clone(), placement.clone()));
+    let best_baseline = best.clone();
     let (warm, warm_label) = match best {
         Some((name, placement, ns)) => {
             progress(&format!("warm start: {name}, predicted {:.3} ms", ns / 1e6));
@@ -311,16 +311,19 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         &context("ilp", Some(formulation)),
         Some((&outcome, start_label.clone())),
     );
-    // The guarantee: never return a plan predicted slower than one the solve had.
-    let mut seen: Vec<(String, Placement)> = best_baseline.into_iter().collect();
+    // The guarantee: never return a plan predicted slower than one the solve had. Their
+    // predicted times are known already (a plan's is its placement's evaluation), so
+    // only one that beats the solver's is laid out and checked.
+    let mut seen: Vec<(String, Placement, f64)> = best_baseline.into_iter().collect();
     if formulation == Formulation::Async
-        && let (Some(sync), Some((label, _))) = (&start, &start_label)
+        && let (Some(sync), Some((label, ns))) = (&start, &start_label)
     {
-        seen.push((label.clone(), sync.clone()));
+        seen.push((label.clone(), sync.clone(), *ns));
     }
     let solver_ns = plan.predicted.step_ns;
-    let mut others: Vec<(String, Plan, CheckReport)> = Vec::new();
-    for (label, placement) in seen {
+    let mut kept = None;
+    while let Some(i) = faster_than(solver_ns, &seen.iter().map(|s| s.2).collect::<Vec<_>>()) {
+        let (label, placement, _) = seen.swap_remove(i);
         let layout = lay_out(req.model, &inst, &placement);
         if layout.arena_bytes[0] > budget {
             continue;
@@ -329,19 +332,17 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         let (other, other_report) =
             plan_and_check(req, &inst, &placement, layout, &ctx, Some((&outcome, start_label.clone())));
         if other_report.ok() {
-            others.push((label, other, other_report));
+            kept = Some((label, other, other_report));
+            break;
         }
     }
-    let times: Vec<f64> = others.iter().map(|(_, p, _)| p.predicted.step_ns).collect();
-    let (mut plan, report) = match faster_than(solver_ns, &times) {
-        Some(i) => {
-            let (label, other, other_report) = others.swap_remove(i);
+    let (mut plan, report) = match kept {
+        Some((label, mut other, other_report)) => {
             progress(&format!(
                 "the solver's plan was predicted {:.3} ms, slower than {label} at {:.3} ms: returning {label}",
                 solver_ns / 1e6,
                 other.predicted.step_ns / 1e6
             ));
-            let mut other = other;
             if let Some(s) = &mut other.solver {
                 s.kept = Some((label, solver_ns));
             }
