@@ -158,7 +158,11 @@ fn host_code(e: &HostError) -> Option<u8> {
 /// `None` for errors classified as their own causes further down the chain.
 fn profile_code(e: &ProfileError) -> Option<u8> {
     match e {
-        ProfileError::Checkpoint { .. } | ProfileError::Mismatch { .. } | ProfileError::Usage { .. } => Some(BAD_INPUT),
+        ProfileError::Checkpoint { .. }
+        | ProfileError::Mismatch { .. }
+        | ProfileError::Usage { .. }
+        | ProfileError::NoCheckpoint { .. }
+        | ProfileError::ModelSource { .. } => Some(BAD_INPUT),
         ProfileError::CreateDir { .. } => Some(FAILURE),
         ProfileError::Exec(_) | ProfileError::Host(_) => None,
     }

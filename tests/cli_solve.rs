@@ -71,6 +71,40 @@ fn solve_turns_a_profile_into_a_checked_plan() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("measured on model"), "{}", text(&out.stderr));
+
+    // `placer solve --budget B` as a user types it: the most recent checkpoint names
+    // its model file.
+    let no_model = |dir: &std::path::Path| {
+        placer(&[
+            "solve",
+            "--budget",
+            "25%",
+            "--checkpoint-dir",
+            path_str(dir),
+            "--no-probe",
+            "-o",
+            path_str(&plan_path),
+        ])
+    };
+    let out = no_model(&ckpt_dir);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let chosen =
+        format!("solving lenet-mnist-b8 from {}, as checkpoint {} (the most recent)", model.display(), ckpt.display());
+    assert!(stdout.contains(&chosen), "missing '{chosen}' in:\n{stdout}");
+    assert!(stdout.contains("wrote"), "{stdout}");
+
+    // Nothing profiled yet, then a model file that has moved: one line, exit 2, what to run.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir(&empty).expect("dir");
+    std::fs::rename(&model, dir.path().join("moved.json")).expect("move");
+    for (dir, needle) in [(&empty, "no checkpoint in"), (&ckpt_dir, "is gone; name the model where it is now")] {
+        let out = no_model(dir);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "missing '{needle}' in: {stderr}");
+    }
 }
 
 #[test]

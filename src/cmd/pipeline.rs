@@ -56,19 +56,19 @@ pub struct Args {
     host: HostArgs,
 }
 
-fn load(path: Option<&Path>) -> anyhow::Result<(Model, String)> {
-    match path {
-        Some(p) => Ok((placer_ir::load_model(p)?, p.display().to_string())),
-        None if Path::new(DEFAULT_MODEL).exists() => {
-            Ok((placer_ir::load_model(Path::new(DEFAULT_MODEL))?, DEFAULT_MODEL.into()))
-        }
+/// The model, how to name its source, and its file if it came from one.
+fn load(path: Option<&Path>) -> anyhow::Result<(Model, String, Option<PathBuf>)> {
+    let file = match path {
+        Some(p) => p,
+        None if Path::new(DEFAULT_MODEL).exists() => Path::new(DEFAULT_MODEL),
         // Outside the repository: the same model, built by the zoo.
-        None => Ok((placer_zoo::build("lenet-mnist", 256)?, "zoo lenet-mnist, batch 256".into())),
-    }
+        None => return Ok((placer_zoo::build("lenet-mnist", 256)?, "zoo lenet-mnist, batch 256".into(), None)),
+    };
+    Ok((placer_ir::load_model(file)?, file.display().to_string(), Some(file.to_path_buf())))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (model, source) = load(args.model.as_deref())?;
+    let (model, source, file) = load(args.model.as_deref())?;
     let budget = Budget::parse(&args.budget)?;
     let mut host = args.host.open()?;
     let dir = args.output.clone().unwrap_or_else(|| Path::new("reports").join(model.name()));
@@ -79,7 +79,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         budget,
         formulation: args.formulation.formulation(),
         time_limit: args.time_limit,
-        profile: ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model),
+        profile: ProfileOptions {
+            model_source: file,
+            ..ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model)
+        },
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: 0x5EED },
         sweep: args.sweep,

@@ -139,6 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             steps: Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)),
         },
         pins: args.pin.clone(),
+        model_source: Some(args.model.clone()),
     };
     let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
     let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode));

@@ -1,19 +1,23 @@
-//! `placer solve MODEL --budget B [--profile CKPT] [--formulation static|sync|async]
+//! `placer solve [MODEL] --budget B [--profile CKPT] [--formulation static|sync|async]
 //! [--time-limit S] [--gap G] [-o plan.json] [--baselines]`
+//!
+//! Without a model, the checkpoint (`--profile`, else the most recent in
+//! `--checkpoint-dir`) names the model file it measured.`
 
 use crate::args::{FormulationArg, HostArgs};
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
-use placer_profile::Profile;
+use placer_profile::{Profile, source};
 use placer_solve::cost::Costs;
 use placer_solve::ilp::IlpOptions;
 use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The model file (model.json).
-    model: PathBuf,
+    /// The model file (model.json). Without it, the model the checkpoint measured: the
+    /// `--profile` checkpoint's, or the most recent checkpoint's in `--checkpoint-dir`.
+    model: Option<PathBuf>,
     /// DRAM budget: a size (64GB, 64GiB, 512MiB) or a share of peak live memory (0.25, 25%).
     #[arg(long, allow_hyphen_values = true)]
     budget: String,
@@ -21,6 +25,10 @@ pub struct Args {
     /// Without it, every time comes from the cost model (docs/solving.md).
     #[arg(long, value_name = "CKPT")]
     profile: Option<PathBuf>,
+    /// Where to look for the most recent checkpoint when neither a model nor `--profile`
+    /// is given.
+    #[arg(long, default_value = "checkpoints")]
+    checkpoint_dir: PathBuf,
     #[arg(long, value_enum, default_value_t = FormulationArg::Sync)]
     formulation: FormulationArg,
     /// Solver time limit, seconds (HiGHS's own; a guard stops waiting at 1.5× + 20 s).
@@ -65,8 +73,27 @@ pub struct Args {
     host: HostArgs,
 }
 
+/// The model and checkpoint to solve, and how they were chosen (for the header).
+fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Option<String>)> {
+    if let Some(path) = &args.model {
+        return Ok((placer_ir::load_model(path)?, args.profile.clone(), None));
+    }
+    let (checkpoint, how) = match &args.profile {
+        Some(path) => (path.clone(), "given"),
+        None => (source::latest(&args.checkpoint_dir)?, "the most recent"),
+    };
+    let found = source::profiled(&checkpoint)?;
+    let note = format!(
+        "{} from {}, as checkpoint {} ({how}) recorded it",
+        found.model.name(),
+        found.model_file.display(),
+        checkpoint.display()
+    );
+    Ok((found.model, Some(checkpoint), Some(note)))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let model = placer_ir::load_model(&args.model)?;
+    let (model, checkpoint, chosen) = choose(&args)?;
     let budget = Budget::parse(&args.budget)?;
     let small_tensor = placer_host::parse_bytes(&args.small_tensor)
         .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
@@ -90,7 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let SolveInputs { pools, costs, pins, profile } = placer_solve::solve_inputs(
         &model,
         &mut host,
-        args.profile.as_deref(),
+        checkpoint.as_deref(),
         &args.pin,
         args.no_probe,
         &mut progress::inputs_event,
@@ -102,9 +129,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         budget,
         pins,
         options,
-        profile: args.profile.as_ref().map(|p| p.display().to_string()),
+        profile: checkpoint.as_ref().map(|p| p.display().to_string()),
     };
-    print!("{}", header(&model, &pools, &costs, profile.as_ref(), &args, &budget).render());
+    if let Some(chosen) = &chosen {
+        println!("solving {chosen}");
+    }
+    print!("{}", header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &budget).render());
     let mut progress = |line: &str| println!("  {line}");
     let result = placer_solve::solve(&request, &mut progress);
     let _ = std::fs::remove_file(&log_file);
@@ -140,7 +170,7 @@ fn header(
     pools: &SolvePools,
     costs: &Costs,
     profile: Option<&Profile>,
-    args: &Args,
+    checkpoint: Option<&Path>,
     budget: &Budget,
 ) -> Table {
     let mut t = Table::new(&["model", &format!("{} ({} kernels)", model.name(), count(model.schedule().len() as u64))]);
@@ -173,7 +203,7 @@ fn header(
         t.row(vec!["copy beside a kernel".into(), format!("slows it by {}", slowdown.join(", "))]);
     }
     let m = &costs.model;
-    let times = match (profile, &args.profile) {
+    let times = match (profile, checkpoint) {
         (Some(p), Some(path)) => format!(
             "{}: {} measured configurations{}{}",
             path.display(),

@@ -33,6 +33,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
             version: FORMAT_VERSION,
             model_name: model.into(),
             model_hash: format!("{:0>64}", model.len()),
+            model_source: None,
             host_fingerprint: "test-host".into(),
             pools: vec![
                 PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },

@@ -30,7 +30,10 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
     let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
     let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
     if version != FORMAT_VERSION {
-        return Err(bad(format!("format version {version}; this placer reads version {FORMAT_VERSION}")));
+        return Err(bad(format!(
+            "format version {version}, from another placer (this one reads version {FORMAT_VERSION}); \
+             move it aside, or replace it with placer profile --fresh"
+        )));
     }
     let (profile, read): (Profile, usize) =
         bincode::serde::decode_from_slice(body, config()).map_err(|e| bad(format!("damaged: {e}")))?;

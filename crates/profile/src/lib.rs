@@ -11,6 +11,7 @@ pub mod pass_run;
 pub mod passes;
 pub mod profiler;
 pub mod record;
+pub mod source;
 pub mod tasks;
 
 pub use design::{Design, DesignSpec};
@@ -25,6 +26,12 @@ pub enum ProfileError {
     Checkpoint { path: PathBuf, reason: String },
     #[error("{reason}")]
     Mismatch { reason: String },
+    /// There is no checkpoint to fall back on.
+    #[error("no checkpoint in {dir}: profile a model first (placer profile MODEL, or placer pipeline)", dir = dir.display())]
+    NoCheckpoint { dir: PathBuf },
+    /// A checkpoint's model cannot be found again as it was profiled.
+    #[error("checkpoint {checkpoint}: {reason}", checkpoint = checkpoint.display())]
+    ModelSource { checkpoint: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
     /// The checkpoint directory could not be created.

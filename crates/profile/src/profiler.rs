@@ -26,6 +26,8 @@ pub struct ProfileOptions {
     pub protocol: Protocol,
     /// `--pin` rules as given.
     pub pins: Vec<String>,
+    /// The model file profiled, if the model came from one; recorded in the header.
+    pub model_source: Option<PathBuf>,
 }
 
 impl ProfileOptions {
@@ -55,6 +57,7 @@ impl ProfileOptions {
                 steps: Steps::Picked,
             },
             pins: Vec::new(),
+            model_source: None,
         }
     }
 }
@@ -162,6 +165,15 @@ pub fn plan(
         version: FORMAT_VERSION,
         model_name: model.name().to_string(),
         model_hash: model.content_hash(),
+        model_source: match &options.model_source {
+            Some(path) => Some(
+                std::path::absolute(path)
+                    .map_err(|e| ProfileError::Usage { reason: format!("{}: {e}", path.display()) })?
+                    .display()
+                    .to_string(),
+            ),
+            None => None,
+        },
         host_fingerprint: host_fingerprint.to_string(),
         pools: pools
             .pools()
@@ -285,6 +297,8 @@ pub fn run_to_checkpoint(
                     ),
                 });
             }
+            let mut old = old;
+            old.header.model_source = plan.header.model_source.clone();
             old
         }
         None => Profile {

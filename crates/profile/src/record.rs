@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,6 +150,11 @@ pub struct ProfileHeader {
     pub version: u32,
     pub model_name: String,
     pub model_hash: String,
+    /// The absolute path of the model file that was profiled, when it came from a file:
+    /// `placer solve` without a model finds the model again through it (and
+    /// `model_hash` says whether the file still holds the same model). Not part of a
+    /// checkpoint's identity: a resumed run records where the model is now.
+    pub model_source: Option<String>,
     pub host_fingerprint: String,
     pub pools: Vec<PoolInfo>,
     /// True when any pool is emulated: these timings are then not measurements of the

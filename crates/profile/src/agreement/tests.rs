@@ -17,6 +17,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         version: FORMAT_VERSION,
         model_name: "toy-b1".into(),
         model_hash: "00112233445566778899aabbccddeeff".into(),
+        model_source: None,
         host_fingerprint: "host-a".into(),
         pools: pools(),
         emulated: false,

@@ -13,6 +13,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             version: 1,
             model_name: model.into(),
             model_hash: "ab".repeat(32),
+            model_source: None,
             host_fingerprint: "f00d".into(),
             pools: vec![
                 PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },

@@ -1,0 +1,85 @@
+//! From a checkpoint back to its model: `placer solve --budget 64GB` with no model
+//! solves the most recent profile, so the profile must say which model it measured
+//! and the file must still hold that model.
+
+use crate::ProfileError;
+use crate::checkpoint;
+use crate::record::Profile;
+use placer_ir::Model;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// A checkpoint and the model it measured, read back from the file it was profiled from.
+#[derive(Debug)]
+pub struct Profiled {
+    pub checkpoint: PathBuf,
+    pub profile: Profile,
+    pub model_file: PathBuf,
+    pub model: Model,
+}
+
+/// The checkpoint (`*.ckpt`) in `dir` written last. Interrupted or partial profiles count:
+/// a checkpoint is saved after every pass, and the solver fills what is missing.
+pub fn latest(dir: &Path) -> Result<PathBuf, ProfileError> {
+    let none = || ProfileError::NoCheckpoint { dir: dir.to_path_buf() };
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(none()),
+        Err(e) => return Err(ProfileError::Checkpoint { path: dir.to_path_buf(), reason: e.to_string() }),
+    };
+    let mut newest: Option<(SystemTime, PathBuf)> = None;
+    for entry in entries {
+        let entry = entry.map_err(|e| ProfileError::Checkpoint { path: dir.to_path_buf(), reason: e.to_string() })?;
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "ckpt") || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let modified = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .map_err(|e| ProfileError::Checkpoint { path: path.clone(), reason: e.to_string() })?;
+        // Ties (coarse clocks) go to the name, so the choice does not depend on the
+        // directory's order.
+        if newest.as_ref().is_none_or(|(t, p)| (modified, &path) > (*t, p)) {
+            newest = Some((modified, path));
+        }
+    }
+    newest.map(|(_, path)| path).ok_or_else(none)
+}
+
+/// Reads `checkpoint` and the model file it records, refusing a checkpoint that records
+/// no file, a file that has gone, and a file that no longer holds the profiled model.
+pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
+    let profile = checkpoint::load(checkpoint)?;
+    let header = &profile.header;
+    let refuse = |reason: String| ProfileError::ModelSource { checkpoint: checkpoint.to_path_buf(), reason };
+    let Some(source) = header.model_source.as_ref() else {
+        return Err(refuse(format!(
+            "it records no model file (model {} was built in memory); name the model: placer solve MODEL --budget B --profile {}",
+            header.model_name,
+            checkpoint.display()
+        )));
+    };
+    let model_file = PathBuf::from(source);
+    if !model_file.is_file() {
+        return Err(refuse(format!(
+            "its model file {source} is gone; name the model where it is now: placer solve MODEL --budget B --profile {}",
+            checkpoint.display()
+        )));
+    }
+    let changed = |now: &str| {
+        refuse(format!(
+            "its model file {source} has changed since it was profiled ({now}); profile it again: placer profile {source}"
+        ))
+    };
+    let model = placer_ir::load_model(&model_file).map_err(|e| changed(&format!("it no longer loads: {e}")))?;
+    let hash = model.content_hash();
+    if hash != header.model_hash {
+        return Err(changed(&format!("model hash {} then, {} now", short(&header.model_hash), short(&hash))));
+    }
+    Ok(Profiled { checkpoint: checkpoint.to_path_buf(), profile, model_file, model })
+}
+
+fn short(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
+}
