@@ -11,6 +11,9 @@ use std::path::Path;
 
 /// A plan's name in tables: the strategy, and the formulation for an ILP plan.
 pub fn plan_label(plan: &Plan) -> String {
+    if plan.memory_side_cache.is_some() {
+        return placer_solve::two_lm::LABEL.to_string();
+    }
     match plan.formulation {
         Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),
         _ => plan.strategy.clone(),

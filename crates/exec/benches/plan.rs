@@ -28,6 +28,7 @@ fn no_reuse(model: &Model) -> ExecPlan {
         scratch_offsets: vec![at; model.schedule().len()],
         arena_bytes: vec![at + scratch],
         budget_bytes: u64::MAX,
+        side_cache: None,
     }
 }
 

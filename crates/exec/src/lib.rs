@@ -17,7 +17,7 @@ pub use data::SplitMix64;
 pub use executor::{EmulatedPoolUse, Executor, PoolAssignment, RunOptions, RunReport, StepTimes};
 pub use layout::first_fit;
 pub use plan_run::{PlanExecutor, PlanRunReport, PlanStepTimes};
-pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, reserved_bytes};
+pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, SideWaits, reserved_bytes};
 pub use stats::Stats;
 pub use summary::{KernelRow, OpRow, RunSummary};
 

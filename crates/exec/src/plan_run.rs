@@ -219,16 +219,19 @@ impl<'m> PlanExecutor<'m> {
         self.release(m.tensor, src)
     }
 
-    /// The emulated wait for node `n` at `step`: each operand at its planned pool.
+    /// The emulated wait for node `n` at `step`: each operand at its planned pool, except
+    /// that a memory-side cache charges for the pool behind it.
     fn emulated_ns(&self, n: NodeId, step: usize) -> f64 {
-        self.traffic[n.index()]
+        let cached = self.plan.side_cache.as_ref().map(|c| c.pool);
+        let operands: f64 = self.traffic[n.index()]
             .iter()
             .filter_map(|(t, traffic)| {
                 let pool = self.plan.spans[t.index()][self.plan.span_at(*t, step)].pool;
-                let emulation = self.pools.pool(pool).emulation.as_ref()?;
+                let emulation = self.pools.pool(pool).emulation.as_ref().filter(|_| Some(pool) != cached)?;
                 Some(emulation.extra_ns(traffic.read, traffic.written))
             })
-            .sum()
+            .sum();
+        operands + self.plan.side_cache.as_ref().map_or(0.0, |c| c.waits_ns[step])
     }
 
     /// Runs kernel `step`; returns its time in ns and the DRAM bytes placed meanwhile.

@@ -51,6 +51,18 @@ pub struct ExecPlan {
     pub arena_bytes: Vec<u64>,
     /// The DRAM budget the plan was made for: pool 0's arena must not exceed it.
     pub budget_bytes: u64,
+    /// An emulated memory-side cache (2LM) in front of a pool: operands there are
+    /// charged its per-step waits instead of the pool's per-byte charge.
+    pub side_cache: Option<SideWaits>,
+}
+
+/// What an emulated memory-side cache charges, step by step (computed by the solver's
+/// `two_lm` module from the cache's state after each kernel).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideWaits {
+    pub pool: PoolId,
+    /// Per step, ns.
+    pub waits_ns: Vec<f64>,
 }
 
 /// Bytes a tensor reserves in an arena: whole pages, as the plan counted them.
@@ -104,6 +116,11 @@ impl ExecPlan {
                     return bad(format!("tensor '{name}' has a span outside its pool's arena or the schedule"));
                 }
             }
+        }
+        if let Some(c) = &self.side_cache
+            && (c.pool.index() >= pools || c.waits_ns.len() != steps)
+        {
+            return bad(format!("its memory-side cache has {} waits for {steps} steps", c.waits_ns.len()));
         }
         for m in &self.moves {
             let spans = self.spans.get(m.tensor.index()).map_or(0, Vec::len);

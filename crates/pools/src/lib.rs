@@ -14,6 +14,7 @@ mod buffer;
 mod emulation;
 mod pool;
 mod set;
+mod side_cache;
 
 pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 #[cfg(feature = "memkind")]
@@ -23,6 +24,7 @@ pub use buffer::Buffer;
 pub use emulation::{Emulation, busy_wait_ns, busy_wait_until, sleep_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};
 pub use set::{PoolSet, available_memory, total_memory};
+pub use side_cache::{MemorySideCache, SideTraffic};
 
 /// Index of a pool in its [`PoolSet`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

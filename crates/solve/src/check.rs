@@ -3,6 +3,7 @@
 //! plan: live ranges come from the IR, locations from the plan's spans, and every
 //! figure the plan states is recomputed and compared.
 
+use crate::two_lm;
 use crate::cost::{Costs, Source};
 use crate::placement::MoveKind;
 use crate::plan::Plan;
@@ -194,6 +195,17 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
     let mut live = vec![0i128; names.len()];
     let mut peak = vec![0u64; names.len()];
     let mut step_ns = sync_ns;
+    // A 2LM plan: its cached pool is reached at DRAM speed, plus the cache's wait.
+    let side = match &plan.memory_side_cache {
+        None => None,
+        Some(cache) => match two_lm::predicted_waits(model, plan, cache, costs, pools) {
+            Ok(side) => Some(side),
+            Err(e) => {
+                problem(e);
+                return report;
+            }
+        },
+    };
     if plan.kernels.len() != steps || plan.dram_bytes.len() != steps {
         problem(format!(
             "the plan lists {} kernels and {} DRAM figures for {steps} steps",
@@ -235,7 +247,14 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
             problem(format!("step {i} ({}): an operand has no location", node.name));
             continue;
         };
-        let (time, source) = costs.kernel_ns(n, &config);
+        let (time, source) = match &side {
+            None => costs.kernel_ns(n, &config),
+            Some((cached, waits)) => {
+                let seen: Vec<u16> = config.iter().map(|&p| if p as usize == *cached { 0 } else { p }).collect();
+                let (time, source) = costs.kernel_ns(n, &seen);
+                (time + waits[i], source)
+            }
+        };
         match source {
             Source::Measured => report.measured += 1,
             Source::Predicted => report.predicted += 1,

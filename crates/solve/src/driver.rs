@@ -12,6 +12,7 @@ use crate::layout::{Layout, lay_out};
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
+use crate::two_lm;
 use placer_ir::Model;
 use placer_profile::tasks::Pin;
 
@@ -139,8 +140,26 @@ pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), Solve
     inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
-    let candidates = Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b).0).collect();
+    let mut candidates: Vec<Candidate> = Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b).0).collect();
+    candidates.push(two_lm_candidate(req, &inst, &all_dram_plan, &candidates));
     Ok((all_dram_plan, candidates))
+}
+
+/// The EMULATED 2LM baseline, made from all-slow's checked plan and checked itself. It
+/// is a memory mode, not a placement: never a warm start, and not among the plans the
+/// solver's result is held to.
+fn two_lm_candidate(req: &SolveRequest<'_>, inst: &Instance, all_dram: &Plan, baselines: &[Candidate]) -> Candidate {
+    let all_slow = baselines.iter().find(|c| c.name == Baseline::AllSlow.name()).map(|c| &c.outcome);
+    let outcome = match all_slow {
+        Some(Ok((slow, report))) if report.ok() => {
+            two_lm::plan(req.model, slow, all_dram, req.costs, &req.pools).map(|plan| {
+                let report = check(req.model, &plan, req.costs, &req.pools, inst.capacity[0]);
+                (plan, report)
+            })
+        }
+        _ => Err("all-slow, whose places it takes, has no plan at this budget".into()),
+    };
+    Candidate { name: two_lm::LABEL.into(), outcome }
 }
 
 /// One baseline, fitted to the budget, planned and checked; also its placement when the
@@ -237,6 +256,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         }
         baselines.push(candidate);
     }
+    baselines.push(two_lm_candidate(req, &inst, &all_dram_plan, &baselines));
     let first_plan_seconds = best.as_ref().map(|_| began.elapsed().as_secs_f64());
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
     // With no baseline that fits (pools too small for any static placement), the ILP

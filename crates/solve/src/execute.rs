@@ -4,9 +4,10 @@
 use crate::SolveError;
 use crate::placement::MoveKind;
 use crate::plan::Plan;
-use placer_exec::{CopyKind, ExecPlan, PlannedMove, PlannedSpan};
+use crate::two_lm;
+use placer_exec::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, SideWaits};
 use placer_ir::{Model, TensorId};
-use placer_pools::PoolSet;
+use placer_pools::{PoolId, PoolSet};
 use std::collections::HashMap;
 
 /// Resolves `plan` against `model` and the host's `pools`.
@@ -67,11 +68,46 @@ pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan
         };
         moves.push(PlannedMove { tensor: TensorId(t as u32), to_span, before_step: m.before_step, kind });
     }
+    let side_cache = match &plan.memory_side_cache {
+        None => None,
+        Some(cache) => Some(side_waits(plan, model, pools, cache, &pool_ids)?),
+    };
     Ok(ExecPlan {
         spans,
         moves,
         scratch_offsets: plan.kernels.iter().map(|k| k.scratch_offset).collect(),
         arena_bytes,
         budget_bytes: plan.budget_bytes,
+        side_cache,
     })
+}
+
+/// What an EMULATED 2LM plan's cache charges per step: its traffic at the emulated
+/// pool's own extra costs, as the pool would charge the same bytes.
+fn side_waits(
+    plan: &Plan,
+    model: &Model,
+    pools: &PoolSet,
+    cache: &two_lm::SideCache,
+    pool_ids: &HashMap<&str, PoolId>,
+) -> Result<SideWaits, SolveError> {
+    let mismatch = |reason: String| SolveError::Mismatch { reason };
+    let pool = *pool_ids
+        .get(cache.pool.as_str())
+        .ok_or_else(|| mismatch(format!("the 2LM cache is in front of unknown pool '{}'", cache.pool)))?;
+    let emulation = pools.pool(pool).emulation.as_ref().ok_or_else(|| {
+        mismatch(format!(
+            "the plan emulates 2LM in front of pool '{}', which is a real device here; on a host in Memory Mode, \
+             measure the hardware's 2LM as all-slow",
+            cache.pool
+        ))
+    })?;
+    let traffic = two_lm::step_traffic(model, plan, cache).map_err(mismatch)?;
+    let waits_ns = traffic
+        .iter()
+        .map(|&t| {
+            two_lm::wait_ns(t, cache.line_bytes, emulation.read_extra_ns_per_byte, emulation.write_extra_ns_per_byte)
+        })
+        .collect();
+    Ok(SideWaits { pool, waits_ns })
 }

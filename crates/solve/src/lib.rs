@@ -23,6 +23,7 @@ pub mod placement;
 pub mod plan;
 pub mod pools;
 mod segtree;
+pub mod two_lm;
 
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};

@@ -9,6 +9,7 @@ use crate::instance::Instance;
 use crate::layout::{Layout, lay_out};
 use crate::placement::{MoveKind, Placement};
 use crate::pools::PoolFigures;
+use crate::two_lm::SideCache;
 use placer_ir::Model;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -56,6 +57,10 @@ pub struct Plan {
     /// The most bytes live in one phase (a blocking copy holds both ends): what a
     /// perfect packing would need.
     pub phase_peak_bytes: Vec<u64>,
+    /// Set for the EMULATED 2LM baseline: DRAM is a cache in front of this pool, and
+    /// kernel times include its waits (crate::two_lm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_side_cache: Option<SideCache>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -289,6 +294,7 @@ impl Plan {
             dram_bytes: eval.bytes[0].clone(),
             arena_bytes: layout.arena_bytes,
             phase_peak_bytes: layout.phase_peak_bytes,
+            memory_side_cache: None,
         }
     }
 
