@@ -69,6 +69,13 @@ impl ExecPlan {
             .map(|i| vec![PlannedSpan { from: liveness.ranges[i].first, pool: placement.0[i], offset: offsets[i] }])
             .collect();
         let scratch_offsets = offsets[tensors..tensors + steps].to_vec();
-        ExecPlan { spans, moves: Vec::new(), scratch_offsets, budget_bytes: arena_bytes[0], arena_bytes, side_cache: None }
+        ExecPlan {
+            spans,
+            moves: Vec::new(),
+            scratch_offsets,
+            budget_bytes: arena_bytes[0],
+            arena_bytes,
+            side_cache: None,
+        }
     }
 }

@@ -3,11 +3,11 @@
 //! plan: live ranges come from the IR, locations from the plan's spans, and every
 //! figure the plan states is recomputed and compared.
 
-use crate::two_lm;
 use crate::cost::{Costs, Source};
 use crate::placement::MoveKind;
 use crate::plan::Plan;
 use crate::pools::SolvePools;
+use crate::two_lm;
 use placer_ir::{Liveness, Model, TensorId};
 use placer_kernels::dispatch::scratch_len;
 use std::collections::HashMap;

@@ -74,7 +74,8 @@ pub fn step_traffic(model: &Model, plan: &Plan, cache: &SideCache) -> Result<Vec
 
 /// The wait for one step's traffic at these extra costs per byte read and written.
 pub fn wait_ns(t: SideTraffic, line_bytes: u64, read_extra_ns_per_byte: f64, write_extra_ns_per_byte: f64) -> f64 {
-    (t.fills * line_bytes) as f64 * read_extra_ns_per_byte + (t.writebacks * line_bytes) as f64 * write_extra_ns_per_byte
+    (t.fills * line_bytes) as f64 * read_extra_ns_per_byte
+        + (t.writebacks * line_bytes) as f64 * write_extra_ns_per_byte
 }
 
 /// The pool a 2LM cache sits in front of: the slowest, if it is emulated.
@@ -96,7 +97,13 @@ pub fn cached_pool(pools: &SolvePools) -> Result<u16, String> {
 
 /// The 2LM plan made from all-slow's: the same places and offsets, every kernel costed
 /// as all-DRAM's plus its cache wait.
-pub fn plan(model: &Model, all_slow: &Plan, all_dram: &Plan, costs: &Costs, pools: &SolvePools) -> Result<Plan, String> {
+pub fn plan(
+    model: &Model,
+    all_slow: &Plan,
+    all_dram: &Plan,
+    costs: &Costs,
+    pools: &SolvePools,
+) -> Result<Plan, String> {
     let pool = cached_pool(pools)?;
     let cache = SideCache {
         pool: pools.pools[pool as usize].name.clone(),

@@ -253,3 +253,65 @@ fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
     assert_eq!(costs.kernel_ns(bn, &with_small_slow), (123_456.0, Source::Measured), "its pool is immaterial");
     assert_eq!(costs.kernel_ns(bn, &with_large_slow).1, Source::Estimated, "a large operand's pool matters");
 }
+
+/// Three 16 KiB tensors live at one step, `z = x + y`, in front of a 16 KiB cache: every
+/// tensor covers all of its 256 sets. In the steady state the step starts with z's lines
+/// dirty; reading x fetches 256 lines and writes z's 256 back, reading y fetches 256
+/// more (x was clean), and writing z fetches nothing and evicts y's clean lines.
+#[test]
+fn two_lm_charges_a_hand_computed_case() {
+    let src = r#"{"format": "placer-model", "version": 1, "name": "add3",
+      "tensors": [
+        {"name": "x", "shape": [4096], "role": "input"},
+        {"name": "y", "shape": [4096], "role": "input"},
+        {"name": "z", "shape": [4096], "role": "activation"}
+      ],
+      "nodes": [{"name": "sum", "op": "add", "inputs": ["x", "y"], "outputs": ["z"]}]}"#;
+    let model = placer_ir::parse_model(src).expect("valid");
+    let mut pools = two_pools();
+    pools.pools[1].emulated_as = Some("test-device".into());
+    let costs = Costs::new(&model, &pools, &[]);
+    let request = SolveRequest {
+        model: &model,
+        costs: &costs,
+        pools,
+        budget: Budget::Bytes(16 << 10),
+        pins: Vec::new(),
+        options: options(Formulation::Static),
+        profile: None,
+    };
+    let (all_dram, candidates) = placer_solve::baselines(&request).expect("baselines");
+    let plan_of = |name: &str| {
+        let c = candidates.iter().find(|c| c.name == name).expect(name);
+        let (plan, report) = c.outcome.as_ref().expect("a plan");
+        assert!(report.ok(), "{name}: {:?}", report.problems);
+        plan.clone()
+    };
+    let slow = plan_of("all-slow");
+    let two_lm = plan_of(placer_solve::two_lm::LABEL);
+    let offsets: Vec<u64> = slow.tensors.iter().map(|t| t.placement[0].offset % (16 << 10)).collect();
+    assert_eq!((offsets, slow.arena_bytes[0]), (vec![0, 0, 0], 0), "the case needs every tensor on the same sets");
+
+    let cache = two_lm.memory_side_cache.clone().expect("a 2LM plan names its cache");
+    assert_eq!((cache.pool.as_str(), cache.cache_bytes, cache.line_bytes), ("pmem", 16 << 10, 64));
+    let traffic = placer_solve::two_lm::step_traffic(&model, &two_lm, &cache).expect("traffic");
+    assert_eq!(traffic.len(), 1);
+    assert_eq!((traffic[0].lines, traffic[0].fills, traffic[0].writebacks), (768, 512, 256));
+    let (read, write) = (costs.model.read_extra_ns_per_byte[1], costs.model.write_extra_ns_per_byte[1]);
+    let wait = 512.0 * 64.0 * read + 256.0 * 64.0 * write;
+    assert!(wait > 0.0);
+    let expected = all_dram.kernels[0].time_ns + wait;
+    assert!(
+        (two_lm.kernels[0].time_ns - expected).abs() < 1e-6 * expected,
+        "{} vs {expected}",
+        two_lm.kernels[0].time_ns
+    );
+    assert!((two_lm.predicted.step_ns - expected).abs() < 1e-6 * expected);
+    assert!(two_lm.note.starts_with("EMULATED 2LM"), "{}", two_lm.note);
+
+    // A real slow pool cannot be cached by emulation: the baseline says why instead.
+    let real = SolveRequest { pools: two_pools(), ..request };
+    let (_, candidates) = placer_solve::baselines(&real).expect("baselines");
+    let c = candidates.iter().find(|c| c.name == placer_solve::two_lm::LABEL).expect("listed");
+    assert!(c.outcome.as_ref().is_err_and(|why| why.contains("real device")), "{:?}", c.outcome.as_ref().err());
+}
