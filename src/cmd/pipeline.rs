@@ -7,7 +7,7 @@ use crate::render::progress::{self, PassBar};
 use crate::table::{Table, bytes};
 use placer_eval::{MeasureOptions, PipelineEvent, PipelineRequest, Stage, SweepPoint, plan_label};
 use placer_ir::Model;
-use placer_profile::ProfileOptions;
+use placer_profile::{ProfileOptions, Steps};
 use placer_solve::Budget;
 use std::path::{Path, PathBuf};
 
@@ -45,6 +45,9 @@ pub struct Args {
     /// Profile rounds (see `placer profile --rounds`).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
+    /// Profile: which steps time the kernels (see `placer profile --steps`).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
+    steps: String,
     /// Where checkpoints live; an existing one for this model and host is resumed.
     #[arg(long, default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
@@ -81,7 +84,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         time_limit: args.time_limit,
         profile: ProfileOptions {
             model_source: file,
-            ..ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model)
+            ..match Steps::parse(&args.steps) {
+                Some(steps) => ProfileOptions::pipeline(args.reps, args.rounds).with_steps(steps),
+                None => ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model),
+            }
         },
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: 0x5EED },

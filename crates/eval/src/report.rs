@@ -188,8 +188,9 @@ impl Report<'_> {
         let _ = writeln!(
             s,
             "Every plan ran in this process, its timed steps interleaved with the others' \
-             ({} each), so host drift affects them alike. *Drift-corrected* scales each \
-             prediction by how far all-DRAM's measured step is from its own prediction.\n",
+             ({} each), so host drift affects them alike. *Drift-corrected* adds all-DRAM's \
+             own error (measured − predicted, in ms) to each prediction: the host's speed moves \
+             the compute every plan shares with all-DRAM, not emulated waits.\n",
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));

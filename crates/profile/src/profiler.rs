@@ -77,8 +77,12 @@ pub fn default_steps(model: &Model) -> Steps {
 
 impl ProfileOptions {
     /// These options with the steps [`default_steps`] gives `model`.
-    pub fn with_default_steps(mut self, model: &Model) -> Self {
-        self.protocol.steps = default_steps(model);
+    pub fn with_default_steps(self, model: &Model) -> Self {
+        self.with_steps(default_steps(model))
+    }
+
+    pub fn with_steps(mut self, steps: Steps) -> Self {
+        self.protocol.steps = steps;
         self
     }
 }
