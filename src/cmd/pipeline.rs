@@ -7,7 +7,7 @@ use crate::render::progress::{self, PassBar};
 use crate::table::{Table, bytes};
 use placer_eval::{MeasureOptions, PipelineEvent, PipelineRequest, Stage, SweepPoint, plan_label};
 use placer_ir::Model;
-use placer_profile::{ProfileOptions, Steps};
+use placer_profile::{ProfileOptions, Steps, profiler};
 use placer_solve::Budget;
 use std::path::{Path, PathBuf};
 
@@ -84,10 +84,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         time_limit: args.time_limit,
         profile: ProfileOptions {
             model_source: file,
-            ..match Steps::parse(&args.steps) {
-                Some(steps) => ProfileOptions::pipeline(args.reps, args.rounds).with_steps(steps),
-                None => ProfileOptions::pipeline(args.reps, args.rounds).with_default_steps(&model),
-            }
+            ..ProfileOptions::pipeline(args.reps, args.rounds)
+                .with_steps(Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)))
         },
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: 0x5EED },

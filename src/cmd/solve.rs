@@ -2,7 +2,7 @@
 //! [--time-limit S] [--gap G] [-o plan.json] [--baselines]`
 //!
 //! Without a model, the checkpoint (`--profile`, else the most recent in
-//! `--checkpoint-dir`) names the model file it measured.`
+//! `--checkpoint-dir`) names the model file it measured.
 
 use crate::args::{FormulationArg, HostArgs};
 use crate::render::progress;

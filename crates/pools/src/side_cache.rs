@@ -57,14 +57,6 @@ impl MemorySideCache {
         MemorySideCache { line, sets: (bytes / line).max(1), runs: BTreeMap::new() }
     }
 
-    pub fn line_bytes(&self) -> u64 {
-        self.line
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.sets * self.line
-    }
-
     /// Reads (or, with `write`, writes) `len` bytes at `addr`.
     pub fn access(&mut self, addr: u64, len: u64, write: bool) -> SideTraffic {
         let mut traffic = SideTraffic::default();

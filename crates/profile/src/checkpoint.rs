@@ -7,7 +7,8 @@
 //! refused by name rather than misread.
 
 use crate::ProfileError;
-use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile};
+use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile, ProfileHeader};
+use std::io::Read;
 use std::path::Path;
 
 const MAGIC: &[u8] = b"placer-profile\n";
@@ -24,7 +25,8 @@ pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
+/// The bincode body after the magic and a version this placer reads.
+fn body<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8], ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
     let body = bytes.strip_prefix(MAGIC).ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
     let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
@@ -35,6 +37,12 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
              move it aside, or replace it with placer profile --fresh"
         )));
     }
+    Ok(body)
+}
+
+pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
+    let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
+    let body = body(bytes, path)?;
     let (profile, read): (Profile, usize) =
         bincode::serde::decode_from_slice(body, config()).map_err(|e| bad(format!("damaged: {e}")))?;
     if read != body.len() {
@@ -47,6 +55,18 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
     let bytes = std::fs::read(path)
         .map_err(|e| ProfileError::Checkpoint { path: path.to_path_buf(), reason: e.to_string() })?;
     decode(&bytes, path)
+}
+
+/// Only the header of the checkpoint at `path` (the body's first field): the
+/// measurements after it are neither read nor decoded.
+pub fn load_header(path: &Path) -> Result<ProfileHeader, ProfileError> {
+    let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
+    let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut prefix = Vec::with_capacity(MAGIC.len() + 4);
+    (&mut reader).take((MAGIC.len() + 4) as u64).read_to_end(&mut prefix).map_err(|e| bad(e.to_string()))?;
+    body(&prefix, path)?;
+    bincode::serde::decode_from_std_read(&mut reader, config()).map_err(|e| bad(format!("damaged: {e}")))
 }
 
 /// Replaces `path` with `profile` so that a crash at any moment leaves either the old

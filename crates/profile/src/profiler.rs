@@ -76,11 +76,7 @@ pub fn default_steps(model: &Model) -> Steps {
 }
 
 impl ProfileOptions {
-    /// These options with the steps [`default_steps`] gives `model`.
-    pub fn with_default_steps(self, model: &Model) -> Self {
-        self.with_steps(default_steps(model))
-    }
-
+    /// These options with `steps` (see [`default_steps`] for a model's default).
     pub fn with_steps(mut self, steps: Steps) -> Self {
         self.protocol.steps = steps;
         self
@@ -169,15 +165,15 @@ pub fn plan(
         version: FORMAT_VERSION,
         model_name: model.name().to_string(),
         model_hash: model.content_hash(),
-        model_source: match &options.model_source {
-            Some(path) => Some(
+        model_source: options
+            .model_source
+            .as_ref()
+            .map(|path| {
                 std::path::absolute(path)
-                    .map_err(|e| ProfileError::Usage { reason: format!("{}: {e}", path.display()) })?
-                    .display()
-                    .to_string(),
-            ),
-            None => None,
-        },
+                    .map(|p| p.display().to_string())
+                    .map_err(|e| ProfileError::Usage { reason: format!("{}: {e}", path.display()) })
+            })
+            .transpose()?,
         host_fingerprint: host_fingerprint.to_string(),
         pools: pools
             .pools()
@@ -292,7 +288,7 @@ pub fn run_to_checkpoint(
     let rounds = plan.header.protocol.rounds.max(1) as usize;
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
-        Some(old) => {
+        Some(mut old) => {
             if let Some(why) = mismatch(&old.header, &plan.header) {
                 return Err(ProfileError::Mismatch {
                     reason: format!(
@@ -301,7 +297,6 @@ pub fn run_to_checkpoint(
                     ),
                 });
             }
-            let mut old = old;
             old.header.model_source = plan.header.model_source.clone();
             old
         }

@@ -4,16 +4,16 @@
 
 use crate::ProfileError;
 use crate::checkpoint;
-use crate::record::Profile;
+use crate::record::ProfileHeader;
 use placer_ir::Model;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// A checkpoint and the model it measured, read back from the file it was profiled from.
+/// A checkpoint's header and the model it measured, read back from the file it was
+/// profiled from.
 #[derive(Debug)]
 pub struct Profiled {
-    pub checkpoint: PathBuf,
-    pub profile: Profile,
+    pub header: ProfileHeader,
     pub model_file: PathBuf,
     pub model: Model,
 }
@@ -47,11 +47,10 @@ pub fn latest(dir: &Path) -> Result<PathBuf, ProfileError> {
     newest.map(|(_, path)| path).ok_or_else(none)
 }
 
-/// Reads `checkpoint` and the model file it records, refusing a checkpoint that records
+/// Reads `checkpoint`'s header and the model file it records, refusing a checkpoint that records
 /// no file, a file that has gone, and a file that no longer holds the profiled model.
 pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
-    let profile = checkpoint::load(checkpoint)?;
-    let header = &profile.header;
+    let header = checkpoint::load_header(checkpoint)?;
     let refuse = |reason: String| ProfileError::ModelSource { checkpoint: checkpoint.to_path_buf(), reason };
     let Some(source) = header.model_source.as_ref() else {
         return Err(refuse(format!(
@@ -77,7 +76,7 @@ pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
     if hash != header.model_hash {
         return Err(changed(&format!("model hash {} then, {} now", short(&header.model_hash), short(&hash))));
     }
-    Ok(Profiled { checkpoint: checkpoint.to_path_buf(), profile, model_file, model })
+    Ok(Profiled { header, model_file, model })
 }
 
 fn short(hash: &str) -> &str {

@@ -112,8 +112,8 @@ pub fn plan(
         cache_bytes: all_slow.budget_bytes.saturating_sub(all_slow.arena_bytes[0]),
         line_bytes: LINE_BYTES,
     };
-    let (_, waits) = predicted_waits(model, all_slow, &cache, costs, pools)?;
     let traffic = step_traffic(model, all_slow, &cache)?;
+    let waits = fitted_waits(&traffic, &cache, costs, pool as usize);
     let mut plan = all_slow.clone();
     plan.strategy = "2lm".into();
     plan.formulation = None;
@@ -159,7 +159,11 @@ pub fn predicted_waits(
         .iter()
         .position(|p| p.name == cache.pool)
         .ok_or_else(|| format!("the 2LM cache is in front of unknown pool '{}'", cache.pool))?;
+    Ok((pool, fitted_waits(&step_traffic(model, plan, cache)?, cache, costs, pool)))
+}
+
+/// `traffic` at the cost model's fitted extras for pool `pool`.
+fn fitted_waits(traffic: &[SideTraffic], cache: &SideCache, costs: &Costs, pool: usize) -> Vec<f64> {
     let (read, write) = (costs.model.read_extra_ns_per_byte[pool], costs.model.write_extra_ns_per_byte[pool]);
-    let traffic = step_traffic(model, plan, cache)?;
-    Ok((pool, traffic.iter().map(|&t| wait_ns(t, cache.line_bytes, read, write)).collect()))
+    traffic.iter().map(|&t| wait_ns(t, cache.line_bytes, read, write)).collect()
 }
