@@ -18,8 +18,10 @@ pub struct HostArgs {
     #[arg(long, value_name = "FILE.json")]
     pub host: Option<PathBuf>,
     /// Slow tiers to emulate in DRAM: device model names or files, comma-separated, or
-    /// `none`. Default: `optane-dcpmm` when this machine has nothing but DRAM.
-    #[arg(long, value_name = "DEVICE,...", conflicts_with = "host")]
+    /// `none`. Default: `optane-dcpmm` when this machine has nothing but DRAM. Each may
+    /// end in a wait model, `:additive` (the default) or `:overlap` (reads hidden behind
+    /// the kernel's compute; docs/hosts.md).
+    #[arg(long, value_name = "DEVICE[:MODEL],...", conflicts_with = "host")]
     pub emulate: Option<String>,
     /// Where measured host figures are cached [default: $PLACER_CACHE_DIR, else
     /// $XDG_CACHE_HOME/placer, else ~/.cache/placer].

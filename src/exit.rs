@@ -146,6 +146,7 @@ fn host_code(e: &HostError) -> Option<u8> {
         | HostError::HostFile { .. }
         | HostError::Device { .. }
         | HostError::UnknownDevice { .. }
+        | HostError::UnknownWaitModel { .. }
         | HostError::NotThisHost { .. }
         | HostError::Usage { .. } => Some(BAD_INPUT),
         HostError::Pool(_) => None,

@@ -41,6 +41,7 @@ fn zoo_writes_a_file_that_loads_and_lists_its_networks() {
         "densenet264",
         "inception-v3",
         "bert-base",
+        "autotm-mnist",
     ] {
         assert!(list.lines().any(|l| l.starts_with(name)), "{name} missing from --list");
     }
@@ -165,12 +166,42 @@ fn run_times_a_training_step_of_the_bundled_model() {
 }
 
 #[test]
+fn the_overlap_wait_model_is_named_wherever_the_emulated_pool_appears() {
+    let out = placer(&[
+        "run",
+        BUNDLED,
+        "-n",
+        "2",
+        "--warmup",
+        "1",
+        "--emulate",
+        "optane-dcpmm:overlap",
+        "--place",
+        "activation=pmem",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
+    assert_eq!(json["emulated_pools"][0]["device"], "optane-dcpmm:overlap");
+    // Activations are written by every forward kernel: writes are charged in both models.
+    assert!(json["emulated_wait_ms"]["median"].as_f64().is_some_and(|ms| ms > 0.0));
+    let topo = text(&placer(&["topo", "--emulate", "optane-dcpmm:overlap"]).stdout);
+    assert!(topo.contains("optane-dcpmm:overlap"), "{topo}");
+
+    let out = placer(&["topo", "--emulate", "optane-dcpmm:sideways"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("unknown wait model 'sideways' in 'optane-dcpmm:sideways'"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one-line error: {err}");
+}
+
+#[test]
 fn run_with_activations_in_the_emulated_pool_says_so_everywhere() {
     let out = placer(&["run", BUNDLED, "-n", "2", "--warmup", "1", "--place", "activation=pmem", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON output");
     assert_eq!(json["emulated"], true);
-    assert_eq!(json["emulated_pools"][0]["device"], "optane-dcpmm");
+    assert_eq!(json["emulated_pools"][0]["device"], "optane-dcpmm:additive");
     assert!(json["emulated_wait_ms"]["median"].as_f64().is_some_and(|ms| ms > 0.0));
 
     let out = placer(&["run", BUNDLED, "-n", "1", "--warmup", "0", "--place", "activation=pmem"]);
@@ -240,7 +271,7 @@ fn topo_lists_this_machine_with_an_emulated_tier_and_probes_it() {
     let pools = json["probe"]["pools"].as_array().expect("probed pools");
     assert_eq!(pools.len(), 2);
     assert_eq!((pools[0]["pool"].as_str(), pools[0]["emulated_as"].as_str()), (Some("dram"), None));
-    assert_eq!(pools[1]["emulated_as"], "optane-dcpmm");
+    assert_eq!(pools[1]["emulated_as"], "optane-dcpmm:additive");
     for p in pools {
         for what in ["read_gbps", "write_gbps", "copy_gbps"] {
             assert!(p[what]["median"].as_f64().is_some_and(|g| g > 0.0), "{what}: {p}");

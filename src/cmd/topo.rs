@@ -155,7 +155,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
     let mut pools = Table::new(&["pool", "kind", "capacity", "backend", "notes"]);
     for p in &layout.pools {
         let kind = match &p.device {
-            Some(d) => format!("{} (EMULATED: {})", p.kind, d.name),
+            Some(d) => format!("{} (EMULATED: {})", p.kind, d.label()),
             None => p.kind.to_string(),
         };
         pools.row(vec![p.name.clone(), kind, bytes(p.capacity), backend(&p.backend), p.notes.join("; ")]);
@@ -205,8 +205,8 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         if let Some(d) = &p.device {
             out.push_str(&format!(
                 "\nEMULATED: pool '{}' is not real {} memory. Its data is in DRAM and every kernel that touches it \
-                 waits the extra time the '{}' model predicts ({}).\n",
-                p.name, p.kind, d.name, d.source
+                 waits the extra time the '{}' model predicts ({}), in the {} wait model (docs/hosts.md).\n",
+                p.name, p.kind, d.name, d.source, d.wait
             ));
         }
     }

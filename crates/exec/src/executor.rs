@@ -230,18 +230,15 @@ impl<'m> Executor<'m> {
         }
     }
 
-    /// The wait the emulated pools charge for one run of node `n`, in ns, per the
-    /// emulation formula (docs/background.md, the emulated tier): each operand's bytes
-    /// read and written, at its pool's extra cost per byte.
-    pub fn emulated_ns(&self, n: NodeId) -> f64 {
-        self.traffic[n.index()]
-            .iter()
-            .filter_map(|(t, traffic)| {
-                let pool = self.buffers[t.index()].as_ref()?.pool();
-                let emulation = self.pools.pool(pool).emulation.as_ref()?;
-                Some(emulation.extra_ns(traffic.read, traffic.written))
-            })
-            .sum()
+    /// The wait the emulated pools charge for one run of node `n` that took `kernel_ns`
+    /// (docs/hosts.md, emulated tiers): each operand's bytes read and written, at its
+    /// pool's wait model.
+    pub fn emulated_ns(&self, n: NodeId, kernel_ns: f64) -> f64 {
+        let operands = self.traffic[n.index()].iter().filter_map(|(t, traffic)| {
+            let pool = self.buffers[t.index()].as_ref()?.pool();
+            Some((pool, traffic.read, traffic.written))
+        });
+        self.pools.kernel_wait_ns(operands, kernel_ns)
     }
 
     /// With `true`, every pool thread is woken before each kernel, outside the kernel's
@@ -274,7 +271,7 @@ impl<'m> Executor<'m> {
             self.buffers[t.index()] = Some(buffer);
         }
         let kernel_ns = result?;
-        let wait = wait_on_every_thread(self.emulated_ns(n), self.broadcast_ns);
+        let wait = wait_on_every_thread(self.emulated_ns(n, kernel_ns), self.broadcast_ns);
         // With a wait, time the whole span so the kernel's figure is what it would
         // take on the slow device; without one, keep the kernel's own tight timing.
         let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
@@ -362,7 +359,7 @@ impl<'m> Executor<'m> {
                 let tensors = self.buffers.iter().flatten().filter(|b| b.pool() == id).count();
                 (tensors > 0).then(|| EmulatedPoolUse {
                     pool: pool.name.clone(),
-                    device: emulation.device.clone(),
+                    device: emulation.label(),
                     tensors,
                 })
             })

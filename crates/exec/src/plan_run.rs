@@ -219,19 +219,15 @@ impl<'m> PlanExecutor<'m> {
         self.release(m.tensor, src)
     }
 
-    /// The emulated wait for node `n` at `step`: each operand at its planned pool, except
-    /// that a memory-side cache charges for the pool behind it.
-    fn emulated_ns(&self, n: NodeId, step: usize) -> f64 {
+    /// The emulated wait for node `n` at `step` that took `kernel_ns`: each operand at
+    /// its planned pool, except that a memory-side cache charges for the pool behind it.
+    fn emulated_ns(&self, n: NodeId, step: usize, kernel_ns: f64) -> f64 {
         let cached = self.plan.side_cache.as_ref().map(|c| c.pool);
-        let operands: f64 = self.traffic[n.index()]
-            .iter()
-            .filter_map(|(t, traffic)| {
-                let pool = self.plan.spans[t.index()][self.plan.span_at(*t, step)].pool;
-                let emulation = self.pools.pool(pool).emulation.as_ref().filter(|_| Some(pool) != cached)?;
-                Some(emulation.extra_ns(traffic.read, traffic.written))
-            })
-            .sum();
-        operands + self.plan.side_cache.as_ref().map_or(0.0, |c| c.waits_ns[step])
+        let operands = self.traffic[n.index()].iter().filter_map(|(t, traffic)| {
+            let pool = self.plan.spans[t.index()][self.plan.span_at(*t, step)].pool;
+            (Some(pool) != cached).then_some((pool, traffic.read, traffic.written))
+        });
+        self.pools.kernel_wait_ns(operands, kernel_ns) + self.plan.side_cache.as_ref().map_or(0.0, |c| c.waits_ns[step])
     }
 
     /// Runs kernel `step`; returns its time in ns and the DRAM bytes placed meanwhile.
@@ -269,7 +265,7 @@ impl<'m> PlanExecutor<'m> {
             })?;
         }
         let kernel_ns = invoke(model, n, &inputs, outs, scratch_view)?;
-        let wait = wait_on_every_thread(self.emulated_ns(n, step), self.broadcast_ns);
+        let wait = wait_on_every_thread(self.emulated_ns(n, step, kernel_ns), self.broadcast_ns);
         let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
         if scratch_len > 0 {
             self.arenas.release(scratch).map_err(|source| ExecError::Scratch { bytes: scratch_len, error: source })?;
@@ -396,7 +392,7 @@ impl<'m> PlanExecutor<'m> {
                 let tensors = self.plan.spans.iter().filter(|s| s.iter().any(|s| s.pool == id)).count();
                 (tensors > 0).then(|| EmulatedPoolUse {
                     pool: pool.name.clone(),
-                    device: emulation.device.clone(),
+                    device: emulation.label(),
                     tensors,
                 })
             })

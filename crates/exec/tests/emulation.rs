@@ -11,16 +11,66 @@
 
 use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_ir::Role;
-use placer_pools::{Emulation, Pool, PoolId, PoolKind, PoolSet};
+use placer_pools::{Emulation, Pool, PoolId, PoolKind, PoolSet, WaitModel};
+
+/// A host whose DRAM reads at 30 GB/s and writes at 25 GB/s, emulating a device with
+/// Optane's published ratios (37.6/105.6 read, 12.5/76.8 write).
+fn optane() -> Emulation {
+    Emulation::from_bandwidths("optane-dcpmm", 30e9, 25e9, 30e9 * 37.6 / 105.6, 25e9 * 12.5 / 76.8)
+}
 
 fn pools() -> PoolSet {
-    // A host whose DRAM reads at 30 GB/s and writes at 25 GB/s, emulating a device
-    // with Optane's published ratios (37.6/105.6 read, 12.5/76.8 write).
-    let emulation = Emulation::from_bandwidths("optane-dcpmm", 30e9, 25e9, 30e9 * 37.6 / 105.6, 25e9 * 12.5 / 76.8);
+    pools_with(optane())
+}
+
+fn pools_with(emulation: Emulation) -> PoolSet {
     PoolSet::new(vec![
         Pool::new("dram", PoolKind::Dram, 1 << 34),
         Pool::new("pmem", PoolKind::Pmem, 1 << 34).with_emulation(emulation),
     ])
+}
+
+fn activations_in_pmem(model: &placer_ir::Model) -> PoolAssignment {
+    let mut in_pmem = PoolAssignment::all_in(model, PoolId(0));
+    for (slot, tensor) in in_pmem.0.iter_mut().zip(model.tensors()) {
+        if tensor.role == Role::Activation {
+            *slot = PoolId(1);
+        }
+    }
+    assert!(in_pmem.0.contains(&PoolId(1)), "the model has activations");
+    in_pmem
+}
+
+/// The overlap wait model, from each kernel's declared traffic and no clock: a kernel
+/// long enough hides its reads and waits for its writes alone; a kernel of no time waits
+/// the device's whole read time on top. Both are checked against sums made here from the
+/// IR's traffic, not the executor's.
+#[test]
+fn the_overlap_model_charges_writes_and_only_the_reads_a_kernel_cannot_hide() {
+    let model = placer_zoo::build("lenet-mnist", 8).expect("zoo");
+    let emulation = optane().with_wait(WaitModel::Overlap);
+    let exec = Executor::new(&model, pools_with(emulation.clone()), &activations_in_pmem(&model), 7).expect("allocates");
+    let placement = activations_in_pmem(&model);
+    let (mut hidden_some, mut charged_some) = (false, false);
+    for &n in model.schedule() {
+        let (mut read, mut written) = (0u64, 0u64);
+        for (t, traffic) in placer_ir::ops::node_traffic(&model, n) {
+            if placement.0[t.index()] == PoolId(1) {
+                read += traffic.read;
+                written += traffic.written;
+            }
+        }
+        let writes = written as f64 * emulation.write_extra_ns_per_byte;
+        let device_read = read as f64 * emulation.read_ns_per_byte;
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.max(1.0);
+        assert!(close(exec.emulated_ns(n, 1e12), writes), "{}: a long kernel hides its reads", model.node(n).name);
+        assert!(close(exec.emulated_ns(n, 0.0), writes + device_read), "{}", model.node(n).name);
+        // Half the device's read time is hidden by a kernel that long.
+        assert!(close(exec.emulated_ns(n, device_read / 2.0), writes + device_read / 2.0), "{}", model.node(n).name);
+        hidden_some |= read > 0;
+        charged_some |= written > 0;
+    }
+    assert!(hidden_some && charged_some, "activations are read and written");
 }
 
 #[test]
@@ -28,20 +78,14 @@ fn pools() -> PoolSet {
 fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
     let in_dram = PoolAssignment::all_in(&model, PoolId(0));
-    let mut in_pmem = in_dram.clone();
-    for (slot, tensor) in in_pmem.0.iter_mut().zip(model.tensors()) {
-        if tensor.role == Role::Activation {
-            *slot = PoolId(1);
-        }
-    }
-    assert!(in_pmem.0.contains(&PoolId(1)), "the model has activations");
+    let in_pmem = activations_in_pmem(&model);
     let mut fast = Executor::new(&model, pools(), &in_dram, 7).expect("allocates");
     let mut slow = Executor::new(&model, pools(), &in_pmem, 7).expect("allocates");
     assert!(fast.emulated_pools_in_use().is_empty());
-    assert_eq!(slow.emulated_pools_in_use()[0].device, "optane-dcpmm");
+    assert_eq!(slow.emulated_pools_in_use()[0].device, "optane-dcpmm:additive");
 
-    let predicted_ms: f64 = model.schedule().iter().map(|&n| slow.emulated_ns(n)).sum::<f64>() / 1e6;
-    assert_eq!(model.schedule().iter().map(|&n| fast.emulated_ns(n)).sum::<f64>(), 0.0);
+    let predicted_ms: f64 = model.schedule().iter().map(|&n| slow.emulated_ns(n, 0.0)).sum::<f64>() / 1e6;
+    assert_eq!(model.schedule().iter().map(|&n| fast.emulated_ns(n, 0.0)).sum::<f64>(), 0.0);
     assert!(predicted_ms > 0.1, "the prediction is large enough to measure: {predicted_ms} ms");
 
     for _ in 0..3 {

@@ -4,6 +4,7 @@
 
 use crate::HostError;
 use serde::{Deserialize, Serialize};
+use placer_pools::WaitModel;
 use std::path::Path;
 
 /// The models in configs/devices/, compiled in so the binary works from any directory.
@@ -34,7 +35,15 @@ pub struct DeviceModel {
     pub source: String,
     pub reference_dram: Figures,
     pub device: Figures,
+    /// How an emulated pool of this device charges a kernel: chosen on the command line
+    /// (`DEVICE:MODEL`), not in the file, since it is placer's model of the device, not
+    /// a published figure.
+    #[serde(skip)]
+    pub wait: WaitModel,
 }
+
+/// The wait model an emulated device gets unless one is named.
+pub const DEFAULT_WAIT: WaitModel = WaitModel::Additive;
 
 impl DeviceModel {
     pub fn built_in_names() -> Vec<&'static str> {
@@ -50,8 +59,26 @@ impl DeviceModel {
         DeviceModel::parse(text, Path::new(&format!("configs/devices/{name}.json")))
     }
 
-    /// A built-in name, or a path to a model file.
-    pub fn resolve(name_or_path: &str) -> Result<DeviceModel, HostError> {
+    /// A built-in name or a path to a model file, optionally followed by `:MODEL`, the
+    /// wait model (`optane-dcpmm:additive`).
+    pub fn resolve(spec: &str) -> Result<DeviceModel, HostError> {
+        let (name_or_path, wait) = match spec.rsplit_once(':') {
+            Some((device, model)) => {
+                let wait = WaitModel::parse(model).ok_or_else(|| HostError::UnknownWaitModel {
+                    name: model.to_string(),
+                    spec: spec.to_string(),
+                    known: WaitModel::ALL.map(WaitModel::as_str).join(", "),
+                })?;
+                (device, wait)
+            }
+            None => (spec, DEFAULT_WAIT),
+        };
+        let mut model = DeviceModel::resolve_file(name_or_path)?;
+        model.wait = wait;
+        Ok(model)
+    }
+
+    fn resolve_file(name_or_path: &str) -> Result<DeviceModel, HostError> {
         if name_or_path.ends_with(".json") || name_or_path.contains('/') {
             let path = Path::new(name_or_path);
             let text = std::fs::read_to_string(path)
@@ -64,7 +91,7 @@ impl DeviceModel {
 
     pub fn parse(text: &str, path: &Path) -> Result<DeviceModel, HostError> {
         let bad = |reason: String| HostError::Device { path: path.to_path_buf(), reason };
-        let model: DeviceModel = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let mut model: DeviceModel = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
         if model.format != "placer-device" || model.version != 1 {
             return Err(bad(format!(
                 "format '{}' version {}; expected 'placer-device' version 1",
@@ -89,7 +116,14 @@ impl DeviceModel {
                 return Err(bad(format!("{what} must be a positive number, not {v}")));
             }
         }
+        model.wait = DEFAULT_WAIT;
         Ok(model)
+    }
+
+    /// The device with its wait model, as results name an emulated pool
+    /// (`optane-dcpmm:additive`; the same as [`placer_pools::Emulation::label`]).
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.name, self.wait)
     }
 
     pub fn kind(&self) -> placer_pools::PoolKind {
@@ -110,6 +144,7 @@ impl DeviceModel {
     pub fn emulation(&self, dram_read: f64, dram_write: f64) -> placer_pools::Emulation {
         let (r, w) = self.bandwidth_ratios();
         placer_pools::Emulation::from_bandwidths(&self.name, dram_read, dram_write, dram_read * r, dram_write * w)
+            .with_wait(self.wait)
     }
 }
 
@@ -137,6 +172,20 @@ mod tests {
         let e = optane.emulation(40e9, 30e9);
         let slow_read = 40e9 * 37.6 / 105.6;
         assert!((e.read_extra_ns_per_byte - (1e9 / slow_read - 1e9 / 40e9)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_wait_model_follows_the_device_after_a_colon() {
+        let overlap = DeviceModel::resolve("optane-dcpmm:overlap").expect("known model");
+        assert_eq!((overlap.name.as_str(), overlap.wait), ("optane-dcpmm", WaitModel::Overlap));
+        assert_eq!(overlap.emulation(40e9, 30e9).label(), "optane-dcpmm:overlap");
+        assert_eq!(overlap.label(), overlap.emulation(40e9, 30e9).label());
+        assert_eq!(DeviceModel::resolve("optane-dcpmm").expect("known").wait, DEFAULT_WAIT);
+        let err = DeviceModel::resolve("optane-dcpmm:sideways").expect_err("unknown model");
+        assert_eq!(
+            err.to_string(),
+            "unknown wait model 'sideways' in 'optane-dcpmm:sideways'; wait models: additive, overlap"
+        );
     }
 
     #[test]

@@ -131,7 +131,7 @@ pub fn load(path: &Path, topology: HostTopology) -> Result<HostLayout, HostError
             None => default_capacity,
         };
         let notes = match &device {
-            Some(d) => vec![format!("emulated {}: data in DRAM, slowed per byte by the device model", d.name)],
+            Some(d) => vec![format!("emulated {}: data in DRAM, slowed per byte by the device model", d.label())],
             None => Vec::new(),
         };
         pools.push(PoolSpec { name: entry.name, kind, capacity, backend, device, attrs, notes });

@@ -40,6 +40,8 @@ pub enum HostError {
     Device { path: PathBuf, reason: String },
     #[error("unknown device model '{name}'; built-in models: {known}")]
     UnknownDevice { name: String, known: String },
+    #[error("unknown wait model '{name}' in '{spec}'; wait models: {known}")]
+    UnknownWaitModel { name: String, spec: String, known: String },
     #[error("no local DRAM pool to emulate a slow tier in")]
     NoDram,
     #[error(

@@ -116,7 +116,7 @@ pub fn probe_pool(pools: &mut PoolSet, pool: PoolId, options: &ProbeOptions) -> 
     let p = pools.pool(pool);
     let probe = PoolProbe {
         pool: p.name.clone(),
-        emulated_as: p.emulation.as_ref().map(|e| e.device.clone()),
+        emulated_as: p.emulation.as_ref().map(placer_pools::Emulation::label),
         bytes,
         read_gbps: Spread::of(read),
         write_gbps: Spread::of(write),

@@ -4,17 +4,59 @@
 //! extra = Σ bytes_read × (1/bw_read_slow − 1/bw_read_dram)
 //!       + bytes_written × (1/bw_write_slow − 1/bw_write_dram)
 //!
+//! That is the `additive` wait model. The `overlap` model charges writes the same way
+//! but lets a kernel's compute hide its reads: the device streams them while the kernel
+//! runs, so a kernel waits only for the part of the device's read time that outlasts
+//! the kernel itself (docs/hosts.md, wait models, with the real Optane figures it was
+//! chosen from).
+//!
 //! The per-byte costs are computed once, by whoever builds the pool (placer-host),
 //! from the host's measured DRAM bandwidth and a device model's ratios.
 
 use std::time::{Duration, Instant};
 
+/// How an emulated pool turns a kernel's bytes into a wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitModel {
+    /// Every byte read or written costs the bandwidth gap, operand by operand, added up.
+    #[default]
+    Additive,
+    /// Writes cost the bandwidth gap; reads cost only the part of the device's read
+    /// time (all of the pool's reads for the kernel) that exceeds the kernel's own time.
+    Overlap,
+}
+
+impl WaitModel {
+    pub const ALL: [WaitModel; 2] = [WaitModel::Additive, WaitModel::Overlap];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitModel::Additive => "additive",
+            WaitModel::Overlap => "overlap",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<WaitModel> {
+        WaitModel::ALL.into_iter().find(|m| m.as_str() == text)
+    }
+}
+
+impl std::fmt::Display for WaitModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Emulation {
     /// The device model's name, e.g. `optane-dcpmm`. Shown wherever results appear.
     pub device: String,
+    pub wait: WaitModel,
     pub read_extra_ns_per_byte: f64,
     pub write_extra_ns_per_byte: f64,
+    /// The device's whole read time per byte (1/bw_read_slow), which the overlap model
+    /// sets against the kernel's time.
+    pub read_ns_per_byte: f64,
 }
 
 impl Emulation {
@@ -31,14 +73,41 @@ impl Emulation {
         let extra = |slow: f64, dram: f64| (1e9 / slow - 1e9 / dram).max(0.0);
         Emulation {
             device: device.to_string(),
+            wait: WaitModel::Additive,
             read_extra_ns_per_byte: extra(slow_read, dram_read),
             write_extra_ns_per_byte: extra(slow_write, dram_write),
+            read_ns_per_byte: 1e9 / slow_read,
         }
     }
 
-    /// The extra nanoseconds for a kernel that reads and writes this many bytes here.
+    pub fn with_wait(mut self, wait: WaitModel) -> Emulation {
+        self.wait = wait;
+        self
+    }
+
+    /// What results carry as the emulation's name: the device and the wait model, as
+    /// `--emulate` takes them (`optane-dcpmm:overlap`). Profiles record it, so a profile
+    /// taken with one wait model is never mixed with another.
+    pub fn label(&self) -> String {
+        format!("{}:{}", self.device, self.wait)
+    }
+
+    /// The extra nanoseconds for bytes that move to or from this pool with nothing to
+    /// hide behind (copies, probes): the bandwidth gap, in either wait model.
     pub fn extra_ns(&self, bytes_read: u64, bytes_written: u64) -> f64 {
         bytes_read as f64 * self.read_extra_ns_per_byte + bytes_written as f64 * self.write_extra_ns_per_byte
+    }
+
+    /// The wait for a kernel that took `kernel_ns` with its data in DRAM and read and
+    /// wrote this many bytes (all its operands in this pool together) here.
+    pub fn kernel_wait_ns(&self, bytes_read: u64, bytes_written: u64, kernel_ns: f64) -> f64 {
+        match self.wait {
+            WaitModel::Additive => self.extra_ns(bytes_read, bytes_written),
+            WaitModel::Overlap => {
+                let reads = (bytes_read as f64 * self.read_ns_per_byte - kernel_ns).max(0.0);
+                reads + bytes_written as f64 * self.write_extra_ns_per_byte
+            }
+        }
     }
 }
 
@@ -86,6 +155,24 @@ mod tests {
         assert!((e.read_extra_ns_per_byte - (0.1 - 0.025)).abs() < 1e-12);
         assert!((e.write_extra_ns_per_byte - (0.2 - 0.05)).abs() < 1e-12);
         assert!((e.extra_ns(1000, 100) - (75.0 + 15.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn overlap_hides_reads_behind_the_kernel_and_charges_writes() {
+        // Slow reads at 10 GB/s: 0.1 ns/B. 1 MB read takes the device 100 µs.
+        let e = Emulation::from_bandwidths("slow", 40e9, 20e9, 10e9, 5e9).with_wait(WaitModel::Overlap);
+        assert_eq!(e.label(), "slow:overlap");
+        // A kernel of 150 µs hides the whole read; its 1,000 written bytes cost 150 ns.
+        assert!((e.kernel_wait_ns(1_000_000, 1000, 150_000.0) - 150.0).abs() < 1e-6);
+        // A kernel of 40 µs waits the other 60 µs of the read.
+        assert!((e.kernel_wait_ns(1_000_000, 0, 40_000.0) - 60_000.0).abs() < 1e-6);
+        // Copies have nothing to hide behind: the gap, as in the additive model.
+        assert!((e.extra_ns(1000, 100) - (75.0 + 15.0)).abs() < 1e-9);
+        let additive = e.clone().with_wait(WaitModel::Additive);
+        assert_eq!(additive.label(), "slow:additive");
+        assert!((additive.kernel_wait_ns(1000, 100, 1e9) - 90.0).abs() < 1e-9);
+        assert_eq!(WaitModel::parse("overlap"), Some(WaitModel::Overlap));
+        assert_eq!(WaitModel::parse("sideways"), None);
     }
 
     #[test]

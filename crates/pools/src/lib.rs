@@ -21,7 +21,7 @@ pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{NumaBinder, PagePlacement};
 pub use buffer::Buffer;
-pub use emulation::{Emulation, busy_wait_ns, busy_wait_until, sleep_until};
+pub use emulation::{Emulation, WaitModel, busy_wait_ns, busy_wait_until, sleep_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};
 pub use set::{PoolSet, available_memory, total_memory};
 pub use side_cache::{MemorySideCache, SideTraffic};

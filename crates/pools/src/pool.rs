@@ -157,7 +157,7 @@ impl Pool {
             Some(e) => format!(
                 "{} EMULATED as {} (data in DRAM via {}; +{:.3} ns/B read, +{:.3} ns/B written)",
                 self.kind,
-                e.device,
+                e.label(),
                 self.backend.describe(),
                 e.read_extra_ns_per_byte,
                 e.write_extra_ns_per_byte

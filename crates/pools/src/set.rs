@@ -46,6 +46,22 @@ impl PoolSet {
         self.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
     }
 
+    /// What the emulated pools charge a kernel that took `kernel_ns` with its data in
+    /// DRAM, given each operand's (pool, bytes read, bytes written): each pool's bytes
+    /// added up, then that pool's wait model applied (zero for real pools).
+    pub fn kernel_wait_ns(&self, operands: impl IntoIterator<Item = (PoolId, u64, u64)>, kernel_ns: f64) -> f64 {
+        let mut per_pool = vec![(0u64, 0u64); self.pools.len()];
+        for (pool, read, written) in operands {
+            let (r, w) = &mut per_pool[pool.index()];
+            (*r, *w) = (*r + read, *w + written);
+        }
+        self.pools
+            .iter()
+            .zip(per_pool)
+            .filter_map(|(p, (read, written))| p.emulation.as_ref().map(|e| e.kernel_wait_ns(read, written, kernel_ns)))
+            .sum()
+    }
+
     pub fn find(&self, name: &str) -> Result<PoolId, PoolError> {
         self.pools.iter().position(|p| p.name == name).map(|i| PoolId(i as u16)).ok_or_else(|| PoolError::UnknownPool {
             name: name.to_string(),

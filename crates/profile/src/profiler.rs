@@ -181,7 +181,7 @@ pub fn plan(
             .map(|p| PoolInfo {
                 name: p.name.clone(),
                 kind: p.kind.to_string(),
-                emulated_as: p.emulation.as_ref().map(|e| e.device.clone()),
+                emulated_as: p.emulation.as_ref().map(placer_pools::Emulation::label),
             })
             .collect(),
         emulated: pools.any_emulated(),

@@ -22,6 +22,9 @@ fn parameter_counts_match_the_reference_implementations() {
         // (3,326,696: 1x1 conv 768->128 + BN, 5x5 conv 128->768 + BN, fc 768->1000).
         ("inception-v3", 27_161_264 - 3_326_696),
         ("lenet-mnist", 61_706),
+        // Flux's model-zoo MNIST convnet: 3x3 convs 1->16, 16->32, 32->32 (160 + 4,640 +
+        // 9,248) and dense 288->10 (2,890).
+        ("autotm-mnist", 160 + 4_640 + 9_248 + 2_890),
     ] {
         assert_eq!(params(name), expected, "{name}");
     }

@@ -22,6 +22,25 @@ pub(crate) fn lenet(g: &mut GraphBuilder, n: u64) -> Result<T, ZooError> {
     Ok(classify(g, logits))
 }
 
+/// The convolutional MNIST network of Flux's model zoo, which the reference system's
+/// profiling notebook measured on real Optane (its operand sizes match: a 294,912-byte
+/// reshape is 256 × 288 floats, a 10,240-byte divide 256 × 10): three 3x3 convolutions
+/// (16, 32, 32 channels, padded) each with ReLU and a 2x2 max pool, then a dense layer.
+/// Here so the emulator's slowdowns can be set beside that notebook's real ones on
+/// kernels of the same shapes (docs/hosts.md, wait models).
+pub(crate) fn autotm_mnist(g: &mut GraphBuilder, n: u64) -> Result<T, ZooError> {
+    let mut x = g.input("images", &[n, 1, 28, 28], DType::F32);
+    for (i, channels) in [16, 32, 32].into_iter().enumerate() {
+        let i = i + 1;
+        x = conv(g, &format!("conv{i}"), x, channels, sq(3), Conv::new(1, 1), true)?;
+        x = g.relu(&format!("relu{i}"), x);
+        x = g.max_pool(&format!("pool{i}"), x, 2, 2, 0)?;
+    }
+    let x = g.reshape("flatten", x, &[n, 32 * 3 * 3]);
+    let logits = linear(g, "fc", x, 10)?;
+    Ok(classify(g, logits))
+}
+
 pub(crate) fn mlp(g: &mut GraphBuilder, n: u64) -> Result<T, ZooError> {
     let mut x = g.input("images", &[n, 784], DType::F32);
     for (i, width) in [1024, 1024].into_iter().enumerate() {

@@ -16,6 +16,11 @@ pub(crate) const ENTRIES: &[ZooEntry] = &[
         description: "LeNet-5 on 28x28 MNIST digits (ReLU, max pooling)",
         build: cnn::lenet,
     },
+    ZooEntry {
+        name: "autotm-mnist",
+        description: "the reference system's MNIST network (Flux model zoo: 3x3 convs 16-32-32, dense 288-10)",
+        build: cnn::autotm_mnist,
+    },
     ZooEntry { name: "mlp", description: "multilayer perceptron 784-1024-1024-10 on MNIST", build: cnn::mlp },
     ZooEntry {
         name: "vgg16",
