@@ -99,6 +99,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for path in &outcome.written {
         println!("  wrote {}", path.display());
     }
+    let comparison = placer_eval::Comparison::new(&outcome.measured);
+    if let Some(standing) = placer_eval::Standing::of(&comparison, &outcome.result.plan) {
+        print!("{}", placer_eval::report::standing_markdown(&standing, &outcome.result.plan));
+    }
     if let Some(m) = outcome.measured.first() {
         println!("{}", m.timing_note());
     }

@@ -76,3 +76,65 @@ impl Comparison {
         self.rows.iter().find(|r| r.name == name)
     }
 }
+
+/// How one measured step compares with the plan's, side by side in one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Versus {
+    pub name: String,
+    pub measured_ms: f64,
+    /// Its step over the plan's: above 1, the plan is faster.
+    pub ratio: f64,
+    /// True when the two medians differ by less than their MADs together: neither is
+    /// faster beyond this run's noise.
+    pub level: bool,
+}
+
+/// Where the solver's plan stands: against the best placement baseline and the
+/// EMULATED 2LM as measured, and against the step the solver proved no plan at this
+/// budget can be predicted under. What `placer pipeline` tells a person first.
+#[derive(Debug, Clone, Serialize)]
+pub struct Standing {
+    pub plan: String,
+    pub best_baseline: Option<Versus>,
+    pub two_lm: Option<Versus>,
+    /// The best baseline's predicted step, ms.
+    pub best_baseline_predicted_ms: Option<f64>,
+    /// The solver's proven floor: its base (every kernel at its all-DRAM time) plus its
+    /// lower bound on what the placement adds, ms.
+    pub floor_ms: Option<f64>,
+    /// All-DRAM's and all-slow's predicted steps, ms: what the slow pool costs at all.
+    pub all_dram_predicted_ms: Option<f64>,
+    pub all_slow_predicted_ms: Option<f64>,
+}
+
+/// The EMULATED 2LM baseline's name, as contenders are named.
+pub const TWO_LM: &str = placer_solve::two_lm::LABEL;
+/// The baseline with every tensor in the slow pool.
+pub const ALL_SLOW: &str = "all-slow";
+
+impl Standing {
+    /// `plan` is the plan the first row ran; the other rows are the contenders.
+    pub fn of(comparison: &Comparison, plan: &placer_solve::Plan) -> Option<Standing> {
+        let ours = comparison.rows.first()?;
+        let versus = |r: &Row| Versus {
+            name: r.name.clone(),
+            measured_ms: r.measured_ms,
+            ratio: r.measured_ms / ours.measured_ms,
+            level: (r.measured_ms - ours.measured_ms).abs() <= r.mad_ms + ours.mad_ms,
+        };
+        let best = comparison.rows[1..]
+            .iter()
+            .filter(|r| r.name != ALL_DRAM && r.name != TWO_LM)
+            .min_by(|a, b| a.measured_ms.total_cmp(&b.measured_ms));
+        let predicted = |name: &str| comparison.row(name).map(|r| r.predicted_ms);
+        Some(Standing {
+            plan: ours.name.clone(),
+            best_baseline: best.map(versus),
+            two_lm: comparison.row(TWO_LM).map(versus),
+            best_baseline_predicted_ms: best.map(|r| r.predicted_ms),
+            floor_ms: plan.solver.as_ref().filter(|s| s.base_ns > 0.0).map(|s| (s.base_ns + s.bound_ns) / 1e6),
+            all_dram_predicted_ms: predicted(ALL_DRAM),
+            all_slow_predicted_ms: predicted(ALL_SLOW),
+        })
+    }
+}

@@ -15,7 +15,7 @@ pub mod pipeline;
 pub mod report;
 pub mod run;
 
-pub use compare::{Comparison, Row};
+pub use compare::{Comparison, Row, Standing, Versus};
 pub use contenders::{LeftOut, plan_label};
 pub use interleave::{Contender, MeasureOptions, Measured, run_interleaved};
 pub use pipeline::{PipelineEvent, PipelineOutcome, PipelineRequest, Stage, pipeline};

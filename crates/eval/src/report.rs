@@ -4,7 +4,7 @@
 //! against budget.
 
 use crate::EvalError;
-use crate::compare::{ALL_DRAM, Comparison, FIRST_TOUCH};
+use crate::compare::{ALL_DRAM, Comparison, FIRST_TOUCH, Standing, Versus};
 use crate::interleave::Measured;
 use placer_ir::Model;
 use placer_plot::{COLORS, Chart, HLine, Mark, Series, Timeline, TimelineBar, TimelineRow};
@@ -194,6 +194,9 @@ impl Report<'_> {
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));
+        if let Some(standing) = Standing::of(&comparison, self.plan) {
+            s.push_str(&standing_markdown(&standing, self.plan));
+        }
         if let Some(m) = self.ilp() {
             let r = &m.report;
             let _ = writeln!(
@@ -228,6 +231,59 @@ fn pct(x: Option<f64>) -> String {
 
 fn times(x: Option<f64>) -> String {
     x.map_or("–".into(), |v| format!("{v:.2}×"))
+}
+
+fn versus_text(v: &Versus) -> String {
+    if v.level {
+        format!("level with it: the two medians differ by less than their MADs together ({:.2}×)", v.ratio)
+    } else if v.ratio > 1.0 {
+        format!("**{:.2}× faster**", v.ratio)
+    } else {
+        format!("**{:.2}× slower**", 1.0 / v.ratio)
+    }
+}
+
+/// The plan against the best baseline and 2LM, and what the solver proved about the
+/// rest: the paragraph that says how much placement can win on this host at all. The
+/// report's summary.md has it; `placer pipeline` prints it too.
+pub fn standing_markdown(st: &Standing, plan: &Plan) -> String {
+    let mut s = String::from("
+## Where the plan stands
+
+");
+    if let Some(b) = &st.best_baseline {
+        let _ = writeln!(s, "- Against the best baseline, {} ({:.3} ms): the plan is {}.", b.name, b.measured_ms, versus_text(b));
+    }
+    if let Some(t) = &st.two_lm {
+        let _ = writeln!(s, "- Against {} ({:.3} ms): the plan is {}.", t.name, t.measured_ms, versus_text(t));
+    }
+    if let (Some(floor), Some(best)) = (st.floor_ms, st.best_baseline_predicted_ms) {
+        let _ = writeln!(
+            s,
+            "- The solver proved that no plan at this budget is predicted under **{floor:.3} ms** (its base, every \
+             kernel at its all-DRAM time, plus its lower bound on what the placement adds). The best baseline is \
+             predicted at {best:.3} ms, so at this budget no placement can gain more than **{:.1}%** over it, as \
+             predicted.",
+            100.0 * (best - floor).max(0.0) / best
+        );
+    }
+    if let (Some(dram), Some(slow), Some(floor)) = (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.floor_ms) {
+        let share = plan.budget_bytes as f64 / plan.peak_live_bytes.max(1) as f64;
+        let _ = writeln!(
+            s,
+            "- What limits the gain: with every tensor in the slow pool the step is predicted at {slow:.3} ms, \
+             with unlimited DRAM {dram:.3} ms. A budget of {:.1} MiB ({:.0}% of peak live memory) can buy back at \
+             most {:.3} of those {:.3} ms ({:.0}%); the rest is what this model's traffic costs on the slow pool when \
+             DRAM holds only that much. The emulated pool's cost per byte comes from this host's DRAM bandwidth \
+             (docs/hosts.md), so another host, or a real device, moves every figure here.",
+            plan.budget_bytes as f64 / MIB,
+            100.0 * share,
+            (slow - floor).max(0.0),
+            (slow - dram).max(0.0),
+            100.0 * (slow - floor).max(0.0) / (slow - dram).max(f64::MIN_POSITIVE)
+        );
+    }
+    s
 }
 
 fn comparison_markdown(c: &Comparison) -> String {

@@ -109,10 +109,31 @@ impl Host {
         Ok(())
     }
 
-    /// Measures every pool and every pair, then caches the result with a fresh baseline.
+    /// Measures every pool and every pair, then caches the result with a fresh baseline:
+    /// what `placer topo --probe` does, the one way to change what emulated pools charge.
     pub fn probe(&mut self, options: &ProbeOptions) -> Result<(PoolsProbe, DramBaseline), HostError> {
         self.require_this_host()?;
         let baseline = self.measure_baseline(options)?;
+        self.probe_with(baseline, options)
+    }
+
+    /// Measures every pool and pair like [`Self::probe`], but keeps the cached DRAM
+    /// baseline when there is one. Emulated pools charge per byte from that baseline, so
+    /// re-measuring it (it moves by tens of percent on a shared host) between a profile
+    /// and a run would change the emulated device under the profile's timings: every
+    /// emulated plan then ran 30-40% faster than predicted in the first pipeline on a
+    /// fresh cache. `solve` probes this way when it needs move costs.
+    pub fn probe_moves(&mut self, options: &ProbeOptions) -> Result<(PoolsProbe, DramBaseline), HostError> {
+        self.require_this_host()?;
+        let (baseline, _) = self.baseline()?;
+        self.probe_with(baseline, options)
+    }
+
+    fn probe_with(
+        &mut self,
+        baseline: DramBaseline,
+        options: &ProbeOptions,
+    ) -> Result<(PoolsProbe, DramBaseline), HostError> {
         let mut pools = self.pool_set_with(baseline)?;
         let result = probe::probe_all(&mut pools, options)?;
         self.store(baseline, Some(result.clone()))?;

@@ -167,3 +167,27 @@ fn memkind_pools_come_up_or_say_why_not() {
     b.as_f32_mut().expect("view")[100] = 3.0;
     assert_eq!(b.as_f32().expect("view")[100], 3.0);
 }
+
+/// What emulated pools charge comes from the cached DRAM baseline, so a probe made for
+/// move costs (`solve`, `pipeline`) must keep it: a profile timed against one baseline
+/// and run against another ran 30-40% off its prediction. `topo --probe` (`probe`)
+/// still replaces it with what it measured.
+#[test]
+fn a_probe_for_move_costs_keeps_the_baseline_emulated_pools_charge_by() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut host = open_with_baseline(&shipped("emulated-three-tier.json"), dir.path());
+    let small = placer_host::ProbeOptions { bytes: 8 << 20, repeats: 1, chase_steps: 1 << 12, ..Default::default() };
+    let (probe, baseline) = host.probe_moves(&small).expect("probes");
+    assert_eq!(baseline, BASELINE);
+    assert_eq!(probe.pools.len(), 3, "every pool measured");
+    let cached = host.cache.as_ref().expect("cached");
+    assert_eq!(cached.baseline, BASELINE);
+    assert!(cached.probe.is_some(), "the probe itself is cached");
+    let pools = host.pool_set().expect("pools come up");
+    let optane = pools.pool(PoolId(2)).emulation.as_ref().expect("pmem is emulated");
+    assert!((optane.read_extra_ns_per_byte - (1e9 / (30e9 * 37.6 / 105.6) - 1e9 / 30e9)).abs() < 1e-12);
+
+    let (_, measured) = host.probe(&small).expect("probes");
+    assert_ne!(measured, BASELINE, "a fresh measurement, not the planted 30/25 GB/s");
+    assert_eq!(host.cache.as_ref().expect("cached").baseline, measured);
+}

@@ -79,7 +79,7 @@ pub fn solve_pools(
     };
     if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
         events(InputsEvent::Probing);
-        host.probe(&ProbeOptions { bytes: 128 << 20, repeats: 3, ..ProbeOptions::default() })
+        host.probe_moves(&ProbeOptions { bytes: 128 << 20, repeats: 3, ..ProbeOptions::default() })
             .map_err(SolveError::Probe)?;
     }
     let baseline = if this_host { Some(host.baseline()?.0) } else { None };

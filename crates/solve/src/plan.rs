@@ -86,6 +86,10 @@ pub struct SolverReport {
     /// What the placement adds to the all-DRAM step time, as the solver scored it.
     pub objective_ns: f64,
     pub bound_ns: f64,
+    /// The all-DRAM step the objective adds to, as the solver scored it: `base_ns +
+    /// bound_ns` is a step time no plan at this budget can be predicted under.
+    #[serde(default)]
+    pub base_ns: f64,
     /// Relative gap on `objective_ns`.
     pub gap: f64,
     /// Relative gap on the whole step time (objective + every kernel's base time).
@@ -276,6 +280,7 @@ impl Plan {
                 status: o.status.clone(),
                 objective_ns: o.objective_ns,
                 bound_ns: o.bound_ns,
+                base_ns: o.base_ns,
                 gap: o.gap,
                 gap_of_step: (o.objective_ns - o.bound_ns).max(0.0) / (o.objective_ns + o.base_ns),
                 build_seconds: o.build_seconds,
