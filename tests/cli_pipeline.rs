@@ -32,7 +32,8 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let out = placer(&args);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for needle in ["1/4 profile", "2/4 solve", "ilp (async)", "first-touch", "all-dram", "drift-corrected", "EMULATED"]
+    for needle in
+        ["1/4 profile", "2/4 solve", "ilp (async)", "first-touch", "all-dram", "Where the plan stands", "EMULATED"]
     {
         assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
     }

@@ -100,7 +100,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("  wrote {}", path.display());
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
-    if let Some(standing) = placer_eval::Standing::of(&comparison, &outcome.result.plan) {
+    if let Some(standing) =
+        placer_eval::Standing::of(&comparison, outcome.result.plan.proven_floor_ns().map(|ns| ns / 1e6))
+    {
         print!("{}", placer_eval::report::standing_markdown(&standing, &outcome.result.plan));
     }
     if let Some(m) = outcome.measured.first() {

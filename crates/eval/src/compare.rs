@@ -18,11 +18,6 @@ pub struct Row {
     pub predicted_ms: f64,
     /// (measured − predicted) / predicted.
     pub error: f64,
-    /// The same, after adding all-DRAM's own error in this run (measured − predicted,
-    /// ns) to the prediction. The host's speed moves the kernels' compute, which every
-    /// plan shares with all-DRAM, and not an emulated pool's waits, so the correction
-    /// adds rather than scales (docs/running.md has the figures).
-    pub drift_corrected_error: Option<f64>,
     /// First-touch's measured time over this one's: above 1 is faster than first-touch.
     pub speedup_vs_first_touch: Option<f64>,
     /// This one's measured time over all-DRAM's: 1 is as fast as unlimited DRAM.
@@ -45,7 +40,6 @@ impl Comparison {
     pub fn new(measured: &[Measured]) -> Comparison {
         let time_of = |name: &str| measured.iter().find(|m| m.name == name).map(|m| m.step_ns.median);
         let (first_touch, all_dram) = (time_of(FIRST_TOUCH), time_of(ALL_DRAM));
-        let drift_ns = measured.iter().find(|m| m.name == ALL_DRAM).map(|m| m.step_ns.median - m.predicted_step_ns);
         let rows = measured
             .iter()
             .map(|m| {
@@ -56,7 +50,6 @@ impl Comparison {
                     mad_ms: m.step_ns.mad / 1e6,
                     predicted_ms: m.predicted_step_ns / 1e6,
                     error: m.prediction_error(),
-                    drift_corrected_error: drift_ns.map(|d| t / (m.predicted_step_ns + d) - 1.0),
                     speedup_vs_first_touch: first_touch.map(|f| f / t),
                     slowdown_vs_all_dram: all_dram.map(|a| t / a),
                     dram_reserved_bytes: m.report.reserved_bytes.first().copied().unwrap_or(0),
@@ -113,8 +106,9 @@ pub const TWO_LM: &str = placer_solve::two_lm::LABEL;
 pub const ALL_SLOW: &str = "all-slow";
 
 impl Standing {
-    /// `plan` is the plan the first row ran; the other rows are the contenders.
-    pub fn of(comparison: &Comparison, plan: &placer_solve::Plan) -> Option<Standing> {
+    /// The first row is the plan's, the others the contenders'; `floor_ms` is what the
+    /// solver proved ([`placer_solve::Plan::proven_floor_ns`]).
+    pub fn of(comparison: &Comparison, floor_ms: Option<f64>) -> Option<Standing> {
         let ours = comparison.rows.first()?;
         let versus = |r: &Row| Versus {
             name: r.name.clone(),
@@ -132,9 +126,59 @@ impl Standing {
             best_baseline: best.map(versus),
             two_lm: comparison.row(TWO_LM).map(versus),
             best_baseline_predicted_ms: best.map(|r| r.predicted_ms),
-            floor_ms: plan.solver.as_ref().filter(|s| s.base_ns > 0.0).map(|s| (s.base_ns + s.bound_ns) / 1e6),
+            floor_ms,
             all_dram_predicted_ms: predicted(ALL_DRAM),
             all_slow_predicted_ms: predicted(ALL_SLOW),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, measured_ms: f64, mad_ms: f64, predicted_ms: f64) -> Row {
+        Row {
+            name: name.into(),
+            measured_ms,
+            mad_ms,
+            predicted_ms,
+            error: measured_ms / predicted_ms - 1.0,
+            speedup_vs_first_touch: None,
+            slowdown_vs_all_dram: None,
+            dram_reserved_bytes: 0,
+            dram_peak_bytes: 0,
+            budget_bytes: 0,
+            blocking_moves: 0,
+            background_moves: 0,
+            bytes_moved: 0,
+            last_loss: None,
+        }
+    }
+
+    #[test]
+    fn the_best_baseline_is_a_placement_and_level_means_within_both_mads() {
+        let c = Comparison {
+            rows: vec![
+                row("ilp (async)", 10.0, 0.1, 10.2),
+                row(ALL_SLOW, 14.0, 0.1, 14.1),
+                row("greedy", 10.15, 0.1, 10.3),
+                row(TWO_LM, 9.0, 0.2, 9.1),
+                row(ALL_DRAM, 5.0, 0.1, 5.0),
+            ],
+        };
+        let st = Standing::of(&c, Some(9.9)).expect("rows");
+        // All-DRAM and 2LM are faster, but neither is a placement within the budget.
+        let best = st.best_baseline.expect("a baseline");
+        assert_eq!((best.name.as_str(), best.level), ("greedy", true), "0.15 ms apart, MADs 0.2 together");
+        assert!((best.ratio - 1.015).abs() < 1e-12);
+        let two_lm = st.two_lm.expect("2LM ran");
+        assert!(!two_lm.level && two_lm.ratio < 1.0, "2LM is faster beyond the noise");
+        assert_eq!(st.best_baseline_predicted_ms, Some(10.3));
+        assert_eq!(
+            (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.floor_ms),
+            (Some(5.0), Some(14.1), Some(9.9))
+        );
+        assert!(Standing::of(&Comparison { rows: vec![] }, None).is_none());
     }
 }

@@ -188,13 +188,13 @@ impl Report<'_> {
         let _ = writeln!(
             s,
             "Every plan ran in this process, its timed steps interleaved with the others' \
-             ({} each), so host drift affects them alike. *Drift-corrected* adds all-DRAM's \
-             own error (measured − predicted, in ms) to each prediction: the host's speed moves \
-             the compute every plan shares with all-DRAM, not emulated waits.\n",
+             ({} each), so host drift affects them alike. Predictions come from the profile; \
+             all-DRAM's own error says what the host and cache context did to the plan with no \
+             placement (docs/running.md).\n",
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));
-        if let Some(standing) = Standing::of(&comparison, self.plan) {
+        if let Some(standing) = Standing::of(&comparison, self.plan.proven_floor_ns().map(|ns| ns / 1e6)) {
             s.push_str(&standing_markdown(&standing, self.plan));
         }
         if let Some(m) = self.ilp() {
@@ -247,12 +247,20 @@ fn versus_text(v: &Versus) -> String {
 /// rest: the paragraph that says how much placement can win on this host at all. The
 /// report's summary.md has it; `placer pipeline` prints it too.
 pub fn standing_markdown(st: &Standing, plan: &Plan) -> String {
-    let mut s = String::from("
+    let mut s = String::from(
+        "
 ## Where the plan stands
 
-");
+",
+    );
     if let Some(b) = &st.best_baseline {
-        let _ = writeln!(s, "- Against the best baseline, {} ({:.3} ms): the plan is {}.", b.name, b.measured_ms, versus_text(b));
+        let _ = writeln!(
+            s,
+            "- Against the best baseline, {} ({:.3} ms): the plan is {}.",
+            b.name,
+            b.measured_ms,
+            versus_text(b)
+        );
     }
     if let Some(t) = &st.two_lm {
         let _ = writeln!(s, "- Against {} ({:.3} ms): the plan is {}.", t.name, t.measured_ms, versus_text(t));
@@ -288,19 +296,18 @@ pub fn standing_markdown(st: &Standing, plan: &Plan) -> String {
 
 fn comparison_markdown(c: &Comparison) -> String {
     let mut s = String::from(
-        "| strategy | measured ms | ±MAD | predicted ms | error | drift-corrected | speedup vs first-touch | vs all-DRAM | DRAM peak MiB | moves |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| strategy | measured ms | ±MAD | predicted ms | error | speedup vs first-touch | vs all-DRAM | DRAM peak MiB | moves |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in &c.rows {
         let _ = writeln!(
             s,
-            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.2} | {} + {} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {:.2} | {} + {} |",
             r.name,
             r.measured_ms,
             r.mad_ms,
             r.predicted_ms,
             pct(Some(r.error)),
-            pct(r.drift_corrected_error),
             times(r.speedup_vs_first_touch),
             times(r.slowdown_vs_all_dram),
             r.dram_peak_bytes as f64 / MIB,

@@ -357,11 +357,7 @@ impl<'m> Executor<'m> {
                 let pool = self.pools.pool(id);
                 let emulation = pool.emulation.as_ref()?;
                 let tensors = self.buffers.iter().flatten().filter(|b| b.pool() == id).count();
-                (tensors > 0).then(|| EmulatedPoolUse {
-                    pool: pool.name.clone(),
-                    device: emulation.label(),
-                    tensors,
-                })
+                (tensors > 0).then(|| EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors })
             })
             .collect()
     }

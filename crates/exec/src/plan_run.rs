@@ -390,11 +390,7 @@ impl<'m> PlanExecutor<'m> {
                 let pool = self.pools.pool(id);
                 let emulation = pool.emulation.as_ref()?;
                 let tensors = self.plan.spans.iter().filter(|s| s.iter().any(|s| s.pool == id)).count();
-                (tensors > 0).then(|| EmulatedPoolUse {
-                    pool: pool.name.clone(),
-                    device: emulation.label(),
-                    tensors,
-                })
+                (tensors > 0).then(|| EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors })
             })
             .collect()
     }

@@ -49,7 +49,8 @@ fn activations_in_pmem(model: &placer_ir::Model) -> PoolAssignment {
 fn the_overlap_model_charges_writes_and_only_the_reads_a_kernel_cannot_hide() {
     let model = placer_zoo::build("lenet-mnist", 8).expect("zoo");
     let emulation = optane().with_wait(WaitModel::Overlap);
-    let exec = Executor::new(&model, pools_with(emulation.clone()), &activations_in_pmem(&model), 7).expect("allocates");
+    let exec =
+        Executor::new(&model, pools_with(emulation.clone()), &activations_in_pmem(&model), 7).expect("allocates");
     let placement = activations_in_pmem(&model);
     let (mut hidden_some, mut charged_some) = (false, false);
     for &n in model.schedule() {

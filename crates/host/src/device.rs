@@ -3,8 +3,8 @@
 //! the host's own DRAM bandwidth is measured and scaled by them.
 
 use crate::HostError;
-use serde::{Deserialize, Serialize};
 use placer_pools::WaitModel;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// The models in configs/devices/, compiled in so the binary works from any directory.

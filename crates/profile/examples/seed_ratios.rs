@@ -48,8 +48,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let here = |wait| optane.emulation(dram_read, dram_write).with_wait(wait);
     let at_ref = |wait: WaitModel| {
         let (d, s) = (&optane.reference_dram, &optane.device);
-        Emulation::from_bandwidths("optane-dcpmm", d.read_gbps * 1e9, d.write_gbps * 1e9, s.read_gbps * 1e9, s.write_gbps * 1e9)
-            .with_wait(wait)
+        Emulation::from_bandwidths(
+            "optane-dcpmm",
+            d.read_gbps * 1e9,
+            d.write_gbps * 1e9,
+            s.read_gbps * 1e9,
+            s.write_gbps * 1e9,
+        )
+        .with_wait(wait)
     };
     // Pool 0 DRAM; pool 1 + i the device under wait model i. All on the heap, so a
     // change of configuration only retags: every operand keeps its address.

@@ -63,6 +63,15 @@ pub struct Plan {
     pub memory_side_cache: Option<SideCache>,
 }
 
+impl Plan {
+    /// A step time no plan at this budget is predicted under: the solver's base plus its
+    /// proven lower bound on what the placement adds. `None` for a plan no ILP made, or
+    /// one written before the base was recorded.
+    pub fn proven_floor_ns(&self) -> Option<f64> {
+        self.solver.as_ref().filter(|s| s.base_ns > 0.0).map(|s| s.base_ns + s.bound_ns)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Predicted {
     /// Σ max(kernel + slowdown from copies beside it, those copies) + blocking moves.
