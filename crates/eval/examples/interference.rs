@@ -73,7 +73,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 with.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
                 finished.recv().map_err(|e| e.to_string())?;
             }
-            let (a, w) = (Stats::of(&alone).map_or(f64::NAN, |s| s.median), Stats::of(&with).map_or(f64::NAN, |s| s.median));
+            let (a, w) =
+                (Stats::of(&alone).map_or(f64::NAN, |s| s.median), Stats::of(&with).map_or(f64::NAN, |s| s.median));
             let cost = model.cost(n);
             let traffic: u64 = placer_ir::ops::node_traffic(&model, n).iter().map(|(_, t)| t.read + t.written).sum();
             let loss = (w - a) / bytes as f64;
