@@ -71,6 +71,29 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert_eq!(csv.lines().count(), profile.measurements.len() + 1);
     assert!(csv.lines().nth(1).is_some_and(|l| l.ends_with(",true")), "emulated column");
 
+    // Another wait model is another emulated device: its checkpoint is refused, naming
+    // both, and `solve` will not put its times beside the other model's waits.
+    let overlap = ["--emulate", "optane-dcpmm:overlap"];
+    let out = profile_full(tmp.path(), m, c, "3", &overlap);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("other pools (dram, pmem EMULATED as optane-dcpmm:additive; now dram, pmem EMULATED as optane-dcpmm:overlap)")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let file = only_checkpoint(&ckpt);
+    let solve = ["solve", m, "--budget", "50%", "--no-probe", "--profile", file.to_str().expect("utf-8")];
+    let out = run(tmp.path(), &[&solve[..], &overlap[..]].concat());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains(
+            "its pool 'pmem' was EMULATED as optane-dcpmm:additive, this host's is EMULATED as optane-dcpmm:overlap"
+        ) && err.lines().count() == 1,
+        "{err}"
+    );
+
     // Another protocol on the same checkpoint is refused, unless --fresh.
     let out = profile_full(tmp.path(), m, c, "4", &[]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));

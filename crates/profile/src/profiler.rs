@@ -215,7 +215,13 @@ fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
         ));
     }
     if old.pools != new.pools {
-        let names = |h: &ProfileHeader| h.pools.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
+        let names = |h: &ProfileHeader| {
+            let pool = |p: &PoolInfo| match &p.emulated_as {
+                Some(e) => format!("{} EMULATED as {e}", p.name),
+                None => p.name.clone(),
+            };
+            h.pools.iter().map(pool).collect::<Vec<_>>().join(", ")
+        };
         return Some(format!("other pools ({}; now {})", names(old), names(new)));
     }
     if old.protocol != new.protocol {

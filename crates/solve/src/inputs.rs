@@ -104,5 +104,18 @@ pub fn check_profile(profile: &Profile, model: &Model, pools: &SolvePools, path:
     if theirs != ours.iter().map(String::as_str).collect::<Vec<_>>() {
         return Err(mismatch(format!("its pools are {}, this host's are {}", theirs.join(", "), ours.join(", "))));
     }
+    // A pool emulated here and in the profile must be the same emulated device: another
+    // device or wait model would put the profile's times beside other waits. (A profile
+    // of emulated pools may still plan for a real host of the same pools.)
+    for (theirs, ours) in h.pools.iter().zip(&pools.pools) {
+        if let (Some(a), Some(b)) = (&theirs.emulated_as, &ours.emulated_as)
+            && a != b
+        {
+            return Err(mismatch(format!(
+                "its pool '{}' was EMULATED as {a}, this host's is EMULATED as {b} (--emulate chooses)",
+                ours.name
+            )));
+        }
+    }
     Ok(())
 }

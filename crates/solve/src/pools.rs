@@ -78,7 +78,7 @@ impl SolvePools {
                     name: spec.name.clone(),
                     kind: spec.kind.name().to_string(),
                     capacity: spec.capacity,
-                    emulated_as: spec.device.as_ref().map(|d| d.name.clone()),
+                    emulated_as: spec.device.as_ref().map(DeviceModel::label),
                     read_gbps,
                     write_gbps,
                     source: source.to_string(),
