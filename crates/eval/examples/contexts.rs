@@ -63,8 +63,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         c.step()?;
     }
     let n = model.schedule().len();
-    let mut times = vec![vec![Vec::with_capacity(steps); n]; 4];
-    let mut walls = vec![Vec::with_capacity(steps); 4];
+    let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; 4];
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); 4];
     for _ in 0..steps {
         let ta = a.step()?;
         let tb = b.step()?;
