@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
     if let Some(standing) =
-        placer_eval::Standing::of(&comparison, outcome.result.plan.proven_floor_ns().map(|ns| ns / 1e6))
+        placer_eval::Standing::of(&comparison, placer_eval::report::ms(outcome.result.plan.solver_floor_and_score_ns()))
     {
         print!("{}", placer_eval::report::standing_markdown(&standing, &outcome.result.plan));
     }

@@ -92,9 +92,11 @@ pub struct Standing {
     pub two_lm: Option<Versus>,
     /// The best baseline's predicted step, ms.
     pub best_baseline_predicted_ms: Option<f64>,
-    /// The solver's proven floor: its base (every kernel at its all-DRAM time) plus its
-    /// lower bound on what the placement adds, ms.
-    pub floor_ms: Option<f64>,
+    /// The solver's proven floor and its score of its own plan, ms, both as the solver
+    /// scores plans (its base, every kernel at its all-DRAM time, plus what the placement
+    /// adds): (floor, score). A plan's predicted step is the checker's replay of the
+    /// profile, which can differ from the score by a few percent either way.
+    pub solver_ms: Option<(f64, f64)>,
     /// All-DRAM's and all-slow's predicted steps, ms: what the slow pool costs at all.
     pub all_dram_predicted_ms: Option<f64>,
     pub all_slow_predicted_ms: Option<f64>,
@@ -106,9 +108,9 @@ pub const TWO_LM: &str = placer_solve::two_lm::LABEL;
 pub const ALL_SLOW: &str = "all-slow";
 
 impl Standing {
-    /// The first row is the plan's, the others the contenders'; `floor_ms` is what the
-    /// solver proved ([`placer_solve::Plan::proven_floor_ns`]).
-    pub fn of(comparison: &Comparison, floor_ms: Option<f64>) -> Option<Standing> {
+    /// The first row is the plan's, the others the contenders'; `solver_ms` is what the
+    /// solver proved and scored ([`placer_solve::Plan::solver_floor_and_score_ns`]).
+    pub fn of(comparison: &Comparison, solver_ms: Option<(f64, f64)>) -> Option<Standing> {
         let ours = comparison.rows.first()?;
         let versus = |r: &Row| Versus {
             name: r.name.clone(),
@@ -126,7 +128,7 @@ impl Standing {
             best_baseline: best.map(versus),
             two_lm: comparison.row(TWO_LM).map(versus),
             best_baseline_predicted_ms: best.map(|r| r.predicted_ms),
-            floor_ms,
+            solver_ms,
             all_dram_predicted_ms: predicted(ALL_DRAM),
             all_slow_predicted_ms: predicted(ALL_SLOW),
         })
@@ -167,7 +169,7 @@ mod tests {
                 row(ALL_DRAM, 5.0, 0.1, 5.0),
             ],
         };
-        let st = Standing::of(&c, Some(9.9)).expect("rows");
+        let st = Standing::of(&c, Some((9.9, 10.1))).expect("rows");
         // All-DRAM and 2LM are faster, but neither is a placement within the budget.
         let best = st.best_baseline.expect("a baseline");
         assert_eq!((best.name.as_str(), best.level), ("greedy", true), "0.15 ms apart, MADs 0.2 together");
@@ -176,8 +178,8 @@ mod tests {
         assert!(!two_lm.level && two_lm.ratio < 1.0, "2LM is faster beyond the noise");
         assert_eq!(st.best_baseline_predicted_ms, Some(10.3));
         assert_eq!(
-            (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.floor_ms),
-            (Some(5.0), Some(14.1), Some(9.9))
+            (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.solver_ms),
+            (Some(5.0), Some(14.1), Some((9.9, 10.1)))
         );
         assert!(Standing::of(&Comparison { rows: vec![] }, None).is_none());
     }

@@ -194,7 +194,7 @@ impl Report<'_> {
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));
-        if let Some(standing) = Standing::of(&comparison, self.plan.proven_floor_ns().map(|ns| ns / 1e6)) {
+        if let Some(standing) = Standing::of(&comparison, ms(self.plan.solver_floor_and_score_ns())) {
             s.push_str(&standing_markdown(&standing, self.plan));
         }
         if let Some(m) = self.ilp() {
@@ -243,6 +243,11 @@ fn versus_text(v: &Versus) -> String {
     }
 }
 
+/// Nanoseconds to milliseconds, for a pair the solver reports.
+pub fn ms(ns: Option<(f64, f64)>) -> Option<(f64, f64)> {
+    ns.map(|(a, b)| (a / 1e6, b / 1e6))
+}
+
 /// The plan against the best baseline and 2LM, and what the solver proved about the
 /// rest: the paragraph that says how much placement can win on this host at all. The
 /// report's summary.md has it; `placer pipeline` prints it too.
@@ -265,17 +270,21 @@ pub fn standing_markdown(st: &Standing, plan: &Plan) -> String {
     if let Some(t) = &st.two_lm {
         let _ = writeln!(s, "- Against {} ({:.3} ms): the plan is {}.", t.name, t.measured_ms, versus_text(t));
     }
-    if let (Some(floor), Some(best)) = (st.floor_ms, st.best_baseline_predicted_ms) {
+    if let (Some((floor, score)), Some(best)) = (st.solver_ms, st.best_baseline_predicted_ms) {
         let _ = writeln!(
             s,
-            "- The solver proved that no plan at this budget is predicted under **{floor:.3} ms** (its base, every \
-             kernel at its all-DRAM time, plus its lower bound on what the placement adds). The best baseline is \
-             predicted at {best:.3} ms, so at this budget no placement can gain more than **{:.1}%** over it, as \
-             predicted.",
+            "- The solver proved that, as it scores a step (every kernel at its all-DRAM time plus what the \
+             placement adds, from its fit of the profile), no plan at this budget scores under **{floor:.3} ms**; \
+             it scored this plan at {score:.3} ms (predicted above at {:.3} ms, the profile replayed by the checker). \
+             The best baseline is predicted at {best:.3} ms: against that floor, placement could gain at most \
+             **{:.1}%** over it here.",
+            plan.predicted.step_ns / 1e6,
             100.0 * (best - floor).max(0.0) / best
         );
     }
-    if let (Some(dram), Some(slow), Some(floor)) = (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.floor_ms) {
+    if let (Some(dram), Some(slow), Some((floor, _))) =
+        (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.solver_ms)
+    {
         let share = plan.budget_bytes as f64 / plan.peak_live_bytes.max(1) as f64;
         let _ = writeln!(
             s,

@@ -64,11 +64,13 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// A step time no plan at this budget is predicted under: the solver's base plus its
-    /// proven lower bound on what the placement adds. `None` for a plan no ILP made, or
-    /// one written before the base was recorded.
-    pub fn proven_floor_ns(&self) -> Option<f64> {
-        self.solver.as_ref().filter(|s| s.base_ns > 0.0).map(|s| s.base_ns + s.bound_ns)
+    /// As the solver scores a step (its base plus what the placement adds): the proven
+    /// floor no plan at this budget scores under, and its score of its own plan. The
+    /// plan's predicted step (`predicted.step_ns`, the profile replayed) can differ from
+    /// the score by a few percent. `None` for a plan no ILP made, or one written before
+    /// the base was recorded.
+    pub fn solver_floor_and_score_ns(&self) -> Option<(f64, f64)> {
+        self.solver.as_ref().filter(|s| s.base_ns > 0.0).map(|s| (s.base_ns + s.bound_ns, s.base_ns + s.objective_ns))
     }
 }
 
