@@ -100,11 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("  wrote {}", path.display());
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
-    if let Some(standing) =
-        placer_eval::Standing::of(&comparison, placer_eval::report::ms(outcome.result.plan.solver_floor_and_score_ns()))
-    {
-        print!("{}", placer_eval::report::standing_markdown(&standing, &outcome.result.plan));
-    }
+    print!("{}", placer_eval::report::standing_section(&comparison, &outcome.result.plan));
     if let Some(m) = outcome.measured.first() {
         println!("{}", m.timing_note());
     }

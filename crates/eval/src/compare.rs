@@ -3,6 +3,8 @@
 //! interleaved run.
 
 use crate::interleave::Measured;
+use placer_solve::baselines::Baseline;
+use placer_solve::two_lm::LABEL as TWO_LM;
 use serde::Serialize;
 
 /// The reference strategies' names, as contenders are named.
@@ -102,15 +104,10 @@ pub struct Standing {
     pub all_slow_predicted_ms: Option<f64>,
 }
 
-/// The EMULATED 2LM baseline's name, as contenders are named.
-pub const TWO_LM: &str = placer_solve::two_lm::LABEL;
-/// The baseline with every tensor in the slow pool.
-pub const ALL_SLOW: &str = "all-slow";
-
 impl Standing {
-    /// The first row is the plan's, the others the contenders'; `solver_ms` is what the
+    /// The first row is the plan's, the others the contenders'; `solver_ns` is what the
     /// solver proved and scored ([`placer_solve::Plan::solver_floor_and_score_ns`]).
-    pub fn of(comparison: &Comparison, solver_ms: Option<(f64, f64)>) -> Option<Standing> {
+    pub fn of(comparison: &Comparison, solver_ns: Option<(f64, f64)>) -> Option<Standing> {
         let ours = comparison.rows.first()?;
         let versus = |r: &Row| Versus {
             name: r.name.clone(),
@@ -128,9 +125,9 @@ impl Standing {
             best_baseline: best.map(versus),
             two_lm: comparison.row(TWO_LM).map(versus),
             best_baseline_predicted_ms: best.map(|r| r.predicted_ms),
-            solver_ms,
+            solver_ms: solver_ns.map(|(floor, score)| (floor / 1e6, score / 1e6)),
             all_dram_predicted_ms: predicted(ALL_DRAM),
-            all_slow_predicted_ms: predicted(ALL_SLOW),
+            all_slow_predicted_ms: predicted(Baseline::AllSlow.name()),
         })
     }
 }
@@ -163,13 +160,13 @@ mod tests {
         let c = Comparison {
             rows: vec![
                 row("ilp (async)", 10.0, 0.1, 10.2),
-                row(ALL_SLOW, 14.0, 0.1, 14.1),
+                row(Baseline::AllSlow.name(), 14.0, 0.1, 14.1),
                 row("greedy", 10.15, 0.1, 10.3),
                 row(TWO_LM, 9.0, 0.2, 9.1),
                 row(ALL_DRAM, 5.0, 0.1, 5.0),
             ],
         };
-        let st = Standing::of(&c, Some((9.9, 10.1))).expect("rows");
+        let st = Standing::of(&c, Some((9.9e6, 10.1e6))).expect("rows");
         // All-DRAM and 2LM are faster, but neither is a placement within the budget.
         let best = st.best_baseline.expect("a baseline");
         assert_eq!((best.name.as_str(), best.level), ("greedy", true), "0.15 ms apart, MADs 0.2 together");

@@ -194,9 +194,7 @@ impl Report<'_> {
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));
-        if let Some(standing) = Standing::of(&comparison, ms(self.plan.solver_floor_and_score_ns())) {
-            s.push_str(&standing_markdown(&standing, self.plan));
-        }
+        s.push_str(&standing_section(&comparison, self.plan));
         if let Some(m) = self.ilp() {
             let r = &m.report;
             let _ = writeln!(
@@ -243,21 +241,12 @@ fn versus_text(v: &Versus) -> String {
     }
 }
 
-/// Nanoseconds to milliseconds, for a pair the solver reports.
-pub fn ms(ns: Option<(f64, f64)>) -> Option<(f64, f64)> {
-    ns.map(|(a, b)| (a / 1e6, b / 1e6))
-}
-
-/// The plan against the best baseline and 2LM, and what the solver proved about the
-/// rest: the paragraph that says how much placement can win on this host at all. The
-/// report's summary.md has it; `placer pipeline` prints it too.
-pub fn standing_markdown(st: &Standing, plan: &Plan) -> String {
-    let mut s = String::from(
-        "
-## Where the plan stands
-
-",
-    );
+/// The plan (the first row of `comparison`) against the best baseline and 2LM, and what
+/// the solver proved about the rest: the section that says how much placement can win
+/// on this host at all. The report's summary.md has it; `placer pipeline` prints it too.
+pub fn standing_section(comparison: &Comparison, plan: &Plan) -> String {
+    let Some(st) = Standing::of(comparison, plan.solver_floor_and_score_ns()) else { return String::new() };
+    let mut s = String::from("\n## Where the plan stands\n\n");
     if let Some(b) = &st.best_baseline {
         let _ = writeln!(
             s,

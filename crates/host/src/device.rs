@@ -37,13 +37,10 @@ pub struct DeviceModel {
     pub device: Figures,
     /// How an emulated pool of this device charges a kernel: chosen on the command line
     /// (`DEVICE:MODEL`), not in the file, since it is placer's model of the device, not
-    /// a published figure.
+    /// a published figure. Unless named, `WaitModel::default()` (additive).
     #[serde(skip)]
     pub wait: WaitModel,
 }
-
-/// The wait model an emulated device gets unless one is named.
-pub const DEFAULT_WAIT: WaitModel = WaitModel::Additive;
 
 impl DeviceModel {
     pub fn built_in_names() -> Vec<&'static str> {
@@ -71,7 +68,7 @@ impl DeviceModel {
                 })?;
                 (device, wait)
             }
-            None => (spec, DEFAULT_WAIT),
+            None => (spec, WaitModel::default()),
         };
         let mut model = DeviceModel::resolve_file(name_or_path)?;
         model.wait = wait;
@@ -91,7 +88,7 @@ impl DeviceModel {
 
     pub fn parse(text: &str, path: &Path) -> Result<DeviceModel, HostError> {
         let bad = |reason: String| HostError::Device { path: path.to_path_buf(), reason };
-        let mut model: DeviceModel = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        let model: DeviceModel = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
         if model.format != "placer-device" || model.version != 1 {
             return Err(bad(format!(
                 "format '{}' version {}; expected 'placer-device' version 1",
@@ -116,7 +113,6 @@ impl DeviceModel {
                 return Err(bad(format!("{what} must be a positive number, not {v}")));
             }
         }
-        model.wait = DEFAULT_WAIT;
         Ok(model)
     }
 
@@ -180,7 +176,7 @@ mod tests {
         assert_eq!((overlap.name.as_str(), overlap.wait), ("optane-dcpmm", WaitModel::Overlap));
         assert_eq!(overlap.emulation(40e9, 30e9).label(), "optane-dcpmm:overlap");
         assert_eq!(overlap.label(), overlap.emulation(40e9, 30e9).label());
-        assert_eq!(DeviceModel::resolve("optane-dcpmm").expect("known").wait, DEFAULT_WAIT);
+        assert_eq!(DeviceModel::resolve("optane-dcpmm").expect("known").wait, WaitModel::Additive);
         let err = DeviceModel::resolve("optane-dcpmm:sideways").expect_err("unknown model");
         assert_eq!(
             err.to_string(),

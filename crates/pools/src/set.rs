@@ -49,16 +49,18 @@ impl PoolSet {
     /// What the emulated pools charge a kernel that took `kernel_ns` with its data in
     /// DRAM, given each operand's (pool, bytes read, bytes written): each pool's bytes
     /// added up, then that pool's wait model applied (zero for real pools).
-    pub fn kernel_wait_ns(&self, operands: impl IntoIterator<Item = (PoolId, u64, u64)>, kernel_ns: f64) -> f64 {
-        let mut per_pool = vec![(0u64, 0u64); self.pools.len()];
-        for (pool, read, written) in operands {
-            let (r, w) = &mut per_pool[pool.index()];
-            (*r, *w) = (*r + read, *w + written);
-        }
-        self.pools
-            .iter()
-            .zip(per_pool)
-            .filter_map(|(p, (read, written))| p.emulation.as_ref().map(|e| e.kernel_wait_ns(read, written, kernel_ns)))
+    /// Runs between every two kernels, so it allocates nothing: each emulated pool
+    /// walks the (few) operands again.
+    pub fn kernel_wait_ns(&self, operands: impl Iterator<Item = (PoolId, u64, u64)> + Clone, kernel_ns: f64) -> f64 {
+        self.ids()
+            .filter_map(|id| {
+                let emulation = self.pool(id).emulation.as_ref()?;
+                let (read, written) = operands
+                    .clone()
+                    .filter(|(pool, ..)| *pool == id)
+                    .fold((0, 0), |(r, w), (_, read, written)| (r + read, w + written));
+                Some(emulation.kernel_wait_ns(read, written, kernel_ns))
+            })
             .sum()
     }
 

@@ -97,8 +97,8 @@ pub struct SolverReport {
     /// What the placement adds to the all-DRAM step time, as the solver scored it.
     pub objective_ns: f64,
     pub bound_ns: f64,
-    /// The all-DRAM step the objective adds to, as the solver scored it: `base_ns +
-    /// bound_ns` is a step time no plan at this budget can be predicted under.
+    /// The all-DRAM step the objective adds to, as the solver scored it: no plan at this
+    /// budget scores under `base_ns + bound_ns` (`Plan::solver_floor_and_score_ns`).
     #[serde(default)]
     pub base_ns: f64,
     /// Relative gap on `objective_ns`.
