@@ -8,7 +8,7 @@ use crate::args::{FormulationArg, HostArgs};
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
 use placer_profile::{Profile, source};
-use placer_solve::cost::Costs;
+use placer_solve::cost::{Costs, UNCALIBRATED_SHARE};
 use placer_solve::ilp::IlpOptions;
 use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
 use std::path::{Path, PathBuf};
@@ -193,14 +193,31 @@ fn header(
     }
     let how = if pools.moves_measured { "measured copies" } else { "estimated: read + write" };
     t.row(vec!["moves".into(), format!("{} ({how})", moves.join(", "))]);
-    let slowdown: Vec<String> = (0..pools.len())
+    let cpu: Vec<String> = (0..pools.len())
         .flat_map(|i| (0..pools.len()).filter(move |&j| j != i).map(move |j| (i, j)))
         .map(|(i, j)| {
-            format!("{}→{} {:.3} ns/B", pools.pools[i].name, pools.pools[j].name, pools.interference_ns_per_byte[i][j])
+            format!("{}→{} {:.3} ns/B", pools.pools[i].name, pools.pools[j].name, pools.copy_cpu_ns_per_byte[i][j])
         })
         .collect();
-    if !slowdown.is_empty() {
-        t.row(vec!["copy beside a kernel".into(), format!("slows it by {}", slowdown.join(", "))]);
+    if !cpu.is_empty() {
+        let shares = if costs.interference_calibrated {
+            let (lo, hi) = costs
+                .kernels
+                .iter()
+                .map(|k| k.interference_share.max(0.0))
+                .fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
+            format!("{lo:.2}-{hi:.2} by op, measured by the profile")
+        } else {
+            format!("{UNCALIBRATED_SHARE} (not measured: the profile has no interference calibration)")
+        };
+        t.row(vec![
+            "copy beside a kernel".into(),
+            format!(
+                "costs it a share ({shares}) of the copy's CPU time, {} (copies to or from an emulated pool: {})",
+                cpu.join(", "),
+                pools.memcpy_source
+            ),
+        ]);
     }
     let m = &costs.model;
     let times = match (profile, checkpoint) {

@@ -190,12 +190,9 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         }
         out.push_str(&t.render());
         out.push_str("\ncopy between pools (GB/s of bytes moved; the solver's movement cost)\n");
-        let mut t = Table::new(&["from", "to", "GB/s", "slows the kernel beside it, ns/B"]);
+        let mut t = Table::new(&["from", "to", "GB/s"]);
         for c in &probe.copies {
-            let slowdown = c
-                .interference_ns_per_byte
-                .map_or("not measured".into(), |s| format!("{:.3} [{:.3}-{:.3}]", s.median, s.min, s.max));
-            t.row(vec![c.from.clone(), c.to.clone(), spread(c.gbps), slowdown]);
+            t.row(vec![c.from.clone(), c.to.clone(), spread(c.gbps)]);
         }
         out.push_str(&t.render());
     } else if matches!(topo.source, Source::ThisHost) {

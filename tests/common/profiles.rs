@@ -71,6 +71,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         round_checks: vec![],
         measurements,
         design: None,
+        interference: None,
     }
 }
 

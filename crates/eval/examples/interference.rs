@@ -1,95 +1,111 @@
-//! What a background copy costs the real kernels beside it, op by op, against the one
-//! per-byte figure the probe measures with its synthetic kernel (and the solver uses for
-//! every kernel). Each kernel of the model's first node of every op runs on the
-//! executor alone and with a copy handed to a copy thread just before it (a real memcpy
-//! between DRAM buffers, then a sleep for what the emulated pool charges, as the plan
-//! executor's copy thread does), alone and with alternating, `ROUNDS` pairs; the copy is
-//! waited for after the kernel, untimed. Loss per byte = (with − alone) / bytes.
-//! `cargo run --release -p placer-eval --example interference -- MODEL.json [MiB [ROUNDS]]`
+//! How well the profile's interference calibration predicts what a background copy costs
+//! real kernels, at copy sizes and on nodes it did not measure. For every op: the node
+//! the calibration measured and the op's shortest node, each alone and with a copy handed
+//! to a copy thread just before it (a real memcpy between DRAM buffers, as the plan
+//! executor's copy thread does before it sleeps an emulated pool's wait), alternating,
+//! `ROUNDS` triples (alone, with, alone again: the noise floor), medians, at each
+//! copy size. Predicted loss = the op's share × min(the
+//! copy's memcpy time at the calibration's ns/B, the kernel alone): the solver's charge.
+//! `cargo run --release -p placer-eval --example interference -- MODEL.json CKPT [ROUNDS [MiB...]]`
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
 use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_host::{Host, HostOptions};
 use placer_ir::NodeId;
-use placer_pools::{PoolId, sleep_until};
+use placer_pools::PoolId;
 use std::collections::BTreeMap;
 use std::sync::mpsc::channel;
-use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let model = placer_ir::load_model(std::path::Path::new(args.get(1).ok_or("usage: MODEL.json [MiB [ROUNDS]]")?))?;
-    let mib: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(2);
-    let rounds: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(31);
-    let bytes = mib << 20;
+    let usage = "usage: MODEL.json CKPT [ROUNDS [MiB...]]";
+    let model = placer_ir::load_model(std::path::Path::new(args.get(1).ok_or(usage)?))?;
+    let profile = placer_profile::checkpoint::load(std::path::Path::new(args.get(2).ok_or(usage)?))?;
+    let calibration = profile.interference.ok_or("the profile has no interference calibration")?;
+    let rounds: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(21);
+    let sizes: Vec<usize> = match args.get(4..).filter(|a| !a.is_empty()) {
+        Some(list) => list.iter().map(|s| s.parse::<usize>().map(|m| m << 20)).collect::<Result<_, _>>()?,
+        None => vec![1 << 20, 4 << 20, 16 << 20],
+    };
     let mut host = Host::open(&HostOptions::default())?;
     let pools = host.pool_set()?;
-    let probe = host.cache.as_ref().and_then(|c| c.probe.as_ref());
-    let figure = |from: &str, to: &str| {
-        probe
-            .and_then(|p| p.copies.iter().find(|c| c.from == from && c.to == to))
-            .and_then(|c| c.interference_ns_per_byte.as_ref())
-            .map_or(f64::NAN, |s| s.median)
-    };
-    let slow = PoolId(1);
-    let wait_ns = pools.emulated_ns(PoolId(0), bytes as u64, 0) + pools.emulated_ns(slow, 0, bytes as u64);
-    let mut first_of_op: BTreeMap<String, NodeId> = BTreeMap::new();
-    for &n in model.schedule() {
-        first_of_op.entry(model.node(n).op.to_string()).or_insert(n);
-    }
     let mut exec = Executor::new(&model, pools, &PoolAssignment::all_in(&model, PoolId(0)), 7)?;
     exec.step()?;
-    let src = vec![1u8; bytes];
-    let mut dst = vec![0u8; bytes];
-    let (jobs, inbox) = channel::<()>();
+    let mut shortest: BTreeMap<String, NodeId> = BTreeMap::new();
+    for &n in model.schedule() {
+        let e = shortest.entry(model.node(n).op.to_string()).or_insert(n);
+        if profile.reference_ns.get(n.index()) < profile.reference_ns.get(e.index()) {
+            *e = n;
+        }
+    }
+    let largest = *sizes.iter().max().unwrap_or(&(1 << 20));
+    let src = vec![1u8; largest];
+    let mut dst = vec![0u8; largest];
+    let (jobs, inbox) = channel::<usize>();
     let (done, finished) = channel::<()>();
     println!(
-        "{} MiB copies dram -> pmem (EMULATED wait {:.0} µs each); the probe's figure: {:.4} ns/B; {rounds} pairs, medians",
-        mib,
-        wait_ns / 1e3,
-        figure("dram", "pmem")
+        "memcpy {:.4} ns/B (the calibration's); {rounds} pairs per row, medians; loss = with copy − alone",
+        calibration.memcpy_ns_per_byte
     );
-    println!("| op | node | FLOP/B | alone µs | with copy µs | loss ns/B | loss / probe |");
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("| op | node | share | alone µs | copy MiB | measured loss µs | predicted µs | noise (A′ − A) µs |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    let (mut measured_sum, mut predicted_sum) = (0.0, 0.0);
     std::thread::scope(|s| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         let (src, dst) = (&src, &mut dst);
         s.spawn(move || {
-            for () in inbox {
-                let start = Instant::now();
-                dst.copy_from_slice(src);
-                std::hint::black_box(&dst);
-                sleep_until(start + Duration::from_nanos(wait_ns as u64));
+            for bytes in inbox {
+                dst[..bytes].copy_from_slice(&src[..bytes]);
+                std::hint::black_box(&dst[..bytes]);
                 if done.send(()).is_err() {
                     break;
                 }
             }
         });
-        for (op, &n) in &first_of_op {
-            let (mut alone, mut with) = (Vec::new(), Vec::new());
-            for _ in 0..rounds {
-                alone.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
-                jobs.send(()).map_err(|e| e.to_string())?;
-                with.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
-                finished.recv().map_err(|e| e.to_string())?;
+        for op in &calibration.ops {
+            let measured = model.schedule().iter().copied().find(|&n| model.node(n).name == op.node);
+            let mut nodes: Vec<NodeId> = measured.into_iter().chain(shortest.get(&op.op).copied()).collect();
+            nodes.dedup();
+            for &n in &nodes {
+                for &bytes in &sizes {
+                    let (mut alone, mut with, mut again) = (Vec::new(), Vec::new(), Vec::new());
+                    for _ in 0..rounds {
+                        alone.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
+                        jobs.send(bytes).map_err(|e| e.to_string())?;
+                        with.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
+                        finished.recv().map_err(|e| e.to_string())?;
+                        again.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
+                    }
+                    let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
+                    let a = median(&alone);
+                    let loss = median(&with) - a;
+                    let noise = median(&again) - a;
+                    let predicted = op.share.max(0.0) * (bytes as f64 * calibration.memcpy_ns_per_byte).min(a);
+                    measured_sum += loss;
+                    predicted_sum += predicted;
+                    println!(
+                        "| {} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.1} |",
+                        op.op,
+                        model.node(n).name,
+                        op.share,
+                        a / 1e3,
+                        bytes >> 20,
+                        loss / 1e3,
+                        predicted / 1e3,
+                        noise / 1e3
+                    );
+                }
             }
-            let (a, w) =
-                (Stats::of(&alone).map_or(f64::NAN, |s| s.median), Stats::of(&with).map_or(f64::NAN, |s| s.median));
-            let cost = model.cost(n);
-            let traffic: u64 = placer_ir::ops::node_traffic(&model, n).iter().map(|(_, t)| t.read + t.written).sum();
-            let loss = (w - a) / bytes as f64;
-            println!(
-                "| {op} | {} | {:.1} | {:.1} | {:.1} | {loss:.4} | {:.2} |",
-                model.node(n).name,
-                cost.flops as f64 / traffic.max(1) as f64,
-                a / 1e3,
-                w / 1e3,
-                loss / figure("dram", "pmem")
-            );
         }
         drop(jobs);
         Ok(())
     })
     .map_err(|e| e.to_string())?;
+    println!(
+        "\nall rows: measured loss {:.3} ms, predicted {:.3} ms ({:+.1}%)",
+        measured_sum / 1e6,
+        predicted_sum / 1e6,
+        (predicted_sum / measured_sum - 1.0) * 100.0
+    );
     Ok(())
 }

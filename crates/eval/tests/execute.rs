@@ -28,7 +28,8 @@ fn solve_pools() -> SolvePools {
         pools: vec![figures("dram", 30.0, 25.0), figures("pmem", 10.0, 4.0)],
         move_ns_per_byte: vec![vec![0.0, 0.001], vec![0.001, 0.0]],
         moves_measured: true,
-        interference_ns_per_byte: vec![vec![0.0, 0.0005], vec![0.0005, 0.0]],
+        copy_cpu_ns_per_byte: vec![vec![0.0, 0.0005], vec![0.0005, 0.0]],
+        memcpy_source: "test".into(),
     }
 }
 

@@ -13,7 +13,6 @@ pub mod cache;
 pub mod device;
 pub mod discover;
 pub mod hostfile;
-pub mod interference;
 pub mod layout;
 pub mod probe;
 

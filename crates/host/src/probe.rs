@@ -50,10 +50,6 @@ pub struct CopyProbe {
     pub from: String,
     pub to: String,
     pub gbps: Spread,
-    /// Kernel time lost per byte this copy moves in the background (absent in caches
-    /// written before it was measured).
-    #[serde(default)]
-    pub interference_ns_per_byte: Option<Spread>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,13 +146,7 @@ pub fn probe_copy(
     }
     pools.free(src);
     pools.free(dst);
-    let interference = crate::interference::interference_ns_per_byte(pools, from, to, options.repeats.max(3))?;
-    Ok(CopyProbe {
-        from: pools.pool(from).name.clone(),
-        to: pools.pool(to).name.clone(),
-        gbps: Spread::of(samples),
-        interference_ns_per_byte: Some(interference),
-    })
+    Ok(CopyProbe { from: pools.pool(from).name.clone(), to: pools.pool(to).name.clone(), gbps: Spread::of(samples) })
 }
 
 /// Every pool, then every ordered pair of pools.

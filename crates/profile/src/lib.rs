@@ -7,6 +7,7 @@ pub mod checkpoint;
 pub mod design;
 pub mod engine;
 pub mod export;
+pub mod interference;
 pub mod pass_run;
 pub mod passes;
 pub mod profiler;

@@ -6,6 +6,7 @@ use crate::checkpoint;
 use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::engine::Engine;
+use crate::interference;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
@@ -318,6 +319,7 @@ pub fn run_to_checkpoint(
             round_checks: Vec::new(),
             measurements: Vec::new(),
             design: None,
+            interference: None,
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
@@ -359,8 +361,22 @@ pub fn run_to_checkpoint(
         let second = Stage { tasks: &judgement.second_stage, passes: &second, first_pass: first_total };
         run_stage(model, &pools, plan, &second, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
+    if profile.interference.is_none() && calibrates_interference(&plan.header) {
+        let runner = live(&mut runner, model, &pools, plan, &mut profile, path)?;
+        let calibration = interference::measure(&mut runner.engine, model, &profile.reference_ns)?;
+        profile.wall_seconds += calibration.seconds;
+        profile.interference = Some(calibration);
+        checkpoint::save(path, &profile)?;
+    }
     let passes_total = profile.passes_total as usize;
     Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
+}
+
+/// Whether a profile with `header` measures what background copies cost its kernels
+/// ([`interference`]): when there is a second pool to copy to, and its engine keeps every
+/// tensor resident (a live engine runs whole steps only, not one kernel beside a copy).
+pub fn calibrates_interference(header: &ProfileHeader) -> bool {
+    header.pools.len() > 1 && header.protocol.steps != Steps::Live
 }
 
 /// The first stage's verdicts, from the first stage's measurements only (so a resumed

@@ -3,12 +3,13 @@
 
 use crate::design::verdict::{DesignRecord, Prediction};
 use crate::design::{Design, DesignSpec};
+use crate::interference::Interference;
 use placer_exec::Stats;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +221,10 @@ pub struct Profile {
     /// A screening design's verdicts and predictions, once its first stage is measured
     /// (`None` for a full design, and before that).
     pub design: Option<DesignRecord>,
+    /// What a background copy costs each op's kernels, measured after the last pass
+    /// ([`crate::interference`]); `None` until then, and for profiles that do not
+    /// measure it ([`crate::profiler::calibrates_interference`]).
+    pub interference: Option<Interference>,
 }
 
 /// A round check compares kernels at least this long (those the design's goals are

@@ -166,3 +166,37 @@ fn whole_picked_and_live_steps_measure_the_same_configurations() {
     assert_eq!(measured(placer_profile::Steps::Picked), whole);
     assert_eq!(measured(placer_profile::Steps::Live), whole);
 }
+
+#[test]
+fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() {
+    let model = placer_zoo::build("mlp", 2).expect("zoo");
+    let mut options = ProfileOptions::pipeline(1, 1);
+    options.protocol.max_reps = 1;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    let calibration = first.profile.interference.clone().expect("two pools, resident steps: measured");
+    let mut ops: Vec<String> = model.schedule().iter().map(|&n| model.node(n).op.to_string()).collect();
+    ops.sort();
+    ops.dedup();
+    assert_eq!(calibration.ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops, "one row per op, by name");
+    assert!(calibration.memcpy_ns_per_byte > 0.0 && calibration.memcpy_ns_per_byte.is_finite());
+    for o in &calibration.ops {
+        let node = model.schedule().iter().find(|&&n| model.node(n).name == o.node).expect("a node of the model");
+        assert_eq!(model.node(*node).op.to_string(), o.op);
+        assert!(o.alone_ns > 0.0 && o.with_ns > 0.0 && o.copy_ns > 0.0 && o.share.is_finite(), "{o:?}");
+        assert!(o.copy_bytes >= 64 << 10, "{o:?}");
+    }
+    // Resuming keeps it; it is measured once.
+    let again = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("resumes");
+    assert_eq!(again.profile.interference, Some(calibration));
+
+    // One pool: no copies to measure. Live steps: no kernel runs alone.
+    let one = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = profile_into_dir(&model, one, "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    assert_eq!(single.profile.interference, None);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let live = options.with_steps(placer_profile::Steps::Live);
+    let live = profile_into_dir(&model, pools(), "test-host", &live, dir.path(), &mut |_| {}).expect("runs");
+    assert_eq!(live.profile.interference, None);
+}

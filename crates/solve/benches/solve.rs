@@ -26,7 +26,8 @@ fn pools() -> SolvePools {
         pools: vec![pool("dram", 64 << 30, 30.0, 25.0), pool("pmem", 512 << 30, 10.0, 4.0)],
         move_ns_per_byte: vec![vec![0.0, 1.0 / 3.5], vec![1.0 / 9.0, 0.0]],
         moves_measured: true,
-        interference_ns_per_byte: vec![vec![0.05; 2]; 2],
+        copy_cpu_ns_per_byte: vec![vec![0.05; 2]; 2],
+        memcpy_source: "test".into(),
     }
 }
 

@@ -176,7 +176,8 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
                     problem(format!("async move of '{}' overlaps '{}', which writes it", m.tensor, node.name));
                 }
                 copies[during] += ns;
-                slowdown[during] += size as f64 * pools.interference_ns_per_byte[from][to];
+                let cpu_ns = size as f64 * pools.copy_cpu_ns_per_byte[from][to];
+                slowdown[during] += costs.kernels[model.schedule()[during].index()].copy_loss_ns(cpu_ns);
                 bytes[to][during] += i128::from(size);
                 bytes[to][during + 1] -= i128::from(size);
             }

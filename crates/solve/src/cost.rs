@@ -25,6 +25,7 @@ use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
 use placer_profile::Measurement;
 use placer_profile::design::verdict::Prediction;
+use placer_profile::interference::Interference;
 use placer_profile::tasks::{negligible_operands, signature};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -71,9 +72,27 @@ pub struct KernelCost {
     pub delta_ns: Vec<Vec<f64>>,
     /// Whether the profile measured this kernel's signature at all.
     pub fitted: bool,
+    /// The share of a background copy's CPU time this kernel loses while the copy runs
+    /// beside it ([`KernelCost::copy_loss_ns`]): measured per op by the profile's
+    /// interference calibration, else [`UNCALIBRATED_SHARE`].
+    pub interference_share: f64,
 }
 
+/// A kernel's share of a background copy's CPU time when no profile measured its op:
+/// all of it, as a kernel split evenly over every core of a host the copy thread shares
+/// loses (on two cores, BERT-tiny's GEMMs lost about that).
+pub const UNCALIBRATED_SHARE: f64 = 1.0;
+
 impl KernelCost {
+    /// What a background copy taking `copy_cpu_ns` of CPU time costs this kernel beside
+    /// it: its share of that time, capped at the kernel's all-DRAM time (it cannot lose
+    /// more than it overlaps, and an emulated pool's wait is a sleep). Several copies
+    /// beside one kernel are capped one by one, not together, so that the cost stays
+    /// linear in the moves the solver chooses; that over-charges a kernel with several.
+    pub fn copy_loss_ns(&self, copy_cpu_ns: f64) -> f64 {
+        self.interference_share.max(0.0) * copy_cpu_ns.min(self.base_ns)
+    }
+
     pub fn estimate(&self, config: &[u16]) -> f64 {
         self.base_ns + config.iter().zip(&self.delta_ns).map(|(&p, d)| d[p as usize]).sum::<f64>()
     }
@@ -90,6 +109,8 @@ pub struct Costs {
     /// Per signature, the operands whose pool the profile deemed immaterial (its
     /// negligible-operand rule): lookups ignore them.
     immaterial: HashMap<u64, Vec<bool>>,
+    /// Whether a profile's calibration set the kernels' interference shares.
+    pub interference_calibrated: bool,
 }
 
 /// Marks an operand whose pool a lookup ignores.
@@ -136,6 +157,7 @@ impl Costs {
             measured,
             predicted: HashMap::new(),
             immaterial: HashMap::new(),
+            interference_calibrated: false,
         }
     }
 
@@ -147,6 +169,19 @@ impl Costs {
             .filter(|p| p.predicted_ns.is_finite() && !self.measured.contains_key(&(p.signature, p.config.clone())))
             .map(|p| ((p.signature, p.config.clone()), p.predicted_ns))
             .collect();
+        self
+    }
+
+    /// These costs with the interference shares `calibration` measured for each op
+    /// (ops it did not measure keep [`UNCALIBRATED_SHARE`]).
+    pub fn with_interference(mut self, model: &Model, calibration: &Interference) -> Costs {
+        let shares = calibration.shares();
+        for (i, k) in self.kernels.iter_mut().enumerate() {
+            if let Some(&share) = shares.get(model.node(NodeId(i as u32)).op.to_string().as_str()) {
+                k.interference_share = share;
+            }
+        }
+        self.interference_calibrated = true;
         self
     }
 
@@ -235,7 +270,7 @@ impl CostModel {
                     .collect()
             })
             .collect();
-        KernelCost { base_ns: self.base(f), delta_ns, fitted: false }
+        KernelCost { base_ns: self.base(f), delta_ns, fitted: false, interference_share: UNCALIBRATED_SHARE }
     }
 }
 
@@ -337,7 +372,7 @@ fn fit_kernel(prior: &KernelCost, rows: &[(&[u16], f64)], pools: usize) -> Kerne
     };
     let delta_ns =
         (0..ops).map(|o| (0..pools).map(|p| if p == 0 { 0.0 } else { beta[column(o, p)] }).collect()).collect();
-    KernelCost { base_ns: beta[0], delta_ns, fitted: true }
+    KernelCost { base_ns: beta[0], delta_ns, fitted: true, interference_share: prior.interference_share }
 }
 
 /// Least squares with every coefficient kept >= 0: coefficients that come out negative
@@ -456,6 +491,16 @@ mod tests {
         let beta = ridge(&rows, &[10.0, 5.0, 3.0], 1e-6).expect("solvable");
         assert!((beta[0] - 10.0).abs() < 1e-3 && (beta[1] + beta[2] - 6.0).abs() < 1e-3, "{beta:?}");
         assert!((beta[1] - 4.0).abs() < 0.01 && (beta[2] - 2.0).abs() < 0.01, "{beta:?}");
+    }
+
+    #[test]
+    fn a_copy_costs_its_kernel_a_share_of_its_cpu_time_up_to_the_kernel_s_own() {
+        let kernel =
+            |share| KernelCost { base_ns: 100.0, delta_ns: Vec::new(), fitted: true, interference_share: share };
+        assert_eq!(kernel(0.5).copy_loss_ns(60.0), 30.0, "below the cap: half the copy's 60 ns");
+        assert_eq!(kernel(0.5).copy_loss_ns(300.0), 50.0, "capped at half the kernel's 100 ns");
+        assert_eq!(kernel(-0.2).copy_loss_ns(60.0), 0.0, "a share noise made negative charges nothing");
+        assert_eq!(kernel(UNCALIBRATED_SHARE).copy_loss_ns(60.0), 60.0);
     }
 
     #[test]

@@ -42,8 +42,11 @@ pub fn solve_inputs(
     no_probe: bool,
     events: &mut dyn FnMut(InputsEvent),
 ) -> Result<SolveInputs, SolveError> {
-    let pools = solve_pools(host, no_probe, events)?;
+    let mut pools = solve_pools(host, no_probe, events)?;
     let profile = profile_path.map(checkpoint::load).transpose()?;
+    if let Some(calibration) = profile.as_ref().and_then(|p| p.interference.as_ref()) {
+        pools = pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
+    }
     if let (Some(p), Some(path)) = (&profile, profile_path) {
         check_profile(p, model, &pools, path)?;
     }
@@ -57,13 +60,16 @@ pub fn solve_inputs(
     let mut costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
     if let Some(p) = &profile {
         costs = costs.with_negligible(model, p.header.mode.negligible);
+        if let Some(calibration) = &p.interference {
+            costs = costs.with_interference(model, calibration);
+        }
     }
     Ok(SolveInputs { pools, costs, pins, profile })
 }
 
 /// Pools with their capacities and bandwidths, and move costs from the cached probe (or
 /// a fresh one, cached for next time). Only this host is probed, only when it has more
-/// than one pool, and only when the cache lacks a pool or a copy's interference figure.
+/// than one pool, and only when the cache lacks a pool.
 pub fn solve_pools(
     host: &mut Host,
     no_probe: bool,
@@ -72,10 +78,10 @@ pub fn solve_pools(
     let this_host = matches!(host.layout.topology.source, Source::ThisHost);
     let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
     let probed_here = |host: &Host| {
-        host.cache.as_ref().and_then(|c| c.probe.as_ref()).is_some_and(|p| {
-            names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n))
-                && p.copies.iter().all(|c| c.interference_ns_per_byte.is_some())
-        })
+        host.cache
+            .as_ref()
+            .and_then(|c| c.probe.as_ref())
+            .is_some_and(|p| names.iter().all(|n| p.pools.iter().any(|pp| pp.pool == *n)))
     };
     if this_host && !no_probe && names.len() > 1 && !probed_here(host) {
         events(InputsEvent::Probing);

@@ -41,7 +41,7 @@ pub struct Evaluation {
     pub sources: Vec<Source>,
     /// Per step: the async copies that run during that kernel, ns.
     pub async_ns: Vec<f64>,
-    /// Per step: what those copies slow the kernel by, ns (`interference_ns_per_byte`).
+    /// Per step: what those copies slow the kernel by, ns (`KernelCost::copy_loss_ns`).
     pub interference_ns: Vec<f64>,
     pub sync_ns: f64,
     /// Σ max(kernel + its slowdown, async copies during it) + sync copies.
@@ -101,8 +101,8 @@ impl Placement {
                 MoveKind::Sync => sync_ns += ns,
                 MoveKind::Async => {
                     async_ns[m.at - 1] += ns;
-                    interference_ns[m.at - 1] +=
-                        t.bytes as f64 * inst.pools.interference_ns_per_byte[m.from as usize][m.to as usize];
+                    let cpu_ns = t.bytes as f64 * inst.pools.copy_cpu_ns_per_byte[m.from as usize][m.to as usize];
+                    interference_ns[m.at - 1] += inst.kernels[m.at - 1].cost.copy_loss_ns(cpu_ns);
                     delta[m.to as usize][m.at - 1] += i128::from(t.bytes);
                     delta[m.to as usize][m.at] -= i128::from(t.bytes);
                 }

@@ -16,7 +16,7 @@ use std::path::Path;
 
 pub const PLAN_FORMAT: &str = "placer-plan";
 /// Version 2 added arena offsets (`offset`, `scratch_offset`, `arena_bytes`).
-pub const PLAN_VERSION: u32 = 2;
+pub const PLAN_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
@@ -38,7 +38,10 @@ pub struct Plan {
     pub peak_live_bytes: u64,
     pub move_ns_per_byte: Vec<Vec<f64>>,
     pub moves_measured: bool,
-    pub interference_ns_per_byte: Vec<Vec<f64>>,
+    /// CPU time a background copy takes per byte (`SolvePools::copy_cpu_ns_per_byte`).
+    pub copy_cpu_ns_per_byte: Vec<Vec<f64>>,
+    /// Whether the kernels' interference shares were measured by the profile.
+    pub interference_calibrated: bool,
     /// The checkpoint the kernel times come from, if any.
     pub profile: Option<String>,
     pub cost_model: CostModel,
@@ -274,7 +277,8 @@ impl Plan {
             peak_live_bytes: inst.peak_bytes,
             move_ns_per_byte: inst.pools.move_ns_per_byte.clone(),
             moves_measured: inst.pools.moves_measured,
-            interference_ns_per_byte: inst.pools.interference_ns_per_byte.clone(),
+            copy_cpu_ns_per_byte: inst.pools.copy_cpu_ns_per_byte.clone(),
+            interference_calibrated: ctx.costs.interference_calibrated,
             profile: ctx.profile.clone(),
             cost_model: ctx.costs.model.clone(),
             predicted: Predicted {

@@ -26,10 +26,14 @@ pub struct SolvePools {
     /// True when every pair's cost comes from a measured copy (`placer topo --probe`);
     /// otherwise estimated as a read from one pool then a write to the other.
     pub moves_measured: bool,
-    /// `interference_ns_per_byte[from][to]`: kernel time lost per byte such a copy
-    /// moves in the background, beside the kernel (measured by the probe; otherwise
-    /// estimated as a copy's time at DRAM's bandwidth, the CPU time it takes).
-    pub interference_ns_per_byte: Vec<Vec<f64>>,
+    /// `copy_cpu_ns_per_byte[from][to]`: the CPU time a background copy takes per byte,
+    /// which is what it can take from the kernel beside it
+    /// ([`crate::cost::KernelCost::copy_loss_ns`]). A copy between real pools keeps its
+    /// thread busy for the whole move. An emulated pool's wait is a sleep, so a copy
+    /// to or from one takes a DRAM memcpy's time ([`SolvePools::with_memcpy`]).
+    pub copy_cpu_ns_per_byte: Vec<Vec<f64>>,
+    /// Where the memcpy figure of copies touching an emulated pool comes from.
+    pub memcpy_source: String,
 }
 
 /// The device model whose figures stand in for a pool nobody measured, by kind.
@@ -88,17 +92,14 @@ impl SolvePools {
         let n = pools.len();
         let mut measured = true;
         let mut move_ns_per_byte = vec![vec![0.0; n]; n];
-        let mut interference_ns_per_byte = vec![vec![0.0; n]; n];
+        let mut copy_cpu_ns_per_byte = vec![vec![0.0; n]; n];
+        let memcpy_ns_per_byte = 1.0 / dram_read + 1.0 / dram_write;
         for (i, from) in pools.iter().enumerate() {
             for (j, to) in pools.iter().enumerate() {
                 if i == j {
                     continue;
                 }
                 let copy = probe.and_then(|p| p.copies.iter().find(|c| c.from == from.name && c.to == to.name));
-                interference_ns_per_byte[i][j] = match copy.and_then(|c| c.interference_ns_per_byte) {
-                    Some(s) if s.median.is_finite() => s.median,
-                    _ => 1.0 / dram_read + 1.0 / dram_write,
-                };
                 move_ns_per_byte[i][j] = match copy {
                     Some(c) if c.gbps.median > 0.0 => 1.0 / c.gbps.median,
                     _ => {
@@ -106,9 +107,34 @@ impl SolvePools {
                         1.0 / from.read_gbps + 1.0 / to.write_gbps
                     }
                 };
+                copy_cpu_ns_per_byte[i][j] = if from.emulated_as.is_some() || to.emulated_as.is_some() {
+                    memcpy_ns_per_byte
+                } else {
+                    move_ns_per_byte[i][j]
+                };
             }
         }
-        SolvePools { pools, move_ns_per_byte, moves_measured: measured && n > 1, interference_ns_per_byte }
+        SolvePools {
+            pools,
+            move_ns_per_byte,
+            moves_measured: measured && n > 1,
+            copy_cpu_ns_per_byte,
+            memcpy_source: "estimated: a read and a write at the DRAM baseline".into(),
+        }
+    }
+
+    /// These pools with `ns_per_byte` as a memcpy's time, measured by `source`, for
+    /// every copy to or from an emulated pool.
+    pub fn with_memcpy(mut self, ns_per_byte: f64, source: &str) -> SolvePools {
+        for (i, from) in self.pools.iter().enumerate() {
+            for (j, to) in self.pools.iter().enumerate() {
+                if i != j && (from.emulated_as.is_some() || to.emulated_as.is_some()) {
+                    self.copy_cpu_ns_per_byte[i][j] = ns_per_byte;
+                }
+            }
+        }
+        self.memcpy_source = source.to_string();
+        self
     }
 
     pub fn len(&self) -> usize {

@@ -3,10 +3,11 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
+use placer_profile::interference::{Interference, OpInterference};
 use placer_profile::tasks::Pin;
 use placer_solve::cost::Costs;
 use placer_solve::ilp::{Formulation, IlpOptions};
-use placer_solve::{Budget, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult, check, solve};
+use placer_solve::{Budget, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult, check, solve};
 
 fn pool(name: &str, capacity: u64, read: f64, write: f64) -> PoolFigures {
     PoolFigures {
@@ -25,7 +26,8 @@ fn two_pools() -> SolvePools {
         pools: vec![pool("dram", 64 << 30, 30.0, 25.0), pool("pmem", 512 << 30, 10.0, 4.0)],
         move_ns_per_byte: vec![vec![0.0, 1.0 / 3.5], vec![1.0 / 9.0, 0.0]],
         moves_measured: true,
-        interference_ns_per_byte: vec![vec![0.05; 2]; 2],
+        copy_cpu_ns_per_byte: vec![vec![0.05; 2]; 2],
+        memcpy_source: "test".into(),
     }
 }
 
@@ -42,7 +44,8 @@ fn three_pools(cxl_capacity: u64) -> SolvePools {
             vec![1.0 / 9.0, 1.0 / 8.0, 0.0],
         ],
         moves_measured: true,
-        interference_ns_per_byte: vec![vec![0.05; 3]; 3],
+        copy_cpu_ns_per_byte: vec![vec![0.05; 3]; 3],
+        memcpy_source: "test".into(),
     }
 }
 
@@ -127,6 +130,66 @@ fn moves_appear_when_they_pay() {
     assert!(moving.check.ok(), "{:?}", moving.check.problems);
     assert!(!moving.plan.moves.is_empty(), "no moves");
     assert!(moving.plan.predicted.step_ns < fixed.plan.predicted.step_ns);
+}
+
+#[test]
+fn background_copies_cost_their_kernels_the_calibrated_share() {
+    // Every op's share from a calibration; each kernel beside a copy is charged its
+    // op's share of the copy's CPU time, capped at the kernel's all-DRAM time, by the
+    // solver and by the checker alike.
+    let model = zoo("mlp", 64);
+    let mut pools = two_pools();
+    pools.move_ns_per_byte = vec![vec![0.0, 0.001], vec![0.001, 0.0]];
+    pools.copy_cpu_ns_per_byte = vec![vec![0.0, 0.002], vec![0.002, 0.0]];
+    let mut ops: Vec<String> = model.nodes().iter().map(|n| n.op.to_string()).collect();
+    ops.sort();
+    ops.dedup();
+    let calibration = Interference {
+        memcpy_ns_per_byte: 0.002,
+        pairs: 1,
+        ops: ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| OpInterference {
+                op: op.clone(),
+                node: String::new(),
+                copy_bytes: 0,
+                alone_ns: 0.0,
+                with_ns: 0.0,
+                copy_ns: 0.0,
+                share: 0.1 + 0.05 * i as f64,
+            })
+            .collect(),
+        seconds: 0.0,
+    };
+    let costs = Costs::new(&model, &pools, &[]).with_interference(&model, &calibration);
+    let shares = calibration.shares();
+    let request = SolveRequest {
+        model: &model,
+        costs: &costs,
+        pools,
+        budget: Budget::parse("30%").expect("budget"),
+        pins: Vec::new(),
+        options: options(Formulation::Async),
+        profile: None,
+    };
+    let r = solve(&request, &mut |_| {}).expect("solves");
+    assert!(r.check.ok(), "{:?}", r.check.problems);
+    assert!(r.plan.interference_calibrated);
+    let bytes: std::collections::HashMap<&str, u64> =
+        r.plan.tensors.iter().map(|t| (t.name.as_str(), t.bytes)).collect();
+    let mut expected = vec![0.0; r.plan.kernels.len()];
+    for m in r.plan.moves.iter().filter(|m| m.kind == MoveKind::Async) {
+        let step = m.before_step - 1;
+        let node = model.schedule()[step];
+        let base = costs.kernels[node.index()].base_ns;
+        expected[step] +=
+            shares[model.node(node).op.to_string().as_str()] * (bytes[m.tensor.as_str()] as f64 * 0.002).min(base);
+    }
+    assert!(expected.iter().any(|&e| e > 0.0), "the plan needs a background copy");
+    for (k, e) in r.plan.kernels.iter().zip(&expected) {
+        assert!((k.interference_ns - e).abs() <= 1e-6 * e.max(1.0), "{}: {} vs {e}", k.node, k.interference_ns);
+    }
 }
 
 #[test]

@@ -75,6 +75,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         round_checks: vec![],
         measurements,
         design: None,
+        interference: None,
     }
 }
 

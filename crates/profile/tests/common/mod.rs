@@ -68,5 +68,6 @@ pub fn profile(model: &str, records: usize) -> Profile {
             })
             .collect(),
         design: None,
+        interference: None,
     }
 }

@@ -209,7 +209,8 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             for &(p, q, c) in &br.async_ {
                 let bytes = inst.tensors[t].bytes as f64;
                 let ns = bytes * inst.pools.move_ns_per_byte[p as usize][q as usize];
-                let slowdown = bytes * inst.pools.interference_ns_per_byte[p as usize][q as usize];
+                let cpu_ns = bytes * inst.pools.copy_cpu_ns_per_byte[p as usize][q as usize];
+                let slowdown = inst.kernels[br.at - 1].cost.copy_loss_ns(cpu_ns);
                 copies_during[br.at - 1].push((c, ns / NS_PER_UNIT, slowdown / NS_PER_UNIT));
             }
         }

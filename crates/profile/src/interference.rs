@@ -1,0 +1,150 @@
+//! What a background copy costs the kernels beside it, measured on the model's own
+//! kernels, one op at a time.
+//!
+//! A plan's background copy runs on its own thread while a kernel runs. On a host with
+//! few cores that thread takes CPU time (and memory bandwidth) from the kernel. How much
+//! depends on the kernel: a GEMM split evenly over every core waits for the core the copy
+//! took, a short memory-bound kernel barely notices. So the solver charges a copy beside
+//! a kernel
+//!
+//! ```text
+//! share(op) × min(the copy's CPU time, the kernel's all-DRAM time)
+//! ```
+//!
+//! where the copy's CPU time is its bytes at the host's memcpy speed (an emulated pool's
+//! wait is a sleep and costs no CPU), the cap says a kernel cannot lose more than it
+//! overlaps, and `share` is measured here for every op of the model: its longest kernel
+//! alone and with a copy handed to a copy thread just before it (as the plan executor
+//! hands its copies), alternating, [`PAIRS`] pairs. The copy is sized to take about half
+//! the kernel's time, where the loss is largest against the noise and below the cap.
+
+use crate::ProfileError;
+use crate::engine::Engine;
+use placer_exec::Stats;
+use placer_ir::{Model, NodeId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+/// Alone/with pairs per op.
+pub const PAIRS: usize = 11;
+/// The copy thread's buffers; a longer copy repeats over them.
+const BUFFER: usize = 16 << 20;
+/// The smallest copy measured: smaller ones are timer noise.
+const MIN_COPY: usize = 64 << 10;
+/// The largest: a kernel of seconds gets a copy of about a second at most.
+const MAX_COPY: usize = 64 * BUFFER;
+
+/// The calibration a profile records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interference {
+    /// A copy thread's memcpy time per byte (DRAM to DRAM, [`BUFFER`]-sized copies
+    /// alone, median): the CPU time of a copy whose pools are emulated.
+    pub memcpy_ns_per_byte: f64,
+    pub pairs: u32,
+    pub ops: Vec<OpInterference>,
+    pub seconds: f64,
+}
+
+/// One op's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpInterference {
+    pub op: String,
+    /// The node measured: the op's longest in the reference pass.
+    pub node: String,
+    pub copy_bytes: u64,
+    /// Medians over the pairs: the kernel alone, beside the copy, and the copy itself.
+    pub alone_ns: f64,
+    pub with_ns: f64,
+    pub copy_ns: f64,
+    /// (with − alone) / min(`copy_bytes` × `memcpy_ns_per_byte`, alone): the share of
+    /// the copy's CPU time, as the solver estimates it, that the kernel lost. (A copy
+    /// beside a kernel runs slower than alone, `copy_ns`; the share absorbs that, so the
+    /// solver's charge reproduces this measurement.) Noise can make it negative; the
+    /// solver charges no less than 0.
+    pub share: f64,
+}
+
+impl Interference {
+    /// Each op's share, by op name.
+    pub fn shares(&self) -> BTreeMap<&str, f64> {
+        self.ops.iter().map(|o| (o.op.as_str(), o.share)).collect()
+    }
+}
+
+/// Measures every op of `model` on `engine` (a resident engine, base placement), each
+/// op's longest node by `reference_ns`.
+pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> Result<Interference, ProfileError> {
+    let started = Instant::now();
+    let mut longest: BTreeMap<String, NodeId> = BTreeMap::new();
+    for &n in model.schedule() {
+        let entry = longest.entry(model.node(n).op.to_string()).or_insert(n);
+        if reference_ns.get(n.index()) > reference_ns.get(entry.index()) {
+            *entry = n;
+        }
+    }
+    let src = vec![1u8; BUFFER];
+    let mut dst = vec![0u8; BUFFER];
+    let (jobs, inbox) = channel::<usize>();
+    let (done, finished) = channel::<Duration>();
+    std::thread::scope(|s| {
+        let (src, dst) = (&src, &mut dst);
+        s.spawn(move || {
+            for bytes in inbox {
+                let start = Instant::now();
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(BUFFER);
+                    dst[..n].copy_from_slice(&src[..n]);
+                    black_box(&dst[..n]);
+                    left -= n;
+                }
+                if done.send(start.elapsed()).is_err() {
+                    break;
+                }
+            }
+        });
+        let copy = |bytes: usize| -> Result<f64, ProfileError> {
+            jobs.send(bytes).map_err(|_| thread_gone())?;
+            finished.recv().map(|d| d.as_nanos() as f64).map_err(|_| thread_gone())
+        };
+        let alone: Vec<f64> = (0..5).map(|_| copy(BUFFER).map(|ns| ns / BUFFER as f64)).collect::<Result<_, _>>()?;
+        let memcpy_ns_per_byte = median(&alone);
+        let mut ops = Vec::with_capacity(longest.len());
+        for (op, &n) in &longest {
+            let nodes = [n];
+            let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
+            let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
+            let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+            let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..PAIRS {
+                alone.push(time(engine)?);
+                jobs.send(bytes).map_err(|_| thread_gone())?;
+                with.push(time(engine)?);
+                copies.push(finished.recv().map_err(|_| thread_gone())?.as_nanos() as f64);
+            }
+            let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
+            ops.push(OpInterference {
+                op: op.clone(),
+                node: model.node(n).name.clone(),
+                copy_bytes: bytes as u64,
+                alone_ns,
+                with_ns,
+                copy_ns,
+                share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
+            });
+        }
+        drop(jobs);
+        Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
+    })
+}
+
+fn median(samples: &[f64]) -> f64 {
+    Stats::of(samples).map_or(f64::NAN, |s| s.median)
+}
+
+fn thread_gone() -> ProfileError {
+    ProfileError::Usage { reason: "the interference calibration's copy thread stopped".into() }
+}
