@@ -63,6 +63,15 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
+    /// Whether a resident engine wakes every pool thread before each kernel, outside its
+    /// timing (as passes do; see `Executor::set_warm_pool`). A live engine's plan
+    /// executors always do.
+    pub fn set_warm_pool(&mut self, warm: bool) {
+        if let Kind::Resident(exec) = &mut self.kind {
+            exec.set_warm_pool(warm);
+        }
+    }
+
     /// Runs `nodes` once, in order, and returns each one's time in ns. A live engine
     /// runs whole steps only: `nodes` must be the schedule.
     pub fn step(&mut self, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError> {
