@@ -55,7 +55,8 @@ pub struct OpInterference {
     /// The node measured: the op's longest in the reference pass.
     pub node: String,
     pub copy_bytes: u64,
-    /// Medians over the pairs: the kernel alone, beside the copy, and the copy itself.
+    /// Medians over the pairs: the kernel alone and beside the copy (each timed from
+    /// where the copy is handed over, or would be, to the kernel's end), and the copy.
     pub alone_ns: f64,
     pub with_ns: f64,
     pub copy_ns: f64,
@@ -122,11 +123,18 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
             let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
             let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
             let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+            // Timed from before the hand-over to the kernel's end: a copy thread that wakes
+            // on the core of the thread handing it the copy can take that core before the
+            // kernel starts, and a plan's step pays for that stall too.
             let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..PAIRS {
-                alone.push(time(engine)?);
+                let start = Instant::now();
+                time(engine)?;
+                alone.push(start.elapsed().as_nanos() as f64);
+                let start = Instant::now();
                 jobs.send(bytes).map_err(|_| thread_gone())?;
-                with.push(time(engine)?);
+                time(engine)?;
+                with.push(start.elapsed().as_nanos() as f64);
                 copies.push(finished.recv().map_err(|_| thread_gone())?.as_nanos() as f64);
             }
             let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
