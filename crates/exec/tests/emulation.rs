@@ -113,7 +113,11 @@ fn activations_in_the_emulated_pool_slow_the_step_by_the_predicted_amount() {
     // formula without its write term would predict a third less.
     let excess: Vec<f64> = slow_ms.iter().zip(&fast_ms).map(|(s, f)| s - f).collect();
     let excess = Stats::of(&excess).expect("samples");
-    let tolerance = 1.5 * 1.4826 * excess.mad;
+    // A quiet stretch can make the spread tiny while the host still moves a step by a
+    // few percent (a clean clone's run failed at −4.2% against a ±3% band), so the band
+    // is never narrower than ±8% of the prediction: still well inside the +12% and −33%
+    // failures it exists to catch.
+    let tolerance = (1.5 * 1.4826 * excess.mad).max(0.08 * predicted_ms);
     let off = excess.median - predicted_ms;
     // Shown with --nocapture; docs/BENCHMARKS.md quotes it.
     println!(
