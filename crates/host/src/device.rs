@@ -119,7 +119,7 @@ impl DeviceModel {
     /// The device with its wait model, as results name an emulated pool
     /// (`optane-dcpmm:additive`; the same as [`placer_pools::Emulation::label`]).
     pub fn label(&self) -> String {
-        format!("{}:{}", self.name, self.wait)
+        self.wait.label(&self.name)
     }
 
     pub fn kind(&self) -> placer_pools::PoolKind {

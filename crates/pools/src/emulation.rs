@@ -39,6 +39,12 @@ impl WaitModel {
     pub fn parse(text: &str) -> Option<WaitModel> {
         WaitModel::ALL.into_iter().find(|m| m.as_str() == text)
     }
+
+    /// How results name an emulated `device` under this wait model, as `--emulate`
+    /// takes it: `optane-dcpmm:overlap`.
+    pub fn label(self, device: &str) -> String {
+        format!("{device}:{self}")
+    }
 }
 
 impl std::fmt::Display for WaitModel {
@@ -89,7 +95,7 @@ impl Emulation {
     /// `--emulate` takes them (`optane-dcpmm:overlap`). Profiles record it, so a profile
     /// taken with one wait model is never mixed with another.
     pub fn label(&self) -> String {
-        format!("{}:{}", self.device, self.wait)
+        self.wait.label(&self.device)
     }
 
     /// The extra nanoseconds for bytes that move to or from this pool with nothing to

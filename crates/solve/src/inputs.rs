@@ -44,9 +44,6 @@ pub fn solve_inputs(
 ) -> Result<SolveInputs, SolveError> {
     let mut pools = solve_pools(host, no_probe, events)?;
     let profile = profile_path.map(checkpoint::load).transpose()?;
-    if let Some(calibration) = profile.as_ref().and_then(|p| p.interference.as_ref()) {
-        pools = pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
-    }
     if let (Some(p), Some(path)) = (&profile, profile_path) {
         check_profile(p, model, &pools, path)?;
     }
@@ -62,6 +59,8 @@ pub fn solve_inputs(
         costs = costs.with_negligible(model, p.header.mode.negligible);
         if let Some(calibration) = &p.interference {
             costs = costs.with_interference(model, calibration);
+            pools =
+                pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
         }
     }
     Ok(SolveInputs { pools, costs, pins, profile })

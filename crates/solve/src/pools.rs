@@ -92,8 +92,7 @@ impl SolvePools {
         let n = pools.len();
         let mut measured = true;
         let mut move_ns_per_byte = vec![vec![0.0; n]; n];
-        let mut copy_cpu_ns_per_byte = vec![vec![0.0; n]; n];
-        let memcpy_ns_per_byte = 1.0 / dram_read + 1.0 / dram_write;
+
         for (i, from) in pools.iter().enumerate() {
             for (j, to) in pools.iter().enumerate() {
                 if i == j {
@@ -107,20 +106,18 @@ impl SolvePools {
                         1.0 / from.read_gbps + 1.0 / to.write_gbps
                     }
                 };
-                copy_cpu_ns_per_byte[i][j] = if from.emulated_as.is_some() || to.emulated_as.is_some() {
-                    memcpy_ns_per_byte
-                } else {
-                    move_ns_per_byte[i][j]
-                };
             }
         }
+        // A copy keeps its thread busy for the whole move, except what an emulated pool
+        // sleeps: those pairs take a memcpy's time, estimated here.
         SolvePools {
             pools,
+            copy_cpu_ns_per_byte: move_ns_per_byte.clone(),
             move_ns_per_byte,
             moves_measured: measured && n > 1,
-            copy_cpu_ns_per_byte,
-            memcpy_source: "estimated: a read and a write at the DRAM baseline".into(),
+            memcpy_source: String::new(),
         }
+        .with_memcpy(1.0 / dram_read + 1.0 / dram_write, "estimated: a read and a write at the DRAM baseline")
     }
 
     /// These pools with `ns_per_byte` as a memcpy's time, measured by `source`, for
