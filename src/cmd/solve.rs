@@ -300,6 +300,17 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
                 ),
             ]);
         }
+        if let Some(b) = &s.lagrangian {
+            t.row(vec![
+                "bound".into(),
+                format!(
+                    "no plan adds less than {} to the all-DRAM step (Lagrangian bound: {} steps in {:.1} s)",
+                    ms(b.bound_ns),
+                    count(b.iterations as u64),
+                    b.seconds
+                ),
+            ]);
+        }
     }
     let p = &plan.predicted;
     t.row(vec![

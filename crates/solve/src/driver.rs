@@ -13,6 +13,8 @@ use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
 use crate::two_lm;
+use crate::repair;
+use std::time::{Duration, Instant};
 use placer_ir::Model;
 use placer_profile::tasks::Pin;
 
@@ -49,19 +51,6 @@ pub struct SolveResult {
     pub baselines: Vec<Candidate>,
 }
 
-/// The fastest baseline that fits `inst`, as a warm start.
-fn best_fitting(inst: &Instance, req: &SolveRequest<'_>) -> Option<Placement> {
-    Baseline::ALL
-        .iter()
-        .filter_map(|b| b.place(inst).ok())
-        .filter_map(|p| {
-            let eval = p.evaluate(inst, req.costs);
-            p.fits(&eval, &inst.capacity).then_some((eval.step_ns, p))
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, p)| p)
-}
-
 fn plan_and_check(
     req: &SolveRequest<'_>,
     inst: &Instance,
@@ -75,43 +64,10 @@ fn plan_and_check(
     (plan, report)
 }
 
-/// How many times a placement is redone with DRAM's limit lowered by what its layout
-/// overshot. Packing usually fits the first time (docs/solving.md).
-const REFITS: usize = 4;
-
-/// Places with `place`; when the laid-out DRAM arena is over the budget (fragmentation,
-/// or a blocking copy holding both ends), lowers DRAM's limit by the overshoot and
-/// places again. Returns the placement, its layout, and how many bytes the limit was
-/// lowered by.
-fn fitted<E>(
-    model: &Model,
-    inst: &Instance,
-    mut place: impl FnMut(&Instance) -> Result<Placement, E>,
-    refused: impl Fn(u64, u64) -> E,
-) -> Result<(Placement, Layout, u64), E> {
-    let budget = inst.capacity[0];
-    let mut tight = inst.clone();
-    let mut refits = 0;
-    loop {
-        let placement = place(&tight)?;
-        let layout = lay_out(model, inst, &placement);
-        let arena = layout.arena_bytes[0];
-        if arena <= budget {
-            return Ok((placement, layout, budget - tight.capacity[0]));
-        }
-        if refits == REFITS {
-            return Err(refused(arena, budget));
-        }
-        refits += 1;
-        let over = (arena - budget).div_ceil(crate::instance::PAGE) * crate::instance::PAGE;
-        tight.capacity[0] = tight.capacity[0].saturating_sub(over);
-    }
-}
-
-fn overshoot_reason(arena: u64, budget: u64) -> String {
+fn overshoot_reason(over: u64, budget: u64) -> String {
     format!(
-        "its DRAM arena still needs {} over the {} budget after {REFITS} tighter re-plans",
-        placer_host::fmt_bytes(arena - budget),
+        "its DRAM arena still needs {} over the {} budget after moving the tensors packed above it out of DRAM",
+        placer_host::fmt_bytes(over),
         placer_host::fmt_bytes(budget)
     )
 }
@@ -174,12 +130,14 @@ fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (
         profile: req.profile.clone(),
     };
     let mut good = None;
-    let outcome = fitted(req.model, inst, |i| b.place(i), overshoot_reason).map(|(placement, layout, _)| {
+    let outcome = b.place(inst).and_then(|placement| {
+        let (placement, layout, _) = repair::fit_arena(req.model, inst, req.costs, placement)
+            .map_err(|over| overshoot_reason(over, inst.capacity[0]))?;
         let (plan, report) = plan_and_check(req, inst, &placement, layout, &ctx, None);
         if report.ok() {
             good = Some(placement);
         }
-        (plan, report)
+        Ok((plan, report))
     });
     (Candidate { name: b.name().to_string(), outcome }, good)
 }
@@ -199,7 +157,10 @@ pub fn solve(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<S
 }
 
 fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Result<SolveResult, SolveError> {
-    let began = std::time::Instant::now();
+    let began = Instant::now();
+    // The time limit bounds everything from here: baselines, every ILP stage, the
+    // arena's fit, and the checks.
+    let deadline = began + Duration::from_secs_f64(req.options.time_limit);
     let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
     let peak = unlimited.peak_bytes;
     // A budget above what DRAM can hold is capped at DRAM's capacity.
@@ -245,10 +206,26 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
 
-    let mut baselines = Vec::new();
+    // Baselines take milliseconds to place and score, and about a second each to lay
+    // out and check on the largest graphs: that is done fastest first, and stops at the
+    // deadline once one has passed.
+    let mut order: Vec<(f64, Baseline)> = Baseline::ALL
+        .iter()
+        .map(|&b| (b.place(&inst).map_or(f64::INFINITY, |p| p.evaluate(&inst, req.costs).step_ns), b))
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut baselines: Vec<Candidate> = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
-    for b in Baseline::ALL {
+    let mut plan_seconds: f64 = 0.0;
+    for (_, b) in order {
+        if best.is_some() && Instant::now() >= deadline {
+            let outcome = Err("not laid out or checked: the time limit was reached first".to_string());
+            baselines.push(Candidate { name: b.name().to_string(), outcome });
+            continue;
+        }
+        let t0 = Instant::now();
         let (candidate, placement) = baseline_candidate(req, &inst, b);
+        plan_seconds = plan_seconds.max(t0.elapsed().as_secs_f64());
         if let (Some(placement), Ok((plan, _))) = (placement, &candidate.outcome)
             && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t)
         {
@@ -256,6 +233,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         }
         baselines.push(candidate);
     }
+    baselines.sort_by_key(|c| Baseline::ALL.iter().position(|b| b.name() == c.name));
     baselines.push(two_lm_candidate(req, &inst, &all_dram_plan, &baselines));
     let first_plan_seconds = best.as_ref().map(|_| began.elapsed().as_secs_f64());
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
@@ -273,11 +251,15 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         }
     };
 
+    // What is kept back from the ILP for the last stage: laying out and checking its
+    // plan (and, at worst, a plan the guarantee returns instead).
+    let reserve = 2.0 * plan_seconds;
+    let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let formulation = req.options.formulation;
-    let (start, start_label, time_limit) = if formulation == Formulation::Async {
+    let (start, start_label) = if formulation == Formulation::Async {
         let sync_opts = IlpOptions {
             formulation: Formulation::Sync,
-            time_limit: req.options.time_limit / 3.0,
+            time_limit: (req.options.time_limit / 3.0).min(left() - reserve).max(MIN_STAGE_SECONDS),
             log_file: req.options.log_file.as_ref().map(|p| p.with_extension("sync.log")),
             ..req.options.clone()
         };
@@ -288,49 +270,41 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         let sync = ilp::solve(&inst, warm.as_ref(), &sync_opts, progress)?;
         let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
         progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
-        let left = (req.options.time_limit - sync.build_seconds - sync.solve_seconds).max(req.options.time_limit / 3.0);
-        (Some(sync.placement), Some((format!("sync ILP ({})", sync.status), sync_ns)), left)
+        (Some(sync.placement), Some((format!("sync ILP ({})", sync.status), sync_ns)))
     } else {
-        (warm, warm_label, req.options.time_limit)
+        (warm, warm_label)
     };
-    let opts = IlpOptions { time_limit, ..req.options.clone() };
+    let opts = IlpOptions { time_limit: (left() - reserve).max(MIN_STAGE_SECONDS), ..req.options.clone() };
     progress(&format!(
         "{} formulation: solving (limit {:.0} s, gap {:.2}%)",
         formulation.name(),
         opts.time_limit,
         opts.gap * 100.0
     ));
-    let mut first = true;
-    let mut outcome = None;
-    let (_, layout, lowered) = fitted(
-        req.model,
-        &inst,
-        |tight| {
-            // The first attempt starts from the sync plan (or a baseline); a re-plan
-            // under a lower limit starts from the best baseline that fits it.
-            let warm = if std::mem::take(&mut first) { start.clone() } else { best_fitting(tight, req) };
-            let o = ilp::solve(tight, warm.as_ref(), &opts, progress)?;
-            let placement = o.placement.clone();
-            outcome = Some(o);
-            Ok(placement)
-        },
-        |arena, budget| SolveError::Solver { reason: overshoot_reason(arena, budget) },
-    )?;
-    let outcome = outcome.ok_or_else(|| SolveError::Solver { reason: "the solver produced no plan".into() })?;
-    if lowered > 0 {
-        progress(&format!(
-            "the first plan's DRAM arena did not pack within the budget: re-planned with DRAM's limit {} lower",
-            placer_host::fmt_bytes(lowered)
-        ));
-    }
-    let (plan, report) = plan_and_check(
-        req,
-        &inst,
-        &outcome.placement,
-        layout,
-        &context("ilp", Some(formulation)),
-        Some((&outcome, start_label.clone())),
-    );
+    let outcome = ilp::solve(&inst, start.as_ref(), &opts, progress)?;
+    // The plan has to pack into the budget too: what sticks out leaves DRAM.
+    let fitted = match repair::fit_arena(req.model, &inst, req.costs, outcome.placement.clone()) {
+        Ok(fitted) => Some(fitted),
+        Err(over) => {
+            progress(&format!("the solver's plan is not used: {}", overshoot_reason(over, budget)));
+            None
+        }
+    };
+    let solver_plan = fitted.map(|(placement, layout, repaired)| {
+        if let Some(r) = repaired {
+            progress(&format!(
+                "the plan's DRAM arena did not pack within the budget: {} tensors ({}) moved out of DRAM for their whole life",
+                r.tensors,
+                placer_host::fmt_bytes(r.bytes)
+            ));
+        }
+        let ilp = Some((&outcome, start_label.clone()));
+        let (mut plan, report) = plan_and_check(req, &inst, &placement, layout, &context("ilp", Some(formulation)), ilp);
+        if let Some(s) = &mut plan.solver {
+            s.repaired = repaired;
+        }
+        (plan, report)
+    });
     // The guarantee: never return a plan predicted slower than one the solve had. Their
     // predicted times are known already (a plan's is its placement's evaluation), so
     // only one that beats the solver's is laid out and checked.
@@ -340,7 +314,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     {
         seen.push((label.clone(), sync.clone(), *ns));
     }
-    let solver_ns = plan.predicted.step_ns;
+    let solver_ns = solver_plan.as_ref().filter(|(_, r)| r.ok()).map_or(f64::INFINITY, |(p, _)| p.predicted.step_ns);
     let mut kept = None;
     while let Some(i) = faster_than(solver_ns, &seen.iter().map(|s| s.2).collect::<Vec<_>>()) {
         let (label, placement, _) = seen.swap_remove(i);
@@ -356,8 +330,8 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             break;
         }
     }
-    let (mut plan, report) = match kept {
-        Some((label, mut other, other_report)) => {
+    let (mut plan, report) = match (kept, solver_plan) {
+        (Some((label, mut other, other_report)), _) => {
             progress(&format!(
                 "the solver's plan was predicted {:.3} ms, slower than {label} at {:.3} ms: returning {label}",
                 solver_ns / 1e6,
@@ -368,7 +342,12 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             }
             (other, other_report)
         }
-        None => (plan, report),
+        (None, Some(solved)) => solved,
+        (None, None) => {
+            return Err(SolveError::Solver {
+                reason: "the solver's plan does not pack into the budget, and no baseline fits it".into(),
+            });
+        }
     };
     if let Some(s) = &mut plan.solver {
         s.total_seconds = began.elapsed().as_secs_f64();
@@ -387,6 +366,10 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         baselines,
     })
 }
+
+/// The least time an ILP stage is given when the deadline is (nearly) reached: enough
+/// to build its model and hand back its start with the box bound.
+const MIN_STAGE_SECONDS: f64 = 0.01;
 
 /// Which of the plans predicted at `times` to return instead of the solver's own
 /// (predicted at `solver_ns`): the fastest, if it is faster.

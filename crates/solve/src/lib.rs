@@ -22,6 +22,7 @@ pub mod layout;
 pub mod placement;
 pub mod plan;
 pub mod pools;
+pub mod repair;
 mod segtree;
 pub mod two_lm;
 

@@ -4,7 +4,7 @@
 
 use crate::SolveError;
 use crate::cost::{CostModel, Costs, Source};
-use crate::ilp::{Formulation, IlpOutcome, ModelSize, WindowReport};
+use crate::ilp::{Formulation, IlpOutcome, LagrangianReport, ModelSize, WindowReport};
 use crate::instance::Instance;
 use crate::layout::{Layout, lay_out};
 use crate::placement::{MoveKind, Placement};
@@ -120,6 +120,12 @@ pub struct SolverReport {
     pub warm_start: Option<(String, f64)>,
     /// The window-by-window improvement of the start (large async models).
     pub windows: Option<WindowReport>,
+    /// The Lagrangian bound (large async models), whether or not it was the best bound.
+    #[serde(default)]
+    pub lagrangian: Option<LagrangianReport>,
+    /// Tensors moved out of DRAM after the solve so that its arena packs within the budget.
+    #[serde(default)]
+    pub repaired: Option<crate::repair::Repair>,
     /// When the solver's own plan was predicted slower than a plan the solve already
     /// had (a baseline, or the sync plan an async solve started from), that plan is
     /// returned instead: its name, and the solver's plan's predicted step time.
@@ -305,6 +311,8 @@ impl Plan {
                 size: o.size,
                 warm_start: warm,
                 windows: o.windows,
+                lagrangian: o.lagrangian,
+                repaired: None,
                 kept: None,
             }),
             kernels,

@@ -72,11 +72,21 @@ pub(super) struct Built {
     pub(super) overlap: Vec<Option<usize>>,
     /// (column, floor) of every overlap variable: the least it can be.
     pub(super) overlap_floor: Vec<(usize, f64)>,
+    /// Per overlap variable: its column, and the indices of its kernel row (v ≥ the
+    /// kernel, slowed by its copies) and its copy row (v ≥ the copies).
+    pub(super) overlap_rows: Vec<OverlapRows>,
     /// Per step: (column, µs, µs of kernel slowdown) of every copy that may overlap the kernel.
     pub(super) copies_during: Vec<Vec<(usize, f64, f64)>>,
     /// `occupancy[pool][step]` for capped pools.
     pub(super) occupancy: Vec<Vec<Option<usize>>>,
     pub(super) offset_col: usize,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct OverlapRows {
+    pub(super) v: usize,
+    pub(super) kernel: usize,
+    pub(super) copies: usize,
 }
 
 pub(super) const NS_PER_UNIT: f64 = 1e3; // the model works in µs
@@ -217,6 +227,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
     }
     let mut overlap = vec![None; steps];
     let mut overlap_floor = Vec::new();
+    let mut overlap_rows = Vec::new();
     for (i, k) in inst.kernels.iter().enumerate() {
         let mut constant = k.cost.base_ns / NS_PER_UNIT;
         let mut terms: Vec<(usize, f64)> = Vec::new();
@@ -256,9 +267,11 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             let mut kernel_row: Vec<(usize, f64)> = terms.iter().map(|&(c, a)| (c, -a)).collect();
             kernel_row.extend(copies_during[i].iter().map(|&(c, _, slowdown)| (c, -slowdown)));
             kernel_row.push((v, 1.0));
+            let kernel = lp.rows.len();
             lp.row(kernel_row, constant, f64::INFINITY);
             let mut copy_row: Vec<(usize, f64)> = copies_during[i].iter().map(|&(c, a, _)| (c, -a)).collect();
             copy_row.push((v, 1.0));
+            overlap_rows.push(OverlapRows { v, kernel, copies: lp.rows.len() });
             lp.row(copy_row, 0.0, f64::INFINITY);
             offset -= base;
             overlap[i] = Some(v);
@@ -345,7 +358,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             prev = Some(occ);
         }
     }
-    Built { lp, tensors, overlap, overlap_floor, copies_during, occupancy, offset_col }
+    Built { lp, tensors, overlap, overlap_floor, overlap_rows, copies_during, occupancy, offset_col }
 }
 
 impl Built {

@@ -5,31 +5,33 @@ use super::build::{Col, Row};
 use crate::SolveError;
 use good_lp::{Expression, ProblemVariables, SolverModel, Variable, constraint, variable};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub(super) struct HighsResult {
     pub(super) x: Vec<f64>,
     pub(super) status: String,
     pub(super) objective: f64,
     pub(super) bound: f64,
-    pub(super) gap: f64,
 }
 
-/// Runs HiGHS on a thread and waits at most 1.5× its time limit plus 20 s: HiGHS can
-/// overrun its own limit. `None` when the guard gave up (the thread is left to finish on
-/// its own; the process does not wait for it).
+/// Runs HiGHS on a thread and waits at most 1.5× its time limit plus 20 s, and never past
+/// `deadline`: HiGHS can overrun its own limit (in presolve, or before its first check).
+/// `None` when the guard gave up (the thread is left to finish on its own; the process
+/// does not wait for it).
 pub(super) fn run_guarded(
     cols: &[Col],
     rows: &[Row],
     start: Option<Vec<f64>>,
     abs_gap: f64,
     time_limit: f64,
+    deadline: Instant,
     opts: &IlpOptions,
 ) -> Result<Option<HighsResult>, SolveError> {
     let (tx, rx) = mpsc::channel();
     let (cols, rows) = (cols.to_vec(), rows.to_vec());
     let opts = IlpOptions { time_limit, ..opts.clone() };
-    let guard = Duration::from_secs_f64(time_limit * 1.5 + 20.0);
+    let guard =
+        Duration::from_secs_f64(time_limit * 1.5 + 20.0).min(deadline.saturating_duration_since(Instant::now()));
     std::thread::Builder::new()
         .name("placer-highs".into())
         .spawn(move || {
@@ -121,13 +123,11 @@ fn run_highs(
     }
     let objective = solved.objective_value();
     let bound = solved.double_info_value(c"mip_dual_bound").unwrap_or(objective);
-    let gap = solved.mip_gap();
     Ok(HighsResult {
         x: solved.get_solution().columns().to_vec(),
         status: status_text.to_string(),
         objective,
         bound,
-        gap: if gap.is_finite() { gap.max(0.0) } else { 0.0 },
     })
 }
 

@@ -12,6 +12,7 @@
 //! The model is built as plain rows and columns first (`build::Lp`), so that a warm start can
 //! be written for any placement it can represent, then handed to HiGHS through good_lp.
 
+mod bound;
 mod build;
 mod highs;
 mod windows;
@@ -19,11 +20,12 @@ mod windows;
 use crate::SolveError;
 use crate::instance::Instance;
 use crate::placement::Placement;
+use bound::BoundSearch;
 use build::{NS_PER_UNIT, build};
 use highs::{first_feasible_in_log, run_guarded};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 pub use windows::WindowReport;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,14 +142,28 @@ pub struct IlpOutcome {
     pub size: ModelSize,
     /// The window-by-window improvement of the start, when it ran.
     pub windows: Option<WindowReport>,
+    /// The Lagrangian bound, when it was computed (large async models).
+    pub lagrangian: Option<LagrangianReport>,
+}
+
+/// What the Lagrangian bound reached, and what it took.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LagrangianReport {
+    /// The bound on what the placement adds, ns.
+    pub bound_ns: f64,
+    pub iterations: usize,
+    pub seconds: f64,
 }
 
 /// Solves `inst` with the ILP; `warm` (any placement the model can represent, such as a
-/// baseline's or a simpler formulation's) is handed to HiGHS as a starting plan.
+/// baseline's or a simpler formulation's) is handed to HiGHS as a starting plan. The
+/// whole call ends within `opts.time_limit`.
 ///
 /// For large async models, the start is first improved window by window over the
-/// schedule (each a small MIP with everything outside the window fixed), then the whole
-/// model gets the remaining time: HiGHS alone finds good async plans too slowly there.
+/// schedule (each a small MIP with everything outside the window fixed), with a
+/// Lagrangian bound (`bound.rs`) computed before and after: it sets the windows'
+/// target and proves the gap. The whole model goes to HiGHS only when the windows stall
+/// with most of the time left: HiGHS alone finds good async plans too slowly there.
 ///
 /// `progress` hears about long stages (the windows report every few seconds); pass
 /// `&mut |_| {}` to ignore it.
@@ -158,23 +174,43 @@ pub fn solve(
     progress: &mut dyn FnMut(&str),
 ) -> Result<IlpOutcome, SolveError> {
     let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(opts.time_limit);
+    let share = |f: f64| Duration::from_secs_f64(opts.time_limit * f);
     let built = build(inst, opts);
     let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum();
     let mut start = warm.and_then(|w| built.values_for(inst, w));
     let build_seconds = started.elapsed().as_secs_f64();
     let solve_started = Instant::now();
     let mut first_feasible = start.as_ref().map(|_| 0.0);
+    // Stop at an absolute gap of `gap` × the kernels' base times: every plan's step takes
+    // at least that, so the gap as a share of the step time is at most `gap`.
+    let abs_gap = opts.gap * base_ns / NS_PER_UNIT;
     let mut windows_report = None;
+    // The best proven bound, and its name. No plan can score below what the columns'
+    // bounds allow (for async: every kernel at its all-DRAM time).
+    let mut bound = built.trivial_bound().map(|b| (b, "box bound"));
+    let mut lagrangian = None;
     if let Some(x) = &mut start
         && opts.formulation == Formulation::Async
         && built.size().binaries > opts.windows_above_binaries
     {
-        // The windows can stop once the start is within the gap of a bound of zero
-        // (every term of the objective is a non-negative cost).
-        let target = opts.gap * base_ns / NS_PER_UNIT;
-        let budget = opts.time_limit * WINDOW_SHARE_OF_TIME;
-        let limits = windows::Limits { seconds: budget, binaries: opts.window_binaries, good_enough: target };
+        let mut search = BoundSearch::new(&built, inst);
+        let first = search.run(built.objective(x), abs_gap, started + share(BOUND_SHARE_BEFORE), usize::MAX);
+        raise(&mut bound, first.value, "Lagrangian bound");
+        let floor = bound.map_or(0.0, |b| b.0);
+        if first.iterations > 0 { progress(&format!(
+            "bound: {:.3} ms below any plan's placement cost ({} Lagrangian steps in {:.1} s); the start adds {:.3} ms",
+            floor * NS_PER_UNIT / 1e6,
+            first.iterations,
+            first.seconds,
+            built.objective(x) * NS_PER_UNIT / 1e6
+        )); }
+        let seconds = deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
+        let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: floor + abs_gap };
         windows_report = Some(windows::polish(&built, inst, x, &limits, progress));
+        let last = search.run(built.objective(x), abs_gap, deadline, usize::MAX);
+        raise(&mut bound, last.value, "Lagrangian bound");
+        lagrangian = last.value.is_finite().then_some(last);
     }
     let outcome = |x: &[f64], status: String, bound: f64, gap: f64, first_feasible: Option<f64>| IlpOutcome {
         placement: built.placement_from(inst, x),
@@ -188,52 +224,66 @@ pub fn solve(
         first_feasible_seconds: first_feasible,
         size: built.size(),
         windows: windows_report,
+        lagrangian: lagrangian.map(|b| LagrangianReport {
+            bound_ns: b.value * NS_PER_UNIT,
+            iterations: b.iterations,
+            seconds: b.seconds,
+        }),
     };
-    // Stop at an absolute gap of `gap` × the kernels' base times: every plan's step takes
-    // at least that, so the gap as a share of the step time is at most `gap`.
-    let abs_gap = opts.gap * base_ns / NS_PER_UNIT;
-    // No plan can score below what the columns' bounds allow (for async: every kernel
-    // at its all-DRAM time); a start that close to it needs no solver.
-    // After windows that used most of the time, the whole model is not handed to HiGHS:
-    // its root LP is no tighter than the box bound, and on DenseNet-264 presolving it
-    // alone outran the time left.
-    let time_left = opts.time_limit - solve_started.elapsed().as_secs_f64();
-    let whole_model_hopeless = windows_report.is_some() && time_left < WHOLE_MODEL_SHARE_OF_TIME * opts.time_limit;
-    if let (Some(x), Some(bound)) = (&start, built.trivial_bound())
-        && (built.objective(x) - bound <= abs_gap || whole_model_hopeless)
+    let gap_of = |objective: f64, bound: f64| if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
+    // A start within the gap of the bound needs no solver. After windows that used most
+    // of the time, neither does one that is not: the whole model's root LP is no
+    // tighter than the bounds here, and on DenseNet-264 presolving it alone outran the
+    // time left.
+    let time_left = deadline.saturating_duration_since(Instant::now());
+    let whole_model_hopeless = windows_report.is_some() && time_left < share(WHOLE_MODEL_SHARE_OF_TIME);
+    if let (Some(x), Some((b, name))) = (&start, bound)
+        && (built.objective(x) - b <= abs_gap || whole_model_hopeless || time_left.is_zero())
     {
         let objective = built.objective(x);
-        let gap = if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
-        let status = if objective - bound <= abs_gap { "gap limit (box bound)" } else { "time limit (box bound)" };
-        return Ok(outcome(x, status.into(), bound, gap, first_feasible));
+        let status = if objective - b <= abs_gap { format!("gap limit ({name})") } else { format!("time limit ({name})") };
+        return Ok(outcome(x, status, b, gap_of(objective, b), first_feasible));
     }
-    let time_left = time_left.max(opts.time_limit * 0.1);
     if windows_report.is_some() {
-        progress(&format!("windows stalled; HiGHS gets the whole model for {time_left:.0} s"));
+        progress(&format!("windows stalled; HiGHS gets the whole model for {:.0} s", time_left.as_secs_f64()));
     }
-    let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, time_left, opts)?;
+    // HiGHS stops a little before the deadline: reading its plan back takes a moment.
+    let limit = (time_left.as_secs_f64() * 0.95).max(0.1);
+    let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, limit, deadline, opts)?;
     let Some(result) = result else {
         let Some(x) = start else {
             return Err(SolveError::Solver {
-                reason: format!("HiGHS overran its {} s time limit by more than half and has no plan", opts.time_limit),
+                reason: format!("HiGHS found no plan within the {} s time limit", opts.time_limit),
             });
         };
         let status = format!(
             "guard: HiGHS overran its time limit; the plan is its start, after {:.0} s",
             solve_started.elapsed().as_secs_f64()
         );
-        return Ok(outcome(&x, status, f64::NAN, f64::NAN, first_feasible));
+        let (b, gap) = bound.map_or((f64::NAN, f64::NAN), |(b, _)| (b, gap_of(built.objective(&x), b)));
+        return Ok(outcome(&x, status, b, gap, first_feasible));
     };
     if first_feasible.is_none() {
         first_feasible = opts.log_file.as_deref().and_then(first_feasible_in_log);
     }
-    let mut solved = outcome(&result.x, result.status, result.bound, result.gap, first_feasible);
+    // HiGHS's own bound, or the Lagrangian one when that is higher.
+    let b = bound.map_or(result.bound, |(b, _)| b.max(result.bound));
+    let mut solved = outcome(&result.x, result.status, b, gap_of(result.objective, b), first_feasible);
     solved.objective_ns = result.objective * NS_PER_UNIT;
     Ok(solved)
 }
 
-/// Share of the time limit the windows may use.
-const WINDOW_SHARE_OF_TIME: f64 = 0.95;
+/// Keeps the higher of two bounds, with its name.
+fn raise(bound: &mut Option<(f64, &'static str)>, value: f64, name: &'static str) {
+    if value.is_finite() && bound.is_none_or(|(b, _)| value > b) {
+        *bound = Some((value, name));
+    }
+}
+
+/// Shares of the time limit the Lagrangian bound may use before the windows (to set
+/// their target) and after them (to prove the gap of what they found).
+const BOUND_SHARE_BEFORE: f64 = 0.1;
+const BOUND_SHARE_AFTER: f64 = 0.1;
 /// When windows stall with at least this share of the time left, the whole model gets
-/// it; otherwise the box bound is the bound.
+/// it; otherwise the best bound is the bound.
 const WHOLE_MODEL_SHARE_OF_TIME: f64 = 0.3;

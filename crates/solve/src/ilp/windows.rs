@@ -44,6 +44,7 @@ pub(super) fn polish(
 ) -> WindowReport {
     let Limits { seconds, binaries: window_binaries, good_enough } = *limits;
     let started = Instant::now();
+    let deadline = started + std::time::Duration::from_secs_f64(seconds.max(0.0));
     let steps = inst.steps().max(1);
     let binaries = built.lp.cols.iter().filter(|c| c.integer).count().max(1);
     let per_step = binaries as f64 / steps as f64;
@@ -85,7 +86,7 @@ pub(super) fn polish(
                     good_enough * super::NS_PER_UNIT / 1e6
                 ));
             }
-            if let Ok(Some(r)) = run_guarded(&cols, &rows, Some(sub_start), 1e-6, limit.max(1.0), &quiet)
+            if let Ok(Some(r)) = run_guarded(&cols, &rows, Some(sub_start), 1e-6, limit.max(1.0), deadline, &quiet)
                 && r.objective < current - 1e-9
             {
                 for (j, &c) in map.iter().enumerate() {
