@@ -383,7 +383,7 @@ impl<'a> BoundSearch<'a> {
     /// bound so far.
     pub(super) fn run(&mut self, upper: f64, close_enough: f64, deadline: Instant, max_iterations: usize) -> Bound {
         let started = Instant::now();
-        let stop = self.iterations + max_iterations;
+        let stop = self.iterations.saturating_add(max_iterations);
         while self.iterations < stop && Instant::now() < deadline && self.theta >= 1e-4 {
             if upper - self.best <= close_enough {
                 break;
