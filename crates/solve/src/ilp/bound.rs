@@ -18,7 +18,9 @@
 //! can reach is the LP relaxation's bound, reached in milliseconds per step rather than
 //! by a simplex on hundreds of thousands of rows.
 
-use super::build::Built;
+// Capacity rows are in MiB (`BYTES_PER_UNIT`), as in the model: their subgradients are
+// then of the same order as the overlap rows' (µs), and one step size serves both.
+use super::build::{BYTES_PER_UNIT, Built};
 use crate::instance::Instance;
 use std::time::Instant;
 
@@ -45,10 +47,6 @@ struct Held {
     last: usize,
     bytes: f64,
 }
-
-/// Capacity rows are priced per MiB, so that their subgradients are of the same order
-/// as the overlap rows' (µs) and one step size serves both.
-const BYTES_PER_UNIT: f64 = (1u64 << 20) as f64;
 
 struct Lagrangian<'a> {
     built: &'a Built,
@@ -100,7 +98,7 @@ impl<'a> Lagrangian<'a> {
             cap_row.push(rows.len());
             for c in cols {
                 let hi = c.map_or(f64::INFINITY, |c| built.lp.cols[c].hi);
-                rows.push(Relaxed { rhs: hi / BYTES_PER_UNIT });
+                rows.push(Relaxed { rhs: hi });
             }
         }
         let mut held = vec![None; ncols];

@@ -90,6 +90,10 @@ pub(super) struct OverlapRows {
 }
 
 pub(super) const NS_PER_UNIT: f64 = 1e3; // the model works in µs
+/// Capacity rows count MiB, not bytes: with bytes their coefficients reached 10⁸ against
+/// costs near 1, and HiGHS's LP on some windows stalled for tens of seconds past its
+/// time limit.
+pub(super) const BYTES_PER_UNIT: f64 = (1u64 << 20) as f64;
 
 fn break_steps(inst: &Instance, t: usize, opts: &IlpOptions, long: &[bool]) -> BTreeMap<usize, (bool, bool)> {
     let info = &inst.tensors[t];
@@ -321,7 +325,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
             if tv.loc.is_empty() {
                 continue;
             }
-            let bytes = info.bytes as f64;
+            let bytes = info.bytes as f64 / BYTES_PER_UNIT;
             let Some(first) = tv.loc[0][p] else { continue };
             events[info.first].push((first, bytes));
             if let Some(last) = tv.loc[tv.loc.len() - 1][p] {
@@ -341,7 +345,7 @@ pub(super) fn build(inst: &Instance, opts: &IlpOptions) -> Built {
         }
         let mut prev: Option<usize> = None;
         for i in 0..steps {
-            let hi = room[i].max(0) as f64;
+            let hi = room[i].max(0) as f64 / BYTES_PER_UNIT;
             let occ = lp.col(0.0, hi, false, 0.0);
             let mut row: Vec<(usize, f64)> = events[i].iter().map(|&(c, b)| (c, -b)).collect();
             row.push((occ, 1.0));
@@ -450,8 +454,8 @@ impl Built {
                 for (j, &(from, pool)) in spans.iter().enumerate() {
                     if pool as usize == p {
                         let to = spans.get(j + 1).map_or(info.last + 1, |s| s.0);
-                        delta[from] += info.bytes as f64;
-                        delta[to] -= info.bytes as f64;
+                        delta[from] += info.bytes as f64 / BYTES_PER_UNIT;
+                        delta[to] -= info.bytes as f64 / BYTES_PER_UNIT;
                     }
                 }
             }
