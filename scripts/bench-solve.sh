@@ -50,7 +50,7 @@ log = open(sys.argv[5]).read()
 s = plan.get("solver") or {}
 size = s.get("size", {})
 all_dram = re.search(r"= ([0-9.]+)× all-DRAM", log)
-best = re.search(r"best baseline +\S+ [0-9.]+ ms \(([0-9.]+)× the plan\)", log)
+best = re.search(r"best baseline +.+? [0-9.]+ ms \(([0-9.]+)× the plan\)", log)
 ff = s.get("first_feasible_seconds")
 def pct(v, digits):
     return "-" if v is None else f"{100 * v:.{digits}f}%"

@@ -1,5 +1,5 @@
 //! `placer solve [MODEL] --budget B [--profile CKPT] [--formulation static|sync|async]
-//! [--time-limit S] [--gap G] [-o plan.json] [--baselines]`
+//! [--time-limit S] [--gap G] [--placement-gap G] [-o plan.json] [--baselines]`
 //!
 //! Without a model, the checkpoint (`--profile`, else the most recent in
 //! `--checkpoint-dir`) names the model file it measured.
@@ -31,12 +31,17 @@ pub struct Args {
     checkpoint_dir: PathBuf,
     #[arg(long, value_enum, default_value_t = FormulationArg::Sync)]
     formulation: FormulationArg,
-    /// Solver time limit, seconds (HiGHS's own; a guard stops waiting at 1.5× + 20 s).
+    /// Time limit for the whole solve, seconds: baselines, every ILP stage, the arena's
+    /// fit and the checks. When it hits, the best checked plan so far is returned.
     #[arg(long, default_value_t = 300.0)]
     time_limit: f64,
     /// Stop once the proven gap is at most this share of the step time (0.01 = 1%).
     #[arg(long, default_value_t = 0.01)]
     gap: f64,
+    /// Large async solves (improved window by window) also keep going, while time is
+    /// left, until the proven gap is at most this share of what the placement adds.
+    #[arg(long, default_value_t = 0.25)]
+    placement_gap: f64,
     /// Where to write the plan.
     #[arg(short = 'o', long, default_value = "plan.json")]
     output: PathBuf,
@@ -102,6 +107,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         formulation: args.formulation.formulation(),
         time_limit: args.time_limit,
         gap: args.gap,
+        placement_gap: args.placement_gap,
         async_window: args.async_window,
         async_kernel_share: args.async_share,
         min_hidden_share: args.min_hidden,

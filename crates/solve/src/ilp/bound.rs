@@ -351,6 +351,8 @@ pub(super) struct BoundSearch<'a> {
     since_best: usize,
     iterations: usize,
     seconds: f64,
+    /// The objective the last run aimed at.
+    upper: f64,
 }
 
 impl<'a> BoundSearch<'a> {
@@ -373,6 +375,7 @@ impl<'a> BoundSearch<'a> {
             since_best: 0,
             iterations: 0,
             seconds: 0.0,
+            upper: f64::INFINITY,
         }
     }
 
@@ -381,6 +384,12 @@ impl<'a> BoundSearch<'a> {
     /// bound so far.
     pub(super) fn run(&mut self, upper: f64, close_enough: f64, deadline: Instant, max_iterations: usize) -> Bound {
         let started = Instant::now();
+        // A better plan moves Polyak's target: the step size starts afresh.
+        if upper < self.upper {
+            self.theta = self.theta.max(1.0);
+            self.since_best = 0;
+        }
+        self.upper = upper;
         let stop = self.iterations.saturating_add(max_iterations);
         while self.iterations < stop && Instant::now() < deadline && self.theta >= 1e-4 {
             if upper - self.best <= close_enough {

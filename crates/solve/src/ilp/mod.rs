@@ -49,13 +49,16 @@ impl Formulation {
 #[derive(Debug, Clone)]
 pub struct IlpOptions {
     pub formulation: Formulation,
-    /// HiGHS's time limit, seconds. A wall-clock guard stops waiting at 1.5× this plus
-    /// 20 s, since HiGHS can overrun its own limit.
+    /// Seconds this call may take, from building the model to returning its plan. HiGHS
+    /// can overrun its own limit, so a guard stops waiting for it at the deadline.
     pub time_limit: f64,
     /// The solve stops when its proven gap is at most this share of the step time
     /// (standard MIP gap for an objective of step time; the gap on what the placement
     /// adds is reported too).
     pub gap: f64,
+    /// Windowed async solves also go on, while time is left, until the proven gap is at
+    /// most this share of what the placement adds (the objective).
+    pub placement_gap: f64,
     /// Async only: how many steps before or after a use a copy may run.
     pub async_window: usize,
     /// Async only: copies overlap only the longest kernels, this share of them.
@@ -84,6 +87,7 @@ impl Default for IlpOptions {
             formulation: Formulation::Sync,
             time_limit: 300.0,
             gap: 0.01,
+            placement_gap: 0.25,
             async_window: 5,
             async_kernel_share: 1.0,
             min_hidden_share: 0.25,
@@ -99,13 +103,14 @@ impl Default for IlpOptions {
 impl IlpOptions {
     /// Refuses limits the solver cannot honour, before anything is measured or built.
     pub fn check(&self) -> Result<(), SolveError> {
-        if self.time_limit > 0.0 && self.gap >= 0.0 && self.gap < 1.0 {
+        let share = |g: f64| (0.0..1.0).contains(&g);
+        if self.time_limit > 0.0 && share(self.gap) && share(self.placement_gap) {
             return Ok(());
         }
         Err(SolveError::Usage {
             reason: format!(
-                "--time-limit must be above 0 (got {}) and --gap in [0, 1) (got {})",
-                self.time_limit, self.gap
+                "--time-limit must be above 0 (got {}), --gap and --placement-gap in [0, 1) (got {} and {})",
+                self.time_limit, self.gap, self.placement_gap
             ),
         })
     }
@@ -190,12 +195,17 @@ pub fn solve(
     // bounds allow (for async: every kernel at its all-DRAM time).
     let mut bound = built.trivial_bound().map(|b| (b, "box bound"));
     let mut lagrangian = None;
+    // The windows' target over a bound `floor`: within both gaps of it; and how close a
+    // bound must come to a plan's `objective` to prove both.
+    let done_at = |floor: f64| (floor + abs_gap).min(floor / (1.0 - opts.placement_gap));
+    let close_enough = |objective: f64| abs_gap.min(opts.placement_gap * objective);
     if let Some(x) = &mut start
         && opts.formulation == Formulation::Async
         && built.size().binaries > opts.windows_above_binaries
     {
         let mut search = BoundSearch::new(&built, inst);
-        let first = search.run(built.objective(x), abs_gap, started + share(BOUND_SHARE_BEFORE), usize::MAX);
+        let first =
+            search.run(built.objective(x), close_enough(built.objective(x)), started + share(BOUND_SHARE_BEFORE), usize::MAX);
         raise(&mut bound, first.value, "Lagrangian bound");
         let floor = bound.map_or(0.0, |b| b.0);
         if first.iterations > 0 { progress(&format!(
@@ -206,9 +216,9 @@ pub fn solve(
             built.objective(x) * NS_PER_UNIT / 1e6
         )); }
         let seconds = deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
-        let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: floor + abs_gap };
+        let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: done_at(floor) };
         windows_report = Some(windows::polish(&built, inst, x, &limits, progress));
-        let last = search.run(built.objective(x), abs_gap, deadline, usize::MAX);
+        let last = search.run(built.objective(x), close_enough(built.objective(x)), deadline, usize::MAX);
         raise(&mut bound, last.value, "Lagrangian bound");
         lagrangian = last.value.is_finite().then_some(last);
     }
