@@ -216,16 +216,22 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     order.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut baselines: Vec<Candidate> = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
-    let mut plan_seconds: f64 = 0.0;
+    // The quickest lay-out-and-check so far: what the next one costs at least, and what
+    // the ILP's plan will cost at the end.
+    let mut plan_seconds = f64::INFINITY;
+    // Once one baseline has passed, more are laid out only within a quarter of the limit:
+    // the rest of it is the ILP's.
+    let baselines_until = deadline.min(began + Duration::from_secs_f64(req.options.time_limit * BASELINE_SHARE));
     for (_, b) in order {
-        if best.is_some() && Instant::now() >= deadline {
+        let next_ends = Instant::now() + Duration::from_secs_f64(if plan_seconds.is_finite() { plan_seconds } else { 0.0 });
+        if best.is_some() && next_ends > baselines_until {
             let outcome = Err("not laid out or checked: the time limit was reached first".to_string());
             baselines.push(Candidate { name: b.name().to_string(), outcome });
             continue;
         }
         let t0 = Instant::now();
         let (candidate, placement) = baseline_candidate(req, &inst, b);
-        plan_seconds = plan_seconds.max(t0.elapsed().as_secs_f64());
+        plan_seconds = plan_seconds.min(t0.elapsed().as_secs_f64());
         if let (Some(placement), Ok((plan, _))) = (placement, &candidate.outcome)
             && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t)
         {
@@ -253,7 +259,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
 
     // What is kept back from the ILP for the last stage: laying out and checking its
     // plan (and, at worst, a plan the guarantee returns instead).
-    let reserve = 2.0 * plan_seconds;
+    let reserve = if plan_seconds.is_finite() { 2.0 * plan_seconds } else { 0.0 };
     let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let formulation = req.options.formulation;
     let (start, start_label) = if formulation == Formulation::Async {
@@ -366,6 +372,9 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         baselines,
     })
 }
+
+/// The share of the time limit baselines may use once one of them has passed.
+const BASELINE_SHARE: f64 = 0.25;
 
 /// The least time an ILP stage is given when the deadline is (nearly) reached: enough
 /// to build its model and hand back its start with the box bound.
