@@ -12,11 +12,11 @@ use crate::layout::{Layout, lay_out};
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext};
 use crate::pools::SolvePools;
-use crate::two_lm;
 use crate::repair;
-use std::time::{Duration, Instant};
+use crate::two_lm;
 use placer_ir::Model;
 use placer_profile::tasks::Pin;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
 pub struct SolveRequest<'a> {
@@ -223,7 +223,8 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // the rest of it is the ILP's.
     let baselines_until = deadline.min(began + Duration::from_secs_f64(req.options.time_limit * BASELINE_SHARE));
     for (_, b) in order {
-        let next_ends = Instant::now() + Duration::from_secs_f64(if plan_seconds.is_finite() { plan_seconds } else { 0.0 });
+        let next_ends =
+            Instant::now() + Duration::from_secs_f64(if plan_seconds.is_finite() { plan_seconds } else { 0.0 });
         if best.is_some() && next_ends > baselines_until {
             let outcome = Err("not laid out or checked: the time limit was reached first".to_string());
             baselines.push(Candidate { name: b.name().to_string(), outcome });

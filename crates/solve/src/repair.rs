@@ -107,9 +107,12 @@ fn offenders(inst: &Instance, placement: &Placement, layout: &Layout, budget: u6
 fn slow_pool(inst: &Instance, held: &mut [Vec<u64>], t: usize) -> Option<u16> {
     let info = &inst.tensors[t];
     let range = info.first..=info.last;
-    let pool = inst.pools.by_speed().into_iter().filter(|&p| p != 0 && inst.allowed(t, p)).find(|&p| {
-        held[p as usize][range.clone()].iter().all(|&b| b + info.bytes <= inst.capacity[p as usize])
-    })?;
+    let pool = inst
+        .pools
+        .by_speed()
+        .into_iter()
+        .filter(|&p| p != 0 && inst.allowed(t, p))
+        .find(|&p| held[p as usize][range.clone()].iter().all(|&b| b + info.bytes <= inst.capacity[p as usize]))?;
     for b in &mut held[pool as usize][range] {
         *b += info.bytes;
     }

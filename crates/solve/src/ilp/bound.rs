@@ -286,14 +286,11 @@ fn shortest_path(tv: &super::build::TensorVars, reduced: &dyn Fn(usize) -> f64, 
             let mut from = vec![(usize::MAX, usize::MAX); pools];
             for q in 0..pools {
                 let Some(n) = node(s + 1, q) else { continue };
-                for p in 0..pools {
-                    if !cost[p].is_finite() {
-                        continue;
-                    }
+                for (p, &before) in cost.iter().enumerate().filter(|(_, c)| c.is_finite()) {
                     if let Some((e, c)) = edge(br, p, q)
-                        && cost[p] + e + n < next[q]
+                        && before + e + n < next[q]
                     {
-                        next[q] = cost[p] + e + n;
+                        next[q] = before + e + n;
                         from[q] = (p, c);
                     }
                 }
@@ -433,9 +430,9 @@ mod tests {
     use super::super::highs::run_guarded;
     use super::super::{Formulation, IlpOptions};
     use super::*;
-    use std::time::Duration;
     use crate::cost::Costs;
     use crate::pools::{PoolFigures, SolvePools};
+    use std::time::Duration;
 
     fn pools() -> SolvePools {
         let pool = |name: &str, read: f64, write: f64| PoolFigures {
@@ -457,8 +454,10 @@ mod tests {
     }
 
     /// The bound against HiGHS's proven optimum on small models: never above it, and
-    /// above the box bound wherever the budget forces a cost.
+    /// above the box bound wherever the budget forces a cost. It prints the figures
+    /// docs/BENCHMARKS.md records (run with `--nocapture`).
     #[test]
+    #[allow(clippy::print_stderr)]
     fn the_lagrangian_bound_never_exceeds_the_optimum_and_beats_the_box_bound() {
         for (name, batch, share, formulation) in [
             ("lenet-mnist", 8, 0.25, Formulation::Static),
@@ -474,9 +473,17 @@ mod tests {
             let inst = Instance::new(&model, &costs, pools(), budget, &[]);
             let opts = IlpOptions { formulation, gap: 0.0, small_tensor_bytes: 0, ..IlpOptions::default() };
             let built = build(&inst, &opts);
-            let optimum = run_guarded(&built.lp.cols, &built.lp.rows, None, 1e-9, 60.0, Instant::now() + Duration::from_secs(120), &opts)
-                .expect("solved")
-                .expect("in time");
+            let optimum = run_guarded(
+                &built.lp.cols,
+                &built.lp.rows,
+                None,
+                1e-9,
+                60.0,
+                Instant::now() + Duration::from_secs(120),
+                &opts,
+            )
+            .expect("solved")
+            .expect("in time");
             let proven = (optimum.objective - optimum.bound) / optimum.objective.abs().max(1e-9);
             assert!(proven <= 1e-3, "{name} {formulation:?}: {}", optimum.status);
             let deadline = Instant::now() + Duration::from_secs(20);
@@ -487,8 +494,15 @@ mod tests {
                 "{name} {formulation:?}: box {boxed:.3}, Lagrangian {:.3} ({} iterations), HiGHS bound {:.3}, optimum {:.3}",
                 bound.value, bound.iterations, optimum.bound, optimum.objective
             );
-            assert!(bound.value <= optimum.objective + slack, "{name} {formulation:?}: {bound:?} above {optimum:.3}", optimum = optimum.objective);
-            assert!(bound.value > boxed + slack, "{name} {formulation:?}: {bound:?} no better than the box bound {boxed}");
+            assert!(
+                bound.value <= optimum.objective + slack,
+                "{name} {formulation:?}: {bound:?} above {optimum:.3}",
+                optimum = optimum.objective
+            );
+            assert!(
+                bound.value > boxed + slack,
+                "{name} {formulation:?}: {bound:?} no better than the box bound {boxed}"
+            );
         }
     }
 }

@@ -123,12 +123,7 @@ fn run_highs(
     }
     let objective = solved.objective_value();
     let bound = solved.double_info_value(c"mip_dual_bound").unwrap_or(objective);
-    Ok(HighsResult {
-        x: solved.get_solution().columns().to_vec(),
-        status: status_text.to_string(),
-        objective,
-        bound,
-    })
+    Ok(HighsResult { x: solved.get_solution().columns().to_vec(), status: status_text.to_string(), objective, bound })
 }
 
 enum OptionValue<'a> {

@@ -204,18 +204,25 @@ pub fn solve(
         && built.size().binaries > opts.windows_above_binaries
     {
         let mut search = BoundSearch::new(&built, inst);
-        let first =
-            search.run(built.objective(x), close_enough(built.objective(x)), started + share(BOUND_SHARE_BEFORE), usize::MAX);
+        let first = search.run(
+            built.objective(x),
+            close_enough(built.objective(x)),
+            started + share(BOUND_SHARE_BEFORE),
+            usize::MAX,
+        );
         raise(&mut bound, first.value, "Lagrangian bound");
         let floor = bound.map_or(0.0, |b| b.0);
-        if first.iterations > 0 { progress(&format!(
-            "bound: {:.3} ms below any plan's placement cost ({} Lagrangian steps in {:.1} s); the start adds {:.3} ms",
-            floor * NS_PER_UNIT / 1e6,
-            first.iterations,
-            first.seconds,
-            built.objective(x) * NS_PER_UNIT / 1e6
-        )); }
-        let seconds = deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
+        if first.iterations > 0 {
+            progress(&format!(
+                "bound: {:.3} ms below any plan's placement cost ({} Lagrangian steps in {:.1} s); the start adds {:.3} ms",
+                floor * NS_PER_UNIT / 1e6,
+                first.iterations,
+                first.seconds,
+                built.objective(x) * NS_PER_UNIT / 1e6
+            ));
+        }
+        let seconds =
+            deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
         let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: done_at(floor) };
         windows_report = Some(windows::polish(&built, inst, x, &limits, progress));
         let last = search.run(built.objective(x), close_enough(built.objective(x)), deadline, usize::MAX);
@@ -240,7 +247,8 @@ pub fn solve(
             seconds: b.seconds,
         }),
     };
-    let gap_of = |objective: f64, bound: f64| if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
+    let gap_of =
+        |objective: f64, bound: f64| if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
     // A start within the gap of the bound needs no solver. After windows that used most
     // of the time, neither does one that is not: the whole model's root LP is no
     // tighter than the bounds here, and on DenseNet-264 presolving it alone outran the
@@ -251,7 +259,8 @@ pub fn solve(
         && (built.objective(x) - b <= abs_gap || whole_model_hopeless || time_left.is_zero())
     {
         let objective = built.objective(x);
-        let status = if objective - b <= abs_gap { format!("gap limit ({name})") } else { format!("time limit ({name})") };
+        let status =
+            if objective - b <= abs_gap { format!("gap limit ({name})") } else { format!("time limit ({name})") };
         return Ok(outcome(x, status, b, gap_of(objective, b), first_feasible));
     }
     if windows_report.is_some() {
