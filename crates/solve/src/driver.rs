@@ -307,8 +307,15 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         }
         let ilp = Some((&outcome, start_label.clone()));
         let (mut plan, report) = plan_and_check(req, &inst, &placement, layout, &context("ilp", Some(formulation)), ilp);
-        if let Some(s) = &mut plan.solver {
+        if let Some(s) = &mut plan.solver
+            && repaired.is_some()
+        {
+            // The gaps are of the plan as repaired, which costs at least what it solved to.
             s.repaired = repaired;
+            s.objective_ns = s.objective_ns.max(plan.predicted.step_ns - s.base_ns);
+            let over = (s.objective_ns - s.bound_ns).max(0.0);
+            s.gap = if s.objective_ns > 0.0 { over / s.objective_ns } else { 0.0 };
+            s.gap_of_step = over / (s.objective_ns + s.base_ns);
         }
         (plan, report)
     });

@@ -4,8 +4,10 @@
 //! offsets can still need a little more (fragmentation, or a blocking copy holding both
 //! ends). Solving again under a lower limit cost a whole second solve on DenseNet-264.
 //! Instead, the tensors the packing put above the budget leave DRAM for their whole
-//! live range (to the fastest other pool with room), and the arena is packed again. A
-//! handful of tensors, a few seconds; the plan is then checked like any other.
+//! live range (to the fastest other pool with room), and the arena is packed again: a
+//! few layouts, seconds on the largest graphs. What moves is mostly small (377 tensors,
+//! 4.4 MiB, for ResNet-200 b32's async plan at 10%). The plan is then checked like any
+//! other, and its reported gaps are of the plan as repaired.
 
 use crate::cost::Costs;
 use crate::instance::Instance;
