@@ -27,15 +27,40 @@ pub struct Repair {
 
 /// `placement` laid out so that DRAM's arena fits `inst.capacity[0]`, after moving out
 /// whatever packed above it; `Err` says by how much the last packing still overshot.
+/// Two orders of eviction are tried (what sticks out first, or what is live where DRAM
+/// is full first), and the fitted plan predicted faster is kept: on ResNet-200 b32 at
+/// 10% the first moved 377 small tensors, the second 5 large ones, at a higher cost.
 pub fn fit_arena(
     model: &Model,
     inst: &Instance,
     costs: &Costs,
+    placement: Placement,
+) -> Result<(Placement, Layout, Option<Repair>), u64> {
+    let layout = lay_out(model, inst, &placement);
+    if layout.arena_bytes[0] <= inst.capacity[0] {
+        return Ok((placement, layout, None));
+    }
+    let tries = [false, true].map(|tight_first| evict(model, inst, costs, placement.clone(), layout.clone(), tight_first));
+    let step = |p: &Placement| p.evaluate(inst, costs).step_ns;
+    let [a, b] = tries;
+    match (a, b) {
+        (Ok(a), Ok(b)) => Ok(if step(&b.0) < step(&a.0) { b } else { a }),
+        (Ok(a), Err(_)) | (Err(_), Ok(a)) => Ok(a),
+        (Err(x), Err(y)) => Err(x.min(y)),
+    }
+}
+
+/// Rounds of moving tensors out of DRAM and packing again, in one order of eviction.
+fn evict(
+    model: &Model,
+    inst: &Instance,
+    costs: &Costs,
     mut placement: Placement,
+    mut layout: Layout,
+    tight_first: bool,
 ) -> Result<(Placement, Layout, Option<Repair>), u64> {
     let budget = inst.capacity[0];
     let mut repair = Repair::default();
-    let mut layout = lay_out(model, inst, &placement);
     for _ in 0..ROUNDS {
         if layout.arena_bytes[0] <= budget {
             break;
@@ -43,9 +68,12 @@ pub fn fit_arena(
         let mut held = placement.evaluate(inst, costs).bytes;
         let mut moved = 0;
         // Enough to cover the overshoot twice over: the packing moves other items too.
-        let enough = 2 * (layout.arena_bytes[0] - budget);
+        let over = layout.arena_bytes[0] - budget;
+        let enough = 2 * over;
         let mut freed = 0;
-        for t in offenders(inst, &placement, &layout, budget) {
+        // Steps where DRAM is within the overshoot of full: packing there has no slack.
+        let tight: Vec<bool> = held[0].iter().map(|&b| tight_first && b + over > budget).collect();
+        for t in offenders(inst, &placement, &layout, budget, &tight) {
             if freed >= enough {
                 break;
             }
@@ -68,10 +96,11 @@ pub fn fit_arena(
     }
 }
 
-/// Tensors with a DRAM span packed (even partly) above the budget, highest first. When
-/// an item that cannot move sticks out too (scratch, a pinned tensor), the movable
-/// tensors in DRAM at its steps follow, highest first: they make room under it.
-fn offenders(inst: &Instance, placement: &Placement, layout: &Layout, budget: u64) -> Vec<usize> {
+/// Which tensors leave DRAM, in order. Those live at a `tight` step (DRAM within the
+/// overshoot of full) come first, highest packed first; then those packed (even partly)
+/// above the budget. When an item that cannot move sticks out (scratch, a pinned
+/// tensor), the movable tensors in DRAM at its steps count as at a tight step.
+fn offenders(inst: &Instance, placement: &Placement, layout: &Layout, budget: u64, tight: &[bool]) -> Vec<usize> {
     let movable = |t: usize| inst.tensors[t].pinned.is_none();
     let span_steps = |t: usize, j: usize| {
         let spans = &placement.spans[t];
@@ -79,7 +108,7 @@ fn offenders(inst: &Instance, placement: &Placement, layout: &Layout, budget: u6
         spans[j].0..=end
     };
     let mut above: Vec<(u64, usize)> = Vec::new();
-    let mut stuck = vec![false; inst.steps()];
+    let mut stuck = tight.to_vec();
     let mut dram: Vec<(u64, usize, usize)> = Vec::new();
     for (t, spans) in placement.spans.iter().enumerate() {
         for (j, _) in spans.iter().enumerate().filter(|(_, s)| s.1 == 0) {
@@ -99,9 +128,12 @@ fn offenders(inst: &Instance, placement: &Placement, layout: &Layout, budget: u6
     }
     above.sort_unstable_by(|a, b| b.cmp(a));
     dram.sort_unstable_by(|a, b| b.cmp(a));
-    let under = dram.iter().filter(|&&(_, t, j)| span_steps(t, j).any(|s| stuck[s])).map(|&(top, t, _)| (top, t));
+    let under: Vec<(u64, usize)> =
+        dram.iter().filter(|&&(_, t, j)| span_steps(t, j).any(|s| stuck[s])).map(|&(top, t, _)| (top, t)).collect();
     let mut seen = std::collections::BTreeSet::new();
-    above.into_iter().chain(under).map(|(_, t)| t).filter(|&t| seen.insert(t)).collect()
+    // Full steps first: moving what sticks out elsewhere only reshuffles the packing.
+    let order = if tight.iter().any(|&t| t) { under.into_iter().chain(above) } else { above.into_iter().chain(under) };
+    order.map(|(_, t)| t).filter(|&t| seen.insert(t)).collect()
 }
 
 /// The fastest pool other than DRAM that `t` may use and that has room for it over its
