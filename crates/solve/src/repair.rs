@@ -40,7 +40,8 @@ pub fn fit_arena(
     if layout.arena_bytes[0] <= inst.capacity[0] {
         return Ok((placement, layout, None));
     }
-    let tries = [false, true].map(|tight_first| evict(model, inst, costs, placement.clone(), layout.clone(), tight_first));
+    let tries =
+        [false, true].map(|tight_first| evict(model, inst, costs, placement.clone(), layout.clone(), tight_first));
     let step = |p: &Placement| p.evaluate(inst, costs).step_ns;
     let [a, b] = tries;
     match (a, b) {
