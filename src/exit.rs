@@ -162,6 +162,7 @@ fn profile_code(e: &ProfileError) -> Option<u8> {
         ProfileError::Checkpoint { .. }
         | ProfileError::Mismatch { .. }
         | ProfileError::Usage { .. }
+        | ProfileError::Busy { .. }
         | ProfileError::NoCheckpoint { .. }
         | ProfileError::ModelSource { .. } => Some(BAD_INPUT),
         ProfileError::CreateDir { .. } => Some(FAILURE),

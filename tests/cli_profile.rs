@@ -1,5 +1,6 @@
 //! End-to-end tests of `placer profile`: a whole profile, exports, refusing another
-//! setting's checkpoint, and resuming after SIGKILL with nothing lost or measured twice.
+//! setting's checkpoint, refusing a second profiler on one checkpoint, and resuming
+//! after SIGKILL (whose lock blocks nobody) with nothing lost or measured twice.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -183,6 +184,16 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
         }
         std::thread::sleep(Duration::from_millis(5));
     };
+    // A second profiler on the same checkpoint is refused at once, naming the first, and
+    // leaves the first's checkpoint alone.
+    let started = Instant::now();
+    let second = run(tmp.path(), &args);
+    assert_eq!(second.status.code(), Some(2), "{}", text(&second.stderr));
+    let said = text(&second.stderr);
+    assert!(said.contains(&format!("being written by process {}", child.id())), "{said}");
+    assert!(started.elapsed() < Duration::from_secs(10), "refused only after {:?}", started.elapsed());
+    assert!(child.try_wait().expect("status").is_none(), "the first profile was disturbed");
+    // SIGKILL: the kernel drops the lock with the process, so it blocks nobody after.
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
     let killed = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("the checkpoint survives a kill");

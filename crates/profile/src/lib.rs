@@ -8,6 +8,7 @@ pub mod design;
 pub mod engine;
 pub mod export;
 pub mod interference;
+pub mod lock;
 pub mod pass_run;
 pub mod passes;
 pub mod profiler;
@@ -35,6 +36,9 @@ pub enum ProfileError {
     ModelSource { checkpoint: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// Another profiler holds the checkpoint's lock.
+    #[error("checkpoint {path} is being written by {holder}: wait for it, or use another --checkpoint-dir", path = path.display())]
+    Busy { path: PathBuf, holder: String },
     /// The checkpoint directory could not be created.
     #[error("cannot create {path}", path = path.display())]
     CreateDir { path: PathBuf, source: std::io::Error },

@@ -292,6 +292,8 @@ pub fn run_to_checkpoint(
     fresh: bool,
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
+    // Held until this returns: every pass and save below is this process's alone.
+    let _lock = crate::lock::lock(path)?;
     let rounds = plan.header.protocol.rounds.max(1) as usize;
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
