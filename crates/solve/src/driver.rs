@@ -96,7 +96,8 @@ pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), Solve
     inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
-    let mut candidates: Vec<Candidate> = Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b).0).collect();
+    let mut candidates: Vec<Candidate> =
+        Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b, b.place(&inst)).0).collect();
     candidates.push(two_lm_candidate(req, &inst, &all_dram_plan, &candidates));
     Ok((all_dram_plan, candidates))
 }
@@ -118,9 +119,14 @@ fn two_lm_candidate(req: &SolveRequest<'_>, inst: &Instance, all_dram: &Plan, ba
     Candidate { name: two_lm::LABEL.into(), outcome }
 }
 
-/// One baseline, fitted to the budget, planned and checked; also its placement when the
-/// checker passed it.
-fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (Candidate, Option<Placement>) {
+/// One baseline's placement (`placed`, from `b.place`), fitted to the budget, planned and
+/// checked; also the placement when the checker passed it.
+fn baseline_candidate(
+    req: &SolveRequest<'_>,
+    inst: &Instance,
+    b: Baseline,
+    placed: Result<Placement, String>,
+) -> (Candidate, Option<Placement>) {
     let ctx = PlanContext {
         model: req.model,
         inst,
@@ -130,7 +136,7 @@ fn baseline_candidate(req: &SolveRequest<'_>, inst: &Instance, b: Baseline) -> (
         profile: req.profile.clone(),
     };
     let mut good = None;
-    let outcome = b.place(inst).and_then(|placement| {
+    let outcome = placed.and_then(|placement| {
         let (placement, layout, _) = repair::fit_arena(req.model, inst, req.costs, placement)
             .map_err(|over| overshoot_reason(over, inst.capacity[0]))?;
         let (plan, report) = plan_and_check(req, inst, &placement, layout, &ctx, None);
@@ -209,9 +215,12 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // Baselines take milliseconds to place and score, and about a second each to lay
     // out and check on the largest graphs: that is done fastest first, and stops at the
     // deadline once one has passed.
-    let mut order: Vec<(f64, Baseline)> = Baseline::ALL
+    let mut order: Vec<(f64, Baseline, Result<Placement, String>)> = Baseline::ALL
         .iter()
-        .map(|&b| (b.place(&inst).map_or(f64::INFINITY, |p| p.evaluate(&inst, req.costs).step_ns), b))
+        .map(|&b| {
+            let placed = b.place(&inst);
+            (placed.as_ref().map_or(f64::INFINITY, |p| p.evaluate(&inst, req.costs).step_ns), b, placed)
+        })
         .collect();
     order.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut baselines: Vec<Candidate> = Vec::new();
@@ -222,7 +231,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // Once one baseline has passed, more are laid out only within a quarter of the limit:
     // the rest of it is the ILP's.
     let baselines_until = deadline.min(began + Duration::from_secs_f64(req.options.time_limit * BASELINE_SHARE));
-    for (_, b) in order {
+    for (_, b, placed) in order {
         let next_ends =
             Instant::now() + Duration::from_secs_f64(if plan_seconds.is_finite() { plan_seconds } else { 0.0 });
         if best.is_some() && next_ends > baselines_until {
@@ -231,7 +240,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             continue;
         }
         let t0 = Instant::now();
-        let (candidate, placement) = baseline_candidate(req, &inst, b);
+        let (candidate, placement) = baseline_candidate(req, &inst, b, placed);
         plan_seconds = plan_seconds.min(t0.elapsed().as_secs_f64());
         if let (Some(placement), Ok((plan, _))) = (placement, &candidate.outcome)
             && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t)
@@ -312,10 +321,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         {
             // The gaps are of the plan as repaired, which costs at least what it solved to.
             s.repaired = repaired;
-            s.objective_ns = s.objective_ns.max(plan.predicted.step_ns - s.base_ns);
-            let over = (s.objective_ns - s.bound_ns).max(0.0);
-            s.gap = if s.objective_ns > 0.0 { over / s.objective_ns } else { 0.0 };
-            s.gap_of_step = over / (s.objective_ns + s.base_ns);
+            s.set_objective(s.objective_ns.max(plan.predicted.step_ns - s.base_ns));
         }
         (plan, report)
     });

@@ -133,6 +133,17 @@ pub struct SolverReport {
     pub kept: Option<(String, f64)>,
 }
 
+impl SolverReport {
+    /// Sets what the placement adds (a repair can raise it after the solve), and both
+    /// gaps against the bound.
+    pub fn set_objective(&mut self, objective_ns: f64) {
+        self.objective_ns = objective_ns;
+        let over = objective_ns - self.bound_ns;
+        self.gap = if objective_ns.abs() > 0.0 { over / objective_ns.abs() } else { 0.0 };
+        self.gap_of_step = over.max(0.0) / (objective_ns + self.base_ns);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanKernel {
     pub step: usize,
@@ -297,23 +308,27 @@ impl Plan {
                 predicted_kernels: eval.count(Source::Predicted),
                 estimated_kernels: eval.count(Source::Estimated),
             },
-            solver: ilp.map(|(o, warm)| SolverReport {
-                status: o.status.clone(),
-                objective_ns: o.objective_ns,
-                bound_ns: o.bound_ns,
-                base_ns: o.base_ns,
-                gap: o.gap,
-                gap_of_step: (o.objective_ns - o.bound_ns).max(0.0) / (o.objective_ns + o.base_ns),
-                build_seconds: o.build_seconds,
-                solve_seconds: o.solve_seconds,
-                total_seconds: o.build_seconds + o.solve_seconds,
-                first_feasible_seconds: o.first_feasible_seconds,
-                size: o.size,
-                warm_start: warm,
-                windows: o.windows,
-                lagrangian: o.lagrangian,
-                repaired: None,
-                kept: None,
+            solver: ilp.map(|(o, warm)| {
+                let mut report = SolverReport {
+                    status: o.status.clone(),
+                    objective_ns: o.objective_ns,
+                    bound_ns: o.bound_ns,
+                    base_ns: o.base_ns,
+                    gap: 0.0,
+                    gap_of_step: 0.0,
+                    build_seconds: o.build_seconds,
+                    solve_seconds: o.solve_seconds,
+                    total_seconds: o.build_seconds + o.solve_seconds,
+                    first_feasible_seconds: o.first_feasible_seconds,
+                    size: o.size,
+                    warm_start: warm,
+                    windows: o.windows,
+                    lagrangian: o.lagrangian,
+                    repaired: None,
+                    kept: None,
+                };
+                report.set_objective(o.objective_ns);
+                report
             }),
             kernels,
             tensors,

@@ -7,7 +7,7 @@
 //!
 //! - DRAM's capacity at each step (`occupancy + copies arriving ≤ room`), price ≥ 0;
 //! - each overlap variable's two rows (`v ≥ kernel + slowdowns`, `v ≥ copies`), prices
-//!   μ and ν with μ + ν ≤ 1 (the variable costs 1, so a larger sum has no bound).
+//!   μ and 1 - μ (the variable costs 1: prices summing to 1 leave it out of the minimum).
 //!
 //! What is left falls apart by tensor: a path through its segments, choosing a pool per
 //! segment and a transition at each break, which a small dynamic program solves
@@ -33,12 +33,6 @@ pub(super) struct Bound {
     pub(super) seconds: f64,
 }
 
-/// A relaxed row: `Σ coef·x ≤ rhs`, with the columns it holds listed per column in
-/// `Lagrangian::by_col`.
-struct Relaxed {
-    rhs: f64,
-}
-
 /// A tensor's capacity footprint: bytes held in capped pool `pool` over `first..=last`.
 #[derive(Clone, Copy)]
 struct Held {
@@ -50,16 +44,16 @@ struct Held {
 
 struct Lagrangian<'a> {
     built: &'a Built,
-    rows: Vec<Relaxed>,
+    /// Each relaxed row's right-hand side: `Σ coef·x ≤ rhs`, its columns listed in `by_col`.
+    rhs: Vec<f64>,
     /// Per column: (relaxed row, coefficient).
     by_col: Vec<Vec<(u32, f64)>>,
     /// Per column: what it holds against a capped pool, when it is a location there.
     held: Vec<Option<Held>>,
-    /// Capped pools, in order; `cap_row[k] + step` is the relaxed row of pool k's step.
-    capped: Vec<usize>,
+    /// Per capped pool, in order: `cap_row[k] + step` is the relaxed row of its step.
     cap_row: Vec<usize>,
-    /// The overlap rows as (kernel row, copy row) pairs of relaxed rows, whose prices
-    /// are projected onto μ + ν ≤ 1.
+    /// The overlap rows as (kernel row, copy row) pairs of relaxed rows, priced μ and
+    /// 1 - μ.
     pairs: Vec<(usize, usize)>,
     steps: usize,
     /// The part of the objective no tensor decides (the offset column).
@@ -70,7 +64,7 @@ impl<'a> Lagrangian<'a> {
     fn new(built: &'a Built, inst: &Instance) -> Self {
         let steps = inst.steps();
         let ncols = built.lp.cols.len();
-        let mut rows = Vec::new();
+        let mut rhs = Vec::new();
         let mut by_col: Vec<Vec<(u32, f64)>> = vec![Vec::new(); ncols];
         let mut pairs = Vec::new();
         for o in &built.overlap_rows {
@@ -79,8 +73,8 @@ impl<'a> Lagrangian<'a> {
             let mut pair = [0; 2];
             for (k, &r) in [o.kernel, o.copies].iter().enumerate() {
                 let row = &built.lp.rows[r];
-                let j = rows.len();
-                rows.push(Relaxed { rhs: -row.lo });
+                let j = rhs.len();
+                rhs.push(-row.lo);
                 for &(c, a) in row.terms.iter().filter(|&&(c, _)| c != o.v) {
                     by_col[c].push((j as u32, -a));
                 }
@@ -95,21 +89,18 @@ impl<'a> Lagrangian<'a> {
                 continue;
             }
             capped.push(p);
-            cap_row.push(rows.len());
-            for c in cols {
-                let hi = c.map_or(f64::INFINITY, |c| built.lp.cols[c].hi);
-                rows.push(Relaxed { rhs: hi });
-            }
+            cap_row.push(rhs.len());
+            rhs.extend(cols.iter().map(|c| c.map_or(f64::INFINITY, |c| built.lp.cols[c].hi)));
         }
         let mut held = vec![None; ncols];
         for (t, tv) in built.tensors.iter().enumerate() {
             let info = &inst.tensors[t];
             let bytes = info.bytes as f64 / BYTES_PER_UNIT;
-            let end_of = |s: usize| tv.starts.get(s + 1).map_or(info.last, |&next| next - 1);
             for (s, cols) in tv.loc.iter().enumerate() {
                 for (k, &p) in capped.iter().enumerate() {
                     if let Some(c) = cols[p] {
-                        held[c] = Some(Held { pool: k, first: tv.starts[s], last: end_of(s), bytes });
+                        held[c] =
+                            Some(Held { pool: k, first: tv.starts[s], last: tv.segment_end(s, info.last), bytes });
                     }
                 }
             }
@@ -124,7 +115,7 @@ impl<'a> Lagrangian<'a> {
             }
         }
         let constant = built.lp.cols[built.offset_col].cost;
-        Lagrangian { built, rows, by_col, held, capped, cap_row, pairs, steps, constant }
+        Lagrangian { built, rhs, by_col, held, cap_row, pairs, steps, constant }
     }
 
     /// The Lagrangian's value at `price`, and a subgradient (each relaxed row's
@@ -156,13 +147,13 @@ impl<'a> Lagrangian<'a> {
             rc
         };
         let mut value = self.constant;
-        for (j, row) in self.rows.iter().enumerate() {
-            if price[j] != 0.0 {
-                value -= price[j] * row.rhs;
+        for (&p, &r) in price.iter().zip(&self.rhs) {
+            if p != 0.0 {
+                value -= p * r;
             }
         }
-        for (g, row) in grad.iter_mut().zip(&self.rows) {
-            *g = -row.rhs;
+        for (g, &r) in grad.iter_mut().zip(&self.rhs) {
+            *g = -r;
         }
         // The tensors' paths are independent: both cores take a share, each with its own
         // sums, added afterwards in a fixed order (the result does not depend on timing).
@@ -170,8 +161,8 @@ impl<'a> Lagrangian<'a> {
         let half = tensors.len().div_ceil(2);
         let part = |range: std::ops::Range<usize>| {
             let mut value = 0.0;
-            let mut grad = vec![0.0; self.rows.len()];
-            let mut held_delta: Vec<Vec<f64>> = vec![vec![0.0; steps + 1]; self.capped.len()];
+            let mut grad = vec![0.0; self.rhs.len()];
+            let mut held_delta: Vec<Vec<f64>> = vec![vec![0.0; steps + 1]; self.cap_row.len()];
             let mut chosen = Vec::new();
             for tv in tensors[range].iter().filter(|tv| !tv.loc.is_empty()) {
                 chosen.clear();
@@ -355,7 +346,7 @@ pub(super) struct BoundSearch<'a> {
 impl<'a> BoundSearch<'a> {
     pub(super) fn new(built: &'a Built, inst: &Instance) -> Self {
         let lag = Lagrangian::new(built, inst);
-        let n = lag.rows.len();
+        let n = lag.rhs.len();
         let mut price = vec![0.0; n];
         // Overlap pairs start with the kernel's row priced in full: the bound begins at
         // "kernels at their cheapest, copies free", which is about the box bound.
@@ -416,10 +407,6 @@ impl<'a> BoundSearch<'a> {
             self.lag.step(&mut self.price, &self.grad, step);
         }
         self.seconds += started.elapsed().as_secs_f64();
-        self.bound()
-    }
-
-    pub(super) fn bound(&self) -> Bound {
         Bound { value: self.best, iterations: self.iterations, seconds: self.seconds }
     }
 }

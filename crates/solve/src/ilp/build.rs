@@ -60,6 +60,11 @@ pub(super) struct TensorVars {
 }
 
 impl TensorVars {
+    /// The last step of segment `s`, for a tensor live until `last`.
+    pub(super) fn segment_end(&self, s: usize, last: usize) -> usize {
+        self.starts.get(s + 1).map_or(last, |&next| next - 1)
+    }
+
     pub(super) fn segment_at(&self, step: usize) -> usize {
         self.starts.partition_point(|&s| s <= step).saturating_sub(1)
     }

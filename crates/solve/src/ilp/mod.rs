@@ -135,8 +135,6 @@ pub struct IlpOutcome {
     pub objective_ns: f64,
     /// The best bound the solver proved on that, ns.
     pub bound_ns: f64,
-    /// Relative gap on the objective (what the placement adds).
-    pub gap: f64,
     /// Σ of every kernel's base (all-DRAM) time under the fit: objective + this is the
     /// step time the solver optimised.
     pub base_ns: f64,
@@ -229,12 +227,11 @@ pub fn solve(
         raise(&mut bound, last.value, "Lagrangian bound");
         lagrangian = last.value.is_finite().then_some(last);
     }
-    let outcome = |x: &[f64], status: String, bound: f64, gap: f64, first_feasible: Option<f64>| IlpOutcome {
+    let outcome = |x: &[f64], status: String, bound: f64, first_feasible: Option<f64>| IlpOutcome {
         placement: built.placement_from(inst, x),
         status,
         objective_ns: built.objective(x) * NS_PER_UNIT,
         bound_ns: bound * NS_PER_UNIT,
-        gap,
         base_ns,
         build_seconds,
         solve_seconds: solve_started.elapsed().as_secs_f64(),
@@ -247,8 +244,6 @@ pub fn solve(
             seconds: b.seconds,
         }),
     };
-    let gap_of =
-        |objective: f64, bound: f64| if objective.abs() > 0.0 { (objective - bound) / objective.abs() } else { 0.0 };
     // A start within the gap of the bound needs no solver. After windows that used most
     // of the time, neither does one that is not: the whole model's root LP is no
     // tighter than the bounds here, and on DenseNet-264 presolving it alone outran the
@@ -261,7 +256,7 @@ pub fn solve(
         let objective = built.objective(x);
         let status =
             if objective - b <= abs_gap { format!("gap limit ({name})") } else { format!("time limit ({name})") };
-        return Ok(outcome(x, status, b, gap_of(objective, b), first_feasible));
+        return Ok(outcome(x, status, b, first_feasible));
     }
     if windows_report.is_some() {
         progress(&format!("windows stalled; HiGHS gets the whole model for {:.0} s", time_left.as_secs_f64()));
@@ -279,15 +274,14 @@ pub fn solve(
             "guard: HiGHS overran its time limit; the plan is its start, after {:.0} s",
             solve_started.elapsed().as_secs_f64()
         );
-        let (b, gap) = bound.map_or((f64::NAN, f64::NAN), |(b, _)| (b, gap_of(built.objective(&x), b)));
-        return Ok(outcome(&x, status, b, gap, first_feasible));
+        return Ok(outcome(&x, status, bound.map_or(f64::NAN, |(b, _)| b), first_feasible));
     };
     if first_feasible.is_none() {
         first_feasible = opts.log_file.as_deref().and_then(first_feasible_in_log);
     }
     // HiGHS's own bound, or the Lagrangian one when that is higher.
     let b = bound.map_or(result.bound, |(b, _)| b.max(result.bound));
-    let mut solved = outcome(&result.x, result.status, b, gap_of(result.objective, b), first_feasible);
+    let mut solved = outcome(&result.x, result.status, b, first_feasible);
     solved.objective_ns = result.objective * NS_PER_UNIT;
     Ok(solved)
 }

@@ -120,13 +120,12 @@ fn free_columns(built: &Built, inst: &Instance, a: usize, b: usize) -> Vec<bool>
     // The last step a change made here can reach: the end of a free segment.
     let mut extent = b.min(inst.steps()).saturating_sub(1);
     for (t, tv) in built.tensors.iter().enumerate() {
-        let end_of = |s: usize| tv.starts.get(s + 1).map_or(inst.tensors[t].last, |&next| next - 1);
         for (s, cols) in tv.loc.iter().enumerate() {
             if inside(tv.starts[s]) {
                 for c in cols.iter().flatten() {
                     free[*c] = true;
                 }
-                extent = extent.max(end_of(s));
+                extent = extent.max(tv.segment_end(s, inst.tensors[t].last));
             }
         }
         let mut after = false;
