@@ -19,7 +19,9 @@ fn pools() -> PoolSet {
     #[cfg(feature = "memkind")]
     {
         let kind = placer_pools::MemkindKind::open(&placer_pools::MemkindSpec::Default).expect("default kind");
-        list.push(Pool::new("memkind", PoolKind::Dram, u64::MAX).with_backend(Backend::Memkind(kind)));
+        list.push(
+            Pool::new("memkind", PoolKind::Dram, u64::MAX).with_backend(Backend::Memkind { kind, nodes: Vec::new() }),
+        );
     }
     PoolSet::new(list)
 }

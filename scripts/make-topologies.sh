@@ -66,6 +66,20 @@ memattr() { annotate "$1" "$2" memattr "$4" "$3" "$5"; }
 # mark FILE: record provenance on the Machine object.
 mark() { annotate "$1" root info GeneratedBy scripts/make-topologies.sh; }
 
+# cpu_info FILE VENDOR FAMILY MODEL_NUMBER MODEL: on every Package, the CPU
+# infos hwloc's Linux backend takes from /proc/cpuinfo (vendor_id, cpu family,
+# model, model name), with its names and in its order. CPUStepping is left out.
+cpu_info() {
+    local f=$1 i n
+    n=$(hwloc-calc --input "$f" --number-of Package all)
+    for ((i = 0; i < n; i++)); do
+        annotate "$f" "Package:$i" info CPUVendor "$2"
+        annotate "$f" "Package:$i" info CPUFamilyNumber "$3"
+        annotate "$f" "Package:$i" info CPUModelNumber "$4"
+        annotate "$f" "Package:$i" info CPUModel "$5"
+    done
+}
+
 # Figures (sources in configs/topologies/README.md).
 # Yang et al., FAST 2020 (Cascade Lake, 6 DIMMs per socket).
 dram_rd=105.6 dram_wr=76.8 dram_lat=101.5
@@ -223,6 +237,39 @@ make_three_tier() {
     mark "$f"
 }
 
+# 7. Two-socket Intel Xeon CPU Max 9462, flat memory mode, SNC4, as exported
+#    by a hwloc older than 2.8: no NUMA subtype and no memory attributes, so
+#    a tool must tell HBM from DDR5 by capacity, locality and CPU model. Each
+#    socket has 4 sub-NUMA clusters (Groups); each cluster has a DDR5 node and
+#    a 16 GiB HBM node (64 GiB per socket / 4), both attached to the Group, so
+#    the HBM node has the cluster's CPUs in its cpuset. 2 cores x 2 PUs per
+#    cluster: with 1 core, hwloc would merge the Group into the Core.
+#    As on Linux, DDR nodes are P#0-7, HBM P#8-15; cluster c (0-7, package
+#    c/4) has DDR P#c and HBM P#c+8.
+#    Logical: L#2c=P#c DDR, L#2c+1=P#c+8 HBM (L#0=P#0, L#1=P#8, L#2=P#1, ...).
+make_xeon_max_9462_snc4_flat() {
+    local f=$1
+    synth "$f" "pack:2 group:4 [numa(memory=126GiB indexes=0,8,1,9,2,10,3,11,4,12,5,13,6,14,7,15)] [numa(memory=16GiB)] core:2 pu:2"
+    # Sapphire Rapids: family 6, model 143 (0x8F).
+    cpu_info "$f" GenuineIntel 6 143 "Intel(R) Xeon(R) CPU Max 9462"
+    mark "$f"
+}
+
+# 8. Intel Xeon Phi 7250 (Knights Landing), SNC4 cluster mode, flat memory
+#    mode, without the subtypes hwloc's KNL support would set (see README):
+#    one package, 4 clusters (Groups), each with a 24 GiB DDR4 node
+#    (96 GiB / 4) and a 4 GiB MCDRAM node (16 GiB / 4), both attached to
+#    the Group. As on Linux, DDR nodes are P#0-3, MCDRAM P#4-7; cluster c
+#    has DDR P#c and MCDRAM P#c+4.
+#    Logical: L#2c=P#c DDR, L#2c+1=P#c+4 MCDRAM (L#0=P#0, L#1=P#4, L#2=P#1, ...).
+make_knl_snc4_flat() {
+    local f=$1
+    synth "$f" "pack:1 group:4 [numa(memory=24GiB indexes=0,4,1,5,2,6,3,7)] [numa(memory=4GiB)] core:2 pu:2"
+    # Knights Landing: family 6, model 87 (0x57).
+    cpu_info "$f" GenuineIntel 6 87 "Intel(R) Xeon Phi(TM) CPU 7250 @ 1.40GHz"
+    mark "$f"
+}
+
 # 5. This machine, as hwloc sees it (only with --this-machine).
 make_this_machine() { lstopo-no-graphics --of xml -f "$1"; }
 
@@ -233,9 +280,12 @@ declare -A expect=(
     [cxl-expander.xml]="P#0:DRAM:128GiB:Package P#1:CXL-DRAM:256GiB:Package"
     [two-level-memory.xml]="P#0:-:1536GiB:MemCache P#1:-:1536GiB:MemCache"
     [three-tier.xml]="P#0:DRAM:96GiB:Package P#1:CXL-DRAM:256GiB:Package P#2:NVM:512GiB:Package"
+    [xeon-max-9462-snc4-flat.xml]="P#0:-:126GiB:Group0 P#8:-:16GiB:Group0 P#1:-:126GiB:Group0 P#9:-:16GiB:Group0 P#2:-:126GiB:Group0 P#10:-:16GiB:Group0 P#3:-:126GiB:Group0 P#11:-:16GiB:Group0 P#4:-:126GiB:Group0 P#12:-:16GiB:Group0 P#5:-:126GiB:Group0 P#13:-:16GiB:Group0 P#6:-:126GiB:Group0 P#14:-:16GiB:Group0 P#7:-:126GiB:Group0 P#15:-:16GiB:Group0"
+    [knl-snc4-flat.xml]="P#0:-:24GiB:Group0 P#4:-:4GiB:Group0 P#1:-:24GiB:Group0 P#5:-:4GiB:Group0 P#2:-:24GiB:Group0 P#6:-:4GiB:Group0 P#3:-:24GiB:Group0 P#7:-:4GiB:Group0"
 )
 
-generated=(two-socket-optane.xml xeon-max-flat.xml cxl-expander.xml two-level-memory.xml three-tier.xml)
+generated=(two-socket-optane.xml xeon-max-flat.xml cxl-expander.xml two-level-memory.xml three-tier.xml
+    xeon-max-9462-snc4-flat.xml knl-snc4-flat.xml)
 for name in "${generated[@]}"; do
     fn="make_$(basename "$name" .xml | tr - _)"
     "$fn" "$work/$name"
@@ -297,6 +347,6 @@ for f in "$out"/*.xml; do
     pkgs=$(hwloc-calc --input "$f" --number-of Package all)
     pus=$(hwloc-calc --input "$f" --number-of PU all)
     attrs=$(memattr_counts "$f")
-    printf '%-22s %s pkg, %2s PU | NUMA %s | memattrs: %s\n' "$name" "$pkgs" "$pus" "$nodes" "${attrs:-none}"
+    printf '%-27s %s pkg, %2s PU | NUMA %s | memattrs: %s\n' "$name" "$pkgs" "$pus" "$nodes" "${attrs:-none}"
 done
 exit "$status"

@@ -3,7 +3,7 @@
 //! cache lives), and the solver's formulation.
 
 use anyhow::Context;
-use placer_host::{DeviceModel, EmulateChoice, Host, HostOptions};
+use placer_host::{EmulateChoice, Host, HostOptions};
 use placer_solve::ilp::Formulation;
 use std::path::PathBuf;
 
@@ -20,8 +20,10 @@ pub struct HostArgs {
     /// Slow tiers to emulate in DRAM: device model names or files, comma-separated, or
     /// `none`. Default: `optane-dcpmm` when this machine has nothing but DRAM. Each may
     /// end in a wait model, `:additive` (the default) or `:overlap` (reads hidden behind
-    /// the kernel's compute; docs/hosts.md).
-    #[arg(long, value_name = "DEVICE[:MODEL],...", conflicts_with = "host")]
+    /// the kernel's compute; docs/hosts.md), then in `@POOL` to give a pool this host
+    /// really has the device's timing instead of adding a pool (its data stays bound
+    /// where it is: `optane-dcpmm@pmem` in a VM).
+    #[arg(long, value_name = "DEVICE[:MODEL][@POOL],...", conflicts_with = "host")]
     pub emulate: Option<String>,
     /// Where measured host figures are cached [default: $PLACER_CACHE_DIR, else
     /// $XDG_CACHE_HOME/placer, else ~/.cache/placer].
@@ -33,10 +35,7 @@ impl HostArgs {
     pub fn open(&self) -> anyhow::Result<Host> {
         let emulate = match self.emulate.as_deref() {
             None => EmulateChoice::Default,
-            Some("none") => EmulateChoice::None,
-            Some(list) => EmulateChoice::Devices(
-                list.split(',').map(|d| DeviceModel::resolve(d.trim())).collect::<Result<Vec<_>, _>>()?,
-            ),
+            Some(list) => EmulateChoice::parse(list)?,
         };
         let options = HostOptions {
             topology_xml: self.topology.clone(),

@@ -6,6 +6,11 @@
 //! another model or host, a malformed budget or one no placement can meet), as clap does
 //! for bad arguments; 3 `placer compare` found
 //! the profiles disagree beyond `--tolerance`.
+//!
+//! A broken pipe (the reader of standard output went away: `placer zoo resnet50 | head`)
+//! ends the command quietly with 0, as ripgrep does: the reader chose to stop reading,
+//! which is not a failure of placer, and a shell's `set -o pipefail` must not fail the
+//! pipeline over it. Any other failure to write standard output (a full disk) is 1.
 
 use placer_eval::EvalError;
 use placer_exec::ExecError;
@@ -16,6 +21,7 @@ use placer_pools::PoolError;
 use placer_profile::ProfileError;
 use placer_solve::SolveError;
 use placer_zoo::ZooError;
+use std::io::ErrorKind;
 use std::process::ExitCode;
 
 pub const BAD_INPUT: u8 = 2;
@@ -37,19 +43,27 @@ impl std::fmt::Display for Disagreement {
 impl std::error::Error for Disagreement {}
 
 pub fn report(err: &anyhow::Error) -> ExitCode {
+    if broken_pipe(err) {
+        return ExitCode::SUCCESS;
+    }
     if let Some(IrError::Invalid { path, diagnostics }) = err.downcast_ref::<IrError>() {
         // One line per problem, each prefixed like a compiler's so editors can jump to it.
         for d in diagnostics.iter() {
             match d.location {
-                Some(_) => eprintln!("{}:{d}", path.display()),
-                None => eprintln!("{}: {d}", path.display()),
+                Some(_) => errln!("{}:{d}", path.display()),
+                None => errln!("{}: {d}", path.display()),
             }
         }
-        eprintln!("error: {} problem(s) in {}", diagnostics.len(), path.display());
+        errln!("error: {} problem(s) in {}", diagnostics.len(), path.display());
         return ExitCode::from(BAD_INPUT);
     }
-    eprintln!("error: {err:#}");
+    errln!("error: {err:#}");
     ExitCode::from(exit_code(err))
+}
+
+/// Whether any cause is a broken pipe: standard output's, or a file's that is one.
+fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == ErrorKind::BrokenPipe))
 }
 
 fn exit_code(err: &anyhow::Error) -> u8 {

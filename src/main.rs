@@ -1,7 +1,10 @@
 //! `placer`: the command-line front end. It parses arguments, calls the library crates
 //! and prints; all analysis lives in crates/.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+// First: every module below prints with its macros (`out!`, `outln!`, `errln!`), never
+// with `print!`, which panics when standard output fails.
+#[macro_use]
+mod out;
 
 mod args;
 mod cmd;
@@ -54,7 +57,8 @@ fn main() -> ExitCode {
         Command::Topo(args) => cmd::topo::run(args),
         Command::Zoo(args) => cmd::zoo::run(args),
     };
-    match result {
+    // What a verb leaves buffered must fail here, where it is reported, if it fails.
+    match result.and_then(|()| Ok(out::flush()?)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => exit::report(&err),
     }

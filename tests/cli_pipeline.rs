@@ -82,6 +82,15 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     for needle in ["predicted", "measured by the arena", "kernels furthest", "side by side", "greedy", "EMULATED"] {
         assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
     }
+    // Every arena's pages are checked where they were bound (the NUMA guest check found
+    // the plan's arenas reported without it): node 0 here, the emulated pool's too.
+    let arenas: Vec<&str> = stdout.lines().filter(|l| l.trim_start().starts_with("pool ")).collect();
+    assert!(!arenas.is_empty(), "{stdout}");
+    for line in arenas {
+        let verified = line.split("pages verified on node 0: ").nth(1).expect(line);
+        let (found, of) = verified.split_once(" of ").expect(line);
+        assert!(found == of.trim() && found != "0", "{line}");
+    }
 
     // A plan edited so its DRAM arena is over its own budget: refused before running.
     let mut edited: serde_json::Value =

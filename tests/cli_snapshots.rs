@@ -102,8 +102,16 @@ fn inspect_the_bundled_model() {
 #[test]
 fn topo_of_exported_hosts() {
     let dir = scratch();
-    for name in ["cxl-expander", "this-machine", "three-tier", "two-level-memory", "two-socket-optane", "xeon-max-flat"]
-    {
+    for name in [
+        "cxl-expander",
+        "this-machine",
+        "three-tier",
+        "two-level-memory",
+        "two-socket-optane",
+        "xeon-max-flat",
+        "xeon-max-9462-snc4-flat",
+        "knl-snc4-flat",
+    ] {
         let path = format!("configs/topologies/{name}.xml");
         insta::assert_snapshot!(format!("topo_{name}"), session(&["topo", "--topology", &path], dir.path()));
     }

@@ -57,17 +57,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?)?;
     } else {
-        print!("{}", render(&c, &args.a, &args.b));
+        out!("{}", render(&c, &args.a, &args.b))?;
     }
     if let Some(path) = &args.svg {
-        eprintln!("wrote scatter plot to {}", path.display());
+        errln!("wrote scatter plot to {}", path.display());
     }
     if c.meets {
         if !args.json {
             // On disagreement the verdict is the error line instead, so it is not printed twice.
-            println!("\n{}", c.verdict);
+            outln!("\n{}", c.verdict)?;
         }
         Ok(())
     } else {

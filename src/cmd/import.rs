@@ -55,12 +55,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         GraphKind::Forward => "forward graph; backward pass and SGD-momentum updates derived",
         GraphKind::Training => "training graph; imported as it is",
     };
-    eprintln!("{}: opset {}, {} ONNX nodes ({kind})", args.model.display(), imported.opset, imported.onnx_nodes);
+    errln!("{}: opset {}, {} ONNX nodes ({kind})", args.model.display(), imported.opset, imported.onnx_nodes);
     for (what, n) in &imported.notes {
-        eprintln!("  note: {what}{}", if *n > 1 { format!(" (×{n})") } else { String::new() });
+        errln!("  note: {what}{}", if *n > 1 { format!(" (×{n})") } else { String::new() });
     }
     let summary = placer_ir::Summary::new(model, 1, 0);
-    eprintln!(
+    errln!(
         "  {} nodes, {} tensors; {} parameters ({:.1} MiB); forward {:.2} GMACs; peak live {:.1} MiB",
         summary.nodes,
         summary.tensors,
@@ -72,9 +72,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.output {
         Some(path) => {
             placer_ir::save_model(model, &path)?;
-            eprintln!("wrote {} to {}", model.name(), path.display());
+            errln!("wrote {} to {}", model.name(), path.display());
         }
-        None => print!("{}", model.to_json()),
+        None => out!("{}", model.to_json())?,
     }
     Ok(())
 }

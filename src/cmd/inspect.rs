@@ -32,12 +32,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         write_svg(&model, path)?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
-        print!("{}", render(&summary));
+        out!("{}", render(&summary))?;
     }
     if let Some(path) = &args.svg {
-        eprintln!("wrote live-memory plot to {}", path.display());
+        errln!("wrote live-memory plot to {}", path.display());
     }
     Ok(())
 }

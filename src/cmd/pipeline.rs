@@ -2,6 +2,7 @@
 //! checkpoint), solve, run the plan beside the baselines and all-DRAM, write a report.
 
 use crate::args::{FormulationArg, HostArgs};
+use crate::out::Deferred;
 use crate::render::plans;
 use crate::render::progress::{self, PassBar};
 use crate::table::{Table, bytes};
@@ -75,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let budget = Budget::parse(&args.budget)?;
     let mut host = args.host.open()?;
     let dir = args.output.clone().unwrap_or_else(|| Path::new("reports").join(model.name()));
-    println!("placer pipeline: {} ({source}), budget {budget}", model.name());
+    outln!("placer pipeline: {} ({source}), budget {budget}", model.name())?;
     let request = PipelineRequest {
         model: &model,
         source: &source,
@@ -95,21 +96,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     // Its length comes with the profiler's first report.
     let bar = PassBar::new(false, 0)?;
-    let outcome = placer_eval::pipeline(&request, &mut host, &mut |event| render(event, &bar))?;
+    let mut printed = Deferred::default();
+    let outcome = placer_eval::pipeline(&request, &mut host, &mut |event| printed.keep(render(event, &bar)))?;
+    printed.result()?;
     for path in &outcome.written {
-        println!("  wrote {}", path.display());
+        outln!("  wrote {}", path.display())?;
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
-    print!("{}", placer_eval::report::standing_section(&comparison, &outcome.result.plan));
+    out!("{}", placer_eval::report::standing_section(&comparison, &outcome.result.plan))?;
     if let Some(m) = outcome.measured.first() {
-        println!("{}", m.timing_note());
+        outln!("{}", m.timing_note())?;
     }
     Ok(())
 }
 
-fn render(event: PipelineEvent<'_>, bar: &PassBar) {
+fn render(event: PipelineEvent<'_>, bar: &PassBar) -> std::io::Result<()> {
     match event {
-        PipelineEvent::Stage(stage) => println!(
+        PipelineEvent::Stage(stage) => outln!(
             "{}",
             match stage {
                 Stage::Profile => "1/4 profile",
@@ -118,28 +121,31 @@ fn render(event: PipelineEvent<'_>, bar: &PassBar) {
                 Stage::Report => "4/4 report",
             }
         ),
-        PipelineEvent::ProfilePass(p) => bar.update(p),
+        PipelineEvent::ProfilePass(p) => {
+            bar.update(p);
+            Ok(())
+        }
         PipelineEvent::Profiled { note } => {
             bar.finish();
-            println!("  {note}");
+            outln!("  {note}")
         }
         PipelineEvent::Inputs(e) => progress::inputs_event(e),
-        PipelineEvent::Progress(line) => println!("  {line}"),
+        PipelineEvent::Progress(line) => outln!("  {line}"),
         PipelineEvent::Solved(result) => {
             let plan = &result.plan;
-            println!(
+            outln!(
                 "  {}: predicted {:.3} ms per step = {:.3}× all-DRAM; DRAM budget {} of peak {}",
                 plan_label(plan),
                 plan.predicted.step_ns / 1e6,
                 plan.predicted.step_ns / result.all_dram_ns,
                 bytes(result.budget_bytes),
                 bytes(result.peak_bytes)
-            );
+            )
         }
-        PipelineEvent::Compared(comparison) => print!("{}", plans::comparison(comparison).render()),
-        PipelineEvent::SweepBudget { share } => println!("sweep: budget {:.0}% of peak live memory", share * 100.0),
-        PipelineEvent::SweepNoPlan(e) => println!("  no plan at this budget: {e}"),
-        PipelineEvent::Swept(points) => print!("{}", sweep_table(points).render()),
+        PipelineEvent::Compared(comparison) => out!("{}", plans::comparison(comparison).render()),
+        PipelineEvent::SweepBudget { share } => outln!("sweep: budget {:.0}% of peak live memory", share * 100.0),
+        PipelineEvent::SweepNoPlan(e) => outln!("  no plan at this budget: {e}"),
+        PipelineEvent::Swept(points) => out!("{}", sweep_table(points).render()),
     }
 }
 

@@ -144,7 +144,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
     let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode));
     if args.plan_only {
-        print!("{}", plan_table(&plan, options.protocol.rounds).render());
+        out!("{}", plan_table(&plan, options.protocol.rounds).render())?;
         return Ok(());
     }
     let started = Instant::now();
@@ -154,9 +154,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     bar.finish();
     let profile = &outcome.profile;
     match args.export.as_deref() {
-        Some("csv") => print!("{}", export::csv(profile)),
-        Some(_) => println!("{}", export::json(profile)?),
-        None => print!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64())),
+        Some("csv") => out!("{}", export::csv(profile))?,
+        Some(_) => outln!("{}", export::json(profile)?)?,
+        None => out!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64()))?,
     }
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! `placer run MODEL --plan plan.json [--compare-baselines]`.
 
 use crate::args::HostArgs;
-use crate::render::plans;
+use crate::out::Deferred;
+use crate::render::{pages, plans};
 use crate::table::{Table, bytes};
 use placer_eval::{Comparison, LeftOut, MeasureOptions, PlanRunEvent};
 use placer_exec::{RunOptions, RunSummary};
@@ -58,9 +59,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let run = placer_eval::run_plain(&model, pools, &args.place, &options)?;
     let summary = RunSummary::new(&model, &run.report, args.top).ok_or_else(|| anyhow::anyhow!("no timed steps"))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?)?;
     } else {
-        print!("{}", render(&summary, run.executor.pools()));
+        out!("{}", render(&summary, run.executor.pools(), host.layout.topology.virtual_machine))?;
     }
     Ok(())
 }
@@ -71,51 +72,44 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
     // With --json, stdout carries only the JSON.
     let json = args.json;
+    let mut printed = Deferred::default();
     let mut events = |event: PlanRunEvent<'_>| match event {
         PlanRunEvent::LeftOut(LeftOut::ProfileGone { profile }) => {
-            eprintln!("note: the plan's profile {profile} is gone; baselines are costed by the cost model alone");
+            errln!("note: the plan's profile {profile} is gone; baselines are costed by the cost model alone");
         }
         PlanRunEvent::LeftOut(LeftOut::FailedCheck { baseline }) => {
-            eprintln!("note: baseline {baseline} failed the plan checker; left out");
+            errln!("note: baseline {baseline} failed the plan checker; left out");
         }
         PlanRunEvent::LeftOut(LeftOut::NoPlan { baseline, why }) => {
-            eprintln!("note: baseline {baseline} has no plan: {why}");
+            errln!("note: baseline {baseline} has no plan: {why}");
         }
-        PlanRunEvent::Progress(line) if json => eprintln!("  {line}"),
-        PlanRunEvent::Progress(line) => println!("  {line}"),
+        PlanRunEvent::Progress(line) if json => errln!("  {line}"),
+        PlanRunEvent::Progress(line) => printed.keep(outln!("  {line}")),
     };
     let measured = placer_eval::run_plan(model, &mut host, plan, args.compare_baselines, &options, &mut events)?;
+    printed.result()?;
     let pools = host.pool_set()?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&measured)?);
+        outln!("{}", serde_json::to_string_pretty(&measured)?)?;
         return Ok(());
     }
-    print!("{}", plans::facts(&measured[0], &pools).render());
-    println!();
-    println!("kernels furthest from their prediction");
-    print!("{}", plans::kernels(&measured[0], model, args.top).render());
+    out!("{}", plans::facts(&measured[0], &pools).render())?;
+    outln!()?;
+    outln!("kernels furthest from their prediction")?;
+    out!("{}", plans::kernels(&measured[0], model, args.top).render())?;
     if measured.len() > 1 {
-        println!();
-        println!("side by side, interleaved ({} timed steps each)", args.iterations);
-        print!("{}", plans::comparison(&Comparison::new(&measured)).render());
+        outln!()?;
+        outln!("side by side, interleaved ({} timed steps each)", args.iterations)?;
+        out!("{}", plans::comparison(&Comparison::new(&measured)).render())?;
     }
     Ok(())
-}
-
-/// Where the kernel put a NUMA pool's pages, as `move_pages` reported them.
-fn pages(pool: &placer_pools::Pool) -> String {
-    let t = pool.page_tally();
-    if t.checked == 0 {
-        return String::new();
-    }
-    format!("; {} of {} pages checked are on its node(s)", t.checked - t.elsewhere - t.unknown, t.checked)
 }
 
 fn ms(v: f64) -> String {
     format!("{v:.3}")
 }
 
-fn render(s: &RunSummary, pools: &PoolSet) -> String {
+fn render(s: &RunSummary, pools: &PoolSet, virtual_machine: bool) -> String {
     let mut facts = Table::new(&["model", &format!("{} ({})", s.model, &s.content_hash[..16])]);
     for (pool, (name, peak)) in pools.pools().iter().zip(&s.pool_peaks) {
         facts.row(vec![
@@ -129,16 +123,27 @@ fn render(s: &RunSummary, pools: &PoolSet) -> String {
             let pools: Vec<String> = s
                 .emulated_pools
                 .iter()
-                .map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors))
+                .map(|e| format!("'{}' as {} ({} tensors; data via {})", e.pool, e.device, e.tensors, e.location))
                 .collect();
             format!(
-                "EMULATED: tensors in {} are in DRAM and each kernel waits what the device model charges \
+                "EMULATED: tensors in {}: each kernel waits what the device model charges \
                  (median {} ms of waiting per step); these are not measurements of that device",
                 pools.join(", "),
                 ms(s.emulated_wait_ms.median)
             )
         } else {
-            "measured on real memory: no tensor is in an emulated pool".into()
+            let slow_real = pools
+                .pools()
+                .iter()
+                .zip(&s.pool_peaks)
+                .any(|(p, (_, peak))| *peak > 0 && !p.is_emulated() && p.kind != placer_pools::PoolKind::Dram);
+            if virtual_machine && slow_real {
+                "measured on real memory, in a virtual machine: its NUMA nodes are as fast as the hypervisor's \
+                 memory behind them, not as the devices they are named for"
+                    .into()
+            } else {
+                "measured on real memory: no tensor is in an emulated pool".into()
+            }
         },
     ]);
     facts.row(vec!["scratch".into(), bytes(s.scratch_bytes)]);

@@ -5,6 +5,7 @@
 //! `--checkpoint-dir`) names the model file it measured.
 
 use crate::args::{FormulationArg, HostArgs};
+use crate::out::Deferred;
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
 use placer_profile::{Profile, source};
@@ -120,14 +121,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // Before the host is opened: a bad limit must not cost a probe first.
     options.check()?;
     let mut host = args.host.open()?;
-    let SolveInputs { pools, costs, pins, profile } = placer_solve::solve_inputs(
-        &model,
-        &mut host,
-        checkpoint.as_deref(),
-        &args.pin,
-        args.no_probe,
-        &mut progress::inputs_event,
-    )?;
+    let mut printed = Deferred::default();
+    let SolveInputs { pools, costs, pins, profile } =
+        placer_solve::solve_inputs(&model, &mut host, checkpoint.as_deref(), &args.pin, args.no_probe, &mut |event| {
+            printed.keep(progress::inputs_event(event))
+        })?;
+    printed.result()?;
     let request = SolveRequest {
         model: &model,
         costs: &costs,
@@ -138,22 +137,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         profile: checkpoint.as_ref().map(|p| p.display().to_string()),
     };
     if let Some(chosen) = &chosen {
-        println!("solving {chosen}");
+        outln!("solving {chosen}")?;
     }
-    print!("{}", header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &budget).render());
-    let mut progress = |line: &str| println!("  {line}");
-    let result = placer_solve::solve(&request, &mut progress);
+    out!("{}", header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &budget).render())?;
+    let mut printed = Deferred::default();
+    let result = placer_solve::solve(&request, &mut |line| printed.keep(outln!("  {line}")));
     let _ = std::fs::remove_file(&log_file);
     let _ = std::fs::remove_file(log_file.with_extension("sync.log"));
     let result = result?;
+    // The plan is kept even when the progress could not be printed.
     result.plan.save(&args.output)?;
-    print!("{}", summary(&result, &pools).render());
+    printed.result()?;
+    out!("{}", summary(&result, &pools).render())?;
     if args.baselines {
-        print!("\n{}", baseline_table(&result).render());
+        out!("\n{}", baseline_table(&result).render())?;
     }
-    println!("wrote {}", args.output.display());
+    outln!("wrote {}", args.output.display())?;
     if pools.any_emulated() {
-        println!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools));
+        outln!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools))?;
     }
     Ok(())
 }

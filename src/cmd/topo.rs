@@ -61,9 +61,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             probe: probe.as_ref(),
             probe_cached,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
-        print!("{}", render(&host, baseline, probe.as_ref(), probe_cached));
+        out!("{}", render(&host, baseline, probe.as_ref(), probe_cached))?;
     }
     Ok(())
 }
@@ -87,6 +87,14 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
             host.fingerprint
         ),
     ]);
+    if topo.virtual_machine {
+        facts.row(vec![
+            "virtual machine".into(),
+            "the CPUs carry the hypervisor flag: every NUMA node is as fast as the hypervisor's memory behind it, \
+             whatever hwloc and the firmware call it"
+                .into(),
+        ]);
+    }
     facts.row(vec![
         "memory mode".into(),
         if layout.two_level_memory {
@@ -129,6 +137,8 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         "CPUs",
         "capacity",
         "subtype",
+        "kind",
+        "onlined by",
         "kernel tier",
         "read MiB/s",
         "write MiB/s",
@@ -142,6 +152,8 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
             n.cpus.to_string(),
             bytes(n.capacity),
             opt(n.subtype.clone()),
+            if n.inferred.is_some() { format!("{} (inferred)", n.kind) } else { n.kind.to_string() },
+            opt(n.kmem_dax.as_ref().map(|d| format!("kmem-DAX {d}"))),
             opt(n.kernel_tier),
             opt(n.attrs.read_bw()),
             opt(n.attrs.write_bw()),
@@ -150,6 +162,14 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         ]);
     }
     out.push_str(&nodes.render());
+    for n in topo.nodes.iter() {
+        if let Some(why) = &n.inferred {
+            out.push_str(&format!("  inferred, node {}: {} is {why}\n", n.os_index, n.kind));
+        }
+    }
+    if topo.nodes.iter().any(|n| n.inferred.is_some()) {
+        out.push_str("  (an inference is not a measurement: name the pools in a host file, --host, to override it)\n");
+    }
 
     out.push_str("\npools\n");
     let mut pools = Table::new(&["pool", "kind", "capacity", "backend", "notes"]);
@@ -201,13 +221,28 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
     for p in layout.pools.iter().filter(|p| p.is_emulated()) {
         if let Some(d) = &p.device {
             out.push_str(&format!(
-                "\nEMULATED: pool '{}' is not real {} memory. Its data is in DRAM and every kernel that touches it \
-                 waits the extra time the '{}' model predicts ({}), in the {} wait model (docs/hosts.md).\n",
-                p.name, p.kind, d.name, d.source, d.wait
+                "\nEMULATED: pool '{}' is not real {} memory. Its data is bound to node {} and every kernel \
+                 that touches it waits the extra time the '{}' model predicts ({}), in the {} wait model \
+                 (docs/hosts.md).\n",
+                p.name,
+                p.kind,
+                emulated_nodes(&p.backend),
+                d.name,
+                d.source,
+                d.wait
             ));
         }
     }
     out
+}
+
+fn emulated_nodes(b: &placer_host::BackendSpec) -> String {
+    match b {
+        placer_host::BackendSpec::Emulated { nodes, .. } => {
+            nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        }
+        _ => "-".into(),
+    }
 }
 
 fn spread(s: placer_host::bandwidth::Spread) -> String {
@@ -227,7 +262,7 @@ fn backend(b: &placer_host::BackendSpec) -> String {
     match b {
         B::Numa { nodes: n } => format!("numa bind node {}", nodes(n)),
         B::Heap => "heap".into(),
-        B::Emulated { nodes: n, .. } => format!("DRAM (numa bind node {}) + waits", nodes(n)),
+        B::Emulated { nodes: n, .. } => format!("numa bind node {} + waits", nodes(n)),
         B::MemkindDaxKmem => "memkind MEMKIND_DAX_KMEM".into(),
         B::MemkindPmem { dir, max_bytes } => format!("memkind pmem {} (max {})", dir.display(), bytes(*max_bytes)),
         B::MemkindDefault => "memkind default".into(),

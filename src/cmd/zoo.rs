@@ -23,7 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let Some(name) = args.name.filter(|_| !args.list) else {
         let width = placer_zoo::entries().iter().map(|e| e.name.len()).max().unwrap_or(0);
         for e in placer_zoo::entries() {
-            println!("{:<width$}  {}", e.name, e.description);
+            outln!("{:<width$}  {}", e.name, e.description)?;
         }
         return Ok(());
     };
@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.output {
         Some(path) => {
             placer_ir::save_model(&model, &path)?;
-            eprintln!(
+            errln!(
                 "wrote {} ({} nodes, {} tensors) to {}",
                 model.name(),
                 model.nodes().len(),
@@ -39,7 +39,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 path.display()
             );
         }
-        None => print!("{}", model.to_json()),
+        None => out!("{}", model.to_json())?,
     }
     Ok(())
 }

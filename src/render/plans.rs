@@ -54,7 +54,13 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
         let limit = if i == 0 { format!(", budget {}", budget_text(m.budget_bytes)) } else { String::new() };
         t.row(vec![
             format!("pool {}", pool.name),
-            format!("arena {} reserved, peak {} in use (measured by the arena){limit}", bytes(reserved), bytes(peak)),
+            format!(
+                "{}: arena {} reserved, peak {} in use (measured by the arena){limit}{}",
+                pool.describe(),
+                bytes(reserved),
+                bytes(peak),
+                r.pages.get(i).map(|(tally, nodes)| super::pages_on(tally, nodes)).unwrap_or_default()
+            ),
         ]);
     }
     if let (Some(first), Some(last)) = (r.losses.first(), r.losses.last()) {

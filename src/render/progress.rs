@@ -5,10 +5,10 @@ use placer_profile::Progress;
 use placer_solve::InputsEvent;
 
 /// What gathering a solve's inputs reports: a probe of the copies, which takes a while.
-pub fn inputs_event(event: InputsEvent) {
+pub fn inputs_event(event: InputsEvent) -> std::io::Result<()> {
     match event {
         InputsEvent::Probing => {
-            println!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)");
+            outln!("measuring copy bandwidth between pools (cached for next time; --no-probe skips it)")
         }
     }
 }

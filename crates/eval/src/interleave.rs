@@ -69,10 +69,10 @@ impl Measured {
                 .report
                 .emulated
                 .iter()
-                .map(|e| format!("'{}' as {} ({} tensors)", e.pool, e.device, e.tensors))
+                .map(|e| format!("'{}' as {} ({} tensors; data via {})", e.pool, e.device, e.tensors, e.location))
                 .collect();
             format!(
-                "EMULATED: tensors in {} are in DRAM and each kernel and copy waits what the device model charges; \
+                "EMULATED: tensors in {}: each kernel and copy waits what the device model charges; \
                  these are not measurements of that device",
                 pools.join(", ")
             )

@@ -71,6 +71,14 @@ pub struct EmulatedPoolUse {
     pub pool: String,
     pub device: String,
     pub tensors: usize,
+    /// Where the pool's data really is (`numa bind to node 2 (pmem, kmem-DAX dax0.0)`).
+    pub location: String,
+}
+
+impl EmulatedPoolUse {
+    pub(crate) fn new(pool: &placer_pools::Pool, emulation: &placer_pools::Emulation, tensors: usize) -> Self {
+        EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors, location: pool.location() }
+    }
 }
 
 #[derive(Debug)]
@@ -357,7 +365,7 @@ impl<'m> Executor<'m> {
                 let pool = self.pools.pool(id);
                 let emulation = pool.emulation.as_ref()?;
                 let tensors = self.buffers.iter().flatten().filter(|b| b.pool() == id).count();
-                (tensors > 0).then(|| EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors })
+                (tensors > 0).then(|| EmulatedPoolUse::new(pool, emulation, tensors))
             })
             .collect()
     }

@@ -59,6 +59,9 @@ pub struct PlanRunReport {
     /// Bytes copied per step.
     pub bytes_moved: u64,
     pub emulated: Vec<EmulatedPoolUse>,
+    /// Per pool: where its arena's pages were found after the first touch
+    /// (`move_pages`), and the nodes they were bound to.
+    pub pages: Vec<(placer_pools::PageTally, Vec<u32>)>,
 }
 
 #[derive(Debug)]
@@ -380,6 +383,7 @@ impl<'m> PlanExecutor<'m> {
             background_moves: self.plan.moves.len() - blocking,
             bytes_moved: self.plan.moves.iter().map(|m| self.model.tensor(m.tensor).bytes).sum(),
             emulated: self.emulated_pools_used(),
+            pages: self.pools.pools().iter().map(|p| (p.page_tally(), p.backend.checked_nodes().to_vec())).collect(),
         }
     }
 
@@ -390,7 +394,7 @@ impl<'m> PlanExecutor<'m> {
                 let pool = self.pools.pool(id);
                 let emulation = pool.emulation.as_ref()?;
                 let tensors = self.plan.spans.iter().filter(|s| s.iter().any(|s| s.pool == id)).count();
-                (tensors > 0).then(|| EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors })
+                (tensors > 0).then(|| EmulatedPoolUse::new(pool, emulation, tensors))
             })
             .collect()
     }

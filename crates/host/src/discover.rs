@@ -58,8 +58,22 @@ pub struct NumaNode {
     pub cpus: usize,
     /// The package this node is attached to, when it is attached below one.
     pub package: Option<u32>,
+    /// The CPUs this node is local to, as hwloc gives them (the cpuset of the object it
+    /// hangs from, so a CPU-less node shares its neighbour's): nodes with the same
+    /// locality sit at the same place in the machine.
+    pub locality: Option<String>,
     /// hwloc's subtype (DRAM, HBM, NVM, CXL-DRAM, SPM, MCDRAM, GPUMemory), if known.
     pub subtype: Option<String>,
+    /// What this node is, from the subtype, else inferred (see `inferred`).
+    pub kind: PoolKind,
+    /// Why `kind` was inferred, when no subtype named it (classify.rs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<String>,
+    /// The device-DAX device whose memory the kernel's `kmem` driver onlined as this
+    /// node (`daxctl reconfigure-device --mode=system-ram`), e.g. `dax0.0`. Live hosts
+    /// only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kmem_dax: Option<String>,
     /// The kernel's memory tier (`/sys/devices/virtual/memory_tiering`, Linux 6.1+):
     /// lower is faster; DRAM is usually tier 4, PMEM and CXL nodes sit in higher ones.
     /// Live hosts only.
@@ -81,6 +95,11 @@ pub struct HostTopology {
     pub nodes: Vec<NumaNode>,
     /// CPU model name, when hwloc reports it.
     pub cpu_model: Option<String>,
+    /// The CPUs carry the `hypervisor` flag: this is a virtual machine, and its NUMA
+    /// nodes are as fast as the host's memory behind them, whatever they are called.
+    /// Live hosts only.
+    #[serde(default)]
+    pub virtual_machine: bool,
 }
 
 impl HostTopology {
@@ -130,10 +149,9 @@ impl HostTopology {
             let initiator = initiator.clone()?;
             a.value(Some(initiator.into()), node).ok().flatten()
         };
-        let kernel_tiers = match source {
-            Source::ThisHost => kernel_memory_tiers(),
-            Source::Xml { .. } => Vec::new(),
-        };
+        let live = source == Source::ThisHost;
+        let kernel_tiers = if live { kernel_memory_tiers() } else { Vec::new() };
+        let kmem = if live { kmem_dax_devices() } else { Vec::new() };
         let nodes = topology
             .objects_with_type(ObjectType::NUMANode)
             .map(|n| {
@@ -149,7 +167,11 @@ impl HostTopology {
                     capacity,
                     cpus: local_cpus(&source, n),
                     package: package_of(n).and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
+                    locality: n.cpuset().map(|c| format_list(c.iter_set().map(usize::from))),
                     subtype: n.subtype().map(|s| s.to_string_lossy().into_owned()),
+                    kind: PoolKind::Unknown,
+                    inferred: None,
+                    kmem_dax: kmem.iter().find(|(node, _)| *node == os_index).map(|(_, dev)| dev.clone()),
                     kernel_tier: kernel_tiers.iter().find(|(n, _)| *n == os_index).map(|(_, t)| *t),
                     memory_side_cache,
                     attrs: MemAttrs {
@@ -164,13 +186,29 @@ impl HostTopology {
             })
             .collect();
         let cpu_model = packages.iter().find_map(|p| p.info("CPUModel")).map(|s| s.to_string_lossy().into_owned());
-        HostTopology {
+        let mut host = HostTopology {
             source,
             packages: packages.len() as u32,
             cpus: topology.cpuset().weight().unwrap_or(0),
             home_package: home.and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
             nodes,
             cpu_model,
+            virtual_machine: live && hypervisor_flag(),
+        };
+        host.classify();
+        host
+    }
+
+    /// Sets every node's `kind` (and `inferred`). An on-package tier inferred from an
+    /// XML export loses the CPUs hwloc lent it from its neighbour.
+    pub fn classify(&mut self) {
+        let classes = crate::classify::classify(self);
+        for (node, class) in self.nodes.iter_mut().zip(classes) {
+            if class.inferred.is_some() && class.kind == PoolKind::Hbm {
+                node.cpus = 0;
+            }
+            node.kind = class.kind;
+            node.inferred = class.inferred;
         }
     }
 
@@ -178,25 +216,6 @@ impl HostTopology {
     /// slow tier (Optane Memory Mode, "2LM"), so there is no separately placeable tier.
     pub fn two_level_memory(&self) -> bool {
         self.nodes.iter().any(|n| n.memory_side_cache.is_some())
-    }
-
-    /// What technology a node is, from hwloc's subtype, else from its shape: a node
-    /// with CPUs is DRAM; a CPU-less one is unknown.
-    pub fn kind_of(&self, node: &NumaNode) -> PoolKind {
-        match node.subtype.as_deref().map(str::to_ascii_uppercase).as_deref() {
-            Some("NVM") => PoolKind::Pmem,
-            Some("HBM" | "MCDRAM") => PoolKind::Hbm,
-            Some("CXL-DRAM") => PoolKind::Cxl,
-            Some("SPM") => PoolKind::Spm,
-            Some("DRAM") | None if node.cpus > 0 || node.subtype.is_some() => {
-                if self.is_local(node) {
-                    PoolKind::Dram
-                } else {
-                    PoolKind::RemoteDram
-                }
-            }
-            _ => PoolKind::Unknown,
-        }
     }
 
     /// True when the node belongs to the home package (or the host has only one).
@@ -274,6 +293,20 @@ fn parse_list(list: &str) -> Vec<u32> {
         .collect()
 }
 
+/// A kernel-style list of indices: `0-3,8`.
+fn format_list(indices: impl Iterator<Item = usize>) -> String {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for i in indices {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == i => *end = i,
+            _ => ranges.push((i, i)),
+        }
+    }
+    let parts: Vec<String> =
+        ranges.iter().map(|&(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    parts.join(",")
+}
+
 /// (node, tier) for every node in the kernel's memory tiers; empty before Linux 6.1.
 fn kernel_memory_tiers() -> Vec<(u32, u32)> {
     let Ok(entries) = std::fs::read_dir("/sys/devices/virtual/memory_tiering") else {
@@ -292,6 +325,35 @@ fn kernel_memory_tiers() -> Vec<(u32, u32)> {
     tiers
 }
 
+/// (node, device) for every device-DAX device the `kmem` driver onlined as system RAM.
+fn kmem_dax_devices() -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/sys/bus/dax/devices") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let driver = std::fs::read_link(path.join("driver")).ok();
+        if driver.as_deref().and_then(Path::file_name).is_none_or(|d| d != "kmem") {
+            continue;
+        }
+        let node = std::fs::read_to_string(path.join("target_node")).ok().and_then(|s| s.trim().parse().ok());
+        if let Some(node) = node {
+            found.push((node, entry.file_name().to_string_lossy().into_owned()));
+        }
+    }
+    found.sort();
+    found
+}
+
+/// True when /proc/cpuinfo lists the `hypervisor` CPU flag (set by every mainstream
+/// hypervisor, QEMU's software CPU included).
+fn hypervisor_flag() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|info| {
+        info.lines().any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+    })
+}
+
 fn package_of(object: &TopologyObject) -> Option<&TopologyObject> {
     object.ancestors().find(|a| a.object_type() == ObjectType::Package)
 }
@@ -306,5 +368,6 @@ mod tests {
         assert_eq!(count_cpu_list(""), 0);
         assert_eq!(count_cpu_list("5"), 1);
         assert_eq!(super::parse_list("0,2-3"), vec![0, 2, 3]);
+        assert_eq!(super::format_list([0, 1, 2, 3, 8, 10, 11].into_iter()), "0-3,8,10-11");
     }
 }

@@ -180,26 +180,55 @@ impl Host {
             BackendSpec::Numa { nodes } | BackendSpec::Emulated { nodes, .. } => numa(nodes)?,
             BackendSpec::Heap => Backend::Heap,
             BackendSpec::MemkindDaxKmem | BackendSpec::MemkindPmem { .. } | BackendSpec::MemkindDefault => {
-                memkind_backend(&spec.backend)?
+                let kmem: Vec<u32> =
+                    self.layout.topology.nodes.iter().filter(|n| n.kmem_dax.is_some()).map(|n| n.os_index).collect();
+                memkind_backend(&spec.backend, kmem)?
             }
         };
-        Ok(Pool::new(&spec.name, spec.kind, spec.capacity).with_backend(backend))
+        let pool = Pool::new(&spec.name, spec.kind, spec.capacity).with_backend(backend);
+        Ok(match self.memory_label(pool.backend.checked_nodes()) {
+            Some(label) => pool.with_memory(label),
+            None => pool,
+        })
+    }
+
+    /// What the nodes behind a pool are, as the topology knows them: `pmem, kmem-DAX
+    /// dax0.0` (one entry per distinct description).
+    fn memory_label(&self, nodes: &[u32]) -> Option<String> {
+        let mut labels: Vec<String> = Vec::new();
+        for node in self.layout.topology.nodes.iter().filter(|n| nodes.contains(&n.os_index)) {
+            let mut label = node.kind.to_string();
+            if let Some(dax) = &node.kmem_dax {
+                label.push_str(&format!(", kmem-DAX {dax}"));
+            }
+            if node.inferred.is_some() {
+                label.push_str(", inferred");
+            }
+            if !labels.contains(&label) {
+                labels.push(label);
+            }
+        }
+        (!labels.is_empty()).then(|| labels.join("; "))
     }
 }
 
+/// A memkind kind. `MEMKIND_DAX_KMEM`'s pages are checked against the kmem-DAX nodes
+/// the kernel reports (`kmem`); the other kinds' pages are not checked.
 #[cfg(feature = "memkind")]
-fn memkind_backend(spec: &BackendSpec) -> Result<Backend, HostError> {
+fn memkind_backend(spec: &BackendSpec, kmem: Vec<u32>) -> Result<Backend, HostError> {
     use placer_pools::{MemkindKind, MemkindSpec};
-    let spec = match spec {
-        BackendSpec::MemkindDaxKmem => MemkindSpec::DaxKmem,
-        BackendSpec::MemkindPmem { dir, max_bytes } => MemkindSpec::Pmem { dir: dir.clone(), max_bytes: *max_bytes },
-        _ => MemkindSpec::Default,
+    let (spec, nodes) = match spec {
+        BackendSpec::MemkindDaxKmem => (MemkindSpec::DaxKmem, kmem),
+        BackendSpec::MemkindPmem { dir, max_bytes } => {
+            (MemkindSpec::Pmem { dir: dir.clone(), max_bytes: *max_bytes }, Vec::new())
+        }
+        _ => (MemkindSpec::Default, Vec::new()),
     };
-    Ok(Backend::Memkind(MemkindKind::open(&spec)?))
+    Ok(Backend::Memkind { kind: MemkindKind::open(&spec)?, nodes })
 }
 
 #[cfg(not(feature = "memkind"))]
-fn memkind_backend(_: &BackendSpec) -> Result<Backend, HostError> {
+fn memkind_backend(_: &BackendSpec, _: Vec<u32>) -> Result<Backend, HostError> {
     Err(PoolError::BackendUnavailable {
         backend: "memkind".into(),
         reason: "placer was built without its 'memkind' feature".into(),

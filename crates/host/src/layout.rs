@@ -74,7 +74,42 @@ pub enum EmulateChoice {
     /// topology (it describes a real host's real tiers) or a 2LM host.
     Default,
     None,
-    Devices(Vec<DeviceModel>),
+    Devices(Vec<Emulate>),
+}
+
+/// One device to emulate: as a new pool in local DRAM, or as the timing of a pool the
+/// host really has (`optane-dcpmm@pmem`: the data stays bound to that pool's nodes, and
+/// every kernel waits what the device model charges, e.g. in a VM whose PMEM node is
+/// really the hypervisor's DRAM).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emulate {
+    pub device: DeviceModel,
+    /// The discovered pool whose timing is emulated; `None` adds a new pool in DRAM.
+    pub on: Option<String>,
+}
+
+impl EmulateChoice {
+    /// Parses `--emulate`: `none`, or a comma-separated list of `DEVICE[:MODEL][@POOL]`
+    /// where DEVICE is a built-in model name or a model file.
+    pub fn parse(list: &str) -> Result<EmulateChoice, HostError> {
+        if list.trim() == "none" {
+            return Ok(EmulateChoice::None);
+        }
+        let devices = list
+            .split(',')
+            .map(|item| {
+                let (device, on) = match item.trim().rsplit_once('@') {
+                    Some((device, pool)) => (device, Some(pool.trim().to_string())),
+                    None => (item.trim(), None),
+                };
+                if on.as_deref() == Some("") {
+                    return Err(HostError::Usage { reason: format!("--emulate '{item}': no pool after '@'") });
+                }
+                Ok(Emulate { device: DeviceModel::resolve(device)?, on })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(EmulateChoice::Devices(devices))
+    }
 }
 
 impl HostLayout {
@@ -83,7 +118,7 @@ impl HostLayout {
     pub fn discover(topology: HostTopology, emulate: &EmulateChoice) -> Result<HostLayout, HostError> {
         let mut groups: Vec<(String, PoolKind, Vec<&NumaNode>)> = Vec::new();
         for node in &topology.nodes {
-            let kind = topology.kind_of(node);
+            let kind = node.kind;
             let name = match (kind, topology.is_local(node)) {
                 (PoolKind::Unknown, _) => format!("node{}", node.os_index),
                 (PoolKind::Dram | PoolKind::RemoteDram, _) | (_, true) => kind.name().to_string(),
@@ -100,6 +135,25 @@ impl HostLayout {
             .into_iter()
             .map(|(name, kind, nodes)| {
                 let mut notes = Vec::new();
+                let inferred: Vec<&NumaNode> = nodes.iter().copied().filter(|n| n.inferred.is_some()).collect();
+                if let Some(first) = inferred.first() {
+                    let others: Vec<String> = inferred[1..].iter().map(|n| n.os_index.to_string()).collect();
+                    let likewise = if others.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (likewise nodes {})", others.join(", "))
+                    };
+                    notes.push(format!(
+                        "inferred, node {}: {}{likewise}",
+                        first.os_index,
+                        first.inferred.as_deref().unwrap_or_default()
+                    ));
+                }
+                if topology.virtual_machine && kind != PoolKind::Dram {
+                    notes.push(format!(
+                        "virtual machine: this node is as fast as the hypervisor's memory behind it, not as {kind}"
+                    ));
+                }
                 if let Some(cache) = nodes.iter().find_map(|n| n.memory_side_cache) {
                     let size = if cache > 0 { format!("{} ", crate::fmt_bytes(cache)) } else { String::new() };
                     notes.push(format!(
@@ -120,12 +174,16 @@ impl HostLayout {
         let only_dram = pools.iter().all(|p| p.kind == PoolKind::Dram);
         let devices = match emulate {
             EmulateChoice::Default if only_dram && !two_level_memory && topology.source == Source::ThisHost => {
-                vec![DeviceModel::named("optane-dcpmm")?]
+                vec![Emulate { device: DeviceModel::named("optane-dcpmm")?, on: None }]
             }
             EmulateChoice::Default | EmulateChoice::None => Vec::new(),
             EmulateChoice::Devices(d) => d.clone(),
         };
-        for device in devices {
+        for Emulate { device, on } in devices {
+            if let Some(target) = on {
+                emulate_on(&mut pools, &target, device)?;
+                continue;
+            }
             let home = pools.iter().find(|p| p.kind == PoolKind::Dram).ok_or(HostError::NoDram)?;
             let nodes = match &home.backend {
                 BackendSpec::Numa { nodes } => nodes.clone(),
@@ -164,6 +222,33 @@ impl HostLayout {
         kinds.dedup();
         kinds
     }
+}
+
+/// Gives the real pool `target` the timing of `device`: its data stays bound where it
+/// is, and every kernel that touches it waits what the device model charges.
+fn emulate_on(pools: &mut [PoolSpec], target: &str, device: DeviceModel) -> Result<(), HostError> {
+    let names = || pools.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", ");
+    let unknown = || HostError::Usage {
+        reason: format!("--emulate {}@{target}: this host has no pool '{target}' (pools: {})", device.name, names()),
+    };
+    let index = pools.iter().position(|p| p.name == target).ok_or_else(unknown)?;
+    let pool = &mut pools[index];
+    let nodes = match &pool.backend {
+        BackendSpec::Numa { nodes } => nodes.clone(),
+        _ => {
+            return Err(HostError::Usage {
+                reason: format!("--emulate {}@{target}: pool '{target}' is already emulated", device.name),
+            });
+        }
+    };
+    pool.notes.push(format!(
+        "timing EMULATED as {}; the data is really bound to node {}",
+        device.label(),
+        nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    ));
+    pool.backend = BackendSpec::Emulated { device: device.name.clone(), nodes };
+    pool.device = Some(device);
+    Ok(())
 }
 
 /// Fast tiers before slow ones, for display and for a stable pool order.

@@ -10,6 +10,7 @@
 
 pub mod bandwidth;
 pub mod cache;
+mod classify;
 pub mod device;
 pub mod discover;
 pub mod hostfile;
@@ -22,7 +23,7 @@ pub use cache::{DramBaseline, HostCache};
 pub use device::DeviceModel;
 pub use discover::{HostTopology, MemAttrs, NumaNode, Source};
 pub use host::{Host, HostOptions};
-pub use layout::{BackendSpec, EmulateChoice, HostLayout, LayoutOrigin, PoolSpec};
+pub use layout::{BackendSpec, Emulate, EmulateChoice, HostLayout, LayoutOrigin, PoolSpec};
 pub use probe::{PoolsProbe, ProbeOptions};
 
 use std::path::PathBuf;

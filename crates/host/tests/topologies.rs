@@ -71,6 +71,97 @@ fn xeon_max_in_flat_mode_has_an_hbm_tier() {
     assert_eq!(host.layout.tiers(), vec![PoolKind::Dram, PoolKind::Hbm, PoolKind::RemoteDram]);
 }
 
+/// An export by an hwloc that set no subtypes: 8 DDR nodes and 8 HBM nodes, each pair
+/// under one sub-NUMA cluster with the same CPUs. The HBM must come out apart from DDR,
+/// labelled as an inference.
+#[test]
+fn flat_hbm_without_subtypes_is_inferred_from_capacity_locality_and_cpu_model() {
+    let host = open_xml("xeon-max-9462-snc4-flat.xml");
+    assert_eq!(
+        pools(&host),
+        vec![
+            pool("dram", PoolKind::Dram, 504, &[0, 1, 2, 3]),
+            pool("hbm", PoolKind::Hbm, 64, &[8, 9, 10, 11]),
+            pool("remote-hbm", PoolKind::Hbm, 64, &[12, 13, 14, 15]),
+            pool("remote-dram", PoolKind::RemoteDram, 504, &[4, 5, 6, 7]),
+        ]
+    );
+    let topology = &host.layout.topology;
+    for node in &topology.nodes {
+        let hbm = node.os_index >= 8;
+        assert_eq!(node.subtype, None, "the export has no subtypes");
+        assert_eq!(node.inferred.is_some(), hbm, "node {}: only the HBM is inferred", node.os_index);
+        assert_eq!(node.cpus, if hbm { 0 } else { 4 }, "node {}: the CPUs are the DDR node's", node.os_index);
+    }
+    let why = topology.nodes.iter().find(|n| n.os_index == 9).and_then(|n| n.inferred.clone()).expect("inferred");
+    assert!(why.contains("HBM2e") && why.contains("shares CPUs 4-7 with node 1") && why.contains("Max 9462"), "{why}");
+    assert!(host.layout.pools[1].notes[0].starts_with("inferred, node 8:"), "{:?}", host.layout.pools[1].notes);
+
+    let knl = open_xml("knl-snc4-flat.xml");
+    assert_eq!(
+        pools(&knl),
+        vec![pool("dram", PoolKind::Dram, 96, &[0, 1, 2, 3]), pool("hbm", PoolKind::Hbm, 16, &[4, 5, 6, 7])]
+    );
+    let why = knl.layout.topology.nodes.iter().find_map(|n| n.inferred.clone()).expect("inferred");
+    assert!(why.contains("MCDRAM") && why.contains("Xeon Phi"), "{why}");
+}
+
+/// The same shape with the CPU model taken away is still an on-package tier, but the
+/// label says the CPU did not back it up; and a host file overrides the inference.
+#[test]
+fn an_unknown_cpu_weakens_the_inference_and_a_host_file_overrides_it() {
+    let mut topo = HostTopology::from_xml_file(&topology("knl-snc4-flat.xml")).expect("loads");
+    topo.cpu_model = Some("Some Future CPU".into());
+    topo.classify();
+    let hbm = topo.nodes.iter().find(|n| n.os_index == 4).expect("node 4");
+    assert_eq!(hbm.kind, PoolKind::Hbm);
+    let why = hbm.inferred.as_deref().unwrap_or_default();
+    assert!(why.contains("not one known to carry on-package memory"), "{why}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("knl.json");
+    let body = r#"{ "format": "placer-host", "version": 1, "name": "knl-as-i-know-it",
+        "pools": [ { "name": "ddr", "kind": "dram", "backend": { "type": "numa", "nodes": [0, 1, 2, 3] } },
+                   { "name": "mcdram", "kind": "hbm", "backend": { "type": "numa", "nodes": [4, 5, 6, 7] } } ] }"#;
+    std::fs::write(&file, body).expect("write");
+    let options = HostOptions {
+        topology_xml: Some(topology("knl-snc4-flat.xml")),
+        host_file: Some(file),
+        cache_dir: dir.path().to_path_buf(),
+        ..HostOptions::default()
+    };
+    let host = Host::open(&options).expect("host file");
+    let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, vec!["ddr", "mcdram"]);
+}
+
+/// A guest's device model can time a pool the host really has (`DEVICE@POOL`): the data
+/// stays bound to that pool's nodes. A pool that is not there is named in the error.
+#[test]
+fn a_device_model_can_time_a_real_pool_in_place() {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let open = |spec: &str| {
+        let options = HostOptions {
+            topology_xml: Some(topology("two-socket-optane.xml")),
+            emulate: EmulateChoice::parse(spec)?,
+            cache_dir: cache.path().to_path_buf(),
+            ..HostOptions::default()
+        };
+        Host::open(&options)
+    };
+    let host = open("optane-dcpmm:overlap@pmem").expect("emulated in place");
+    let pmem = host.layout.pools.iter().find(|p| p.name == "pmem").expect("pmem pool");
+    assert_eq!(pmem.backend, BackendSpec::Emulated { device: "optane-dcpmm".into(), nodes: vec![2] });
+    assert_eq!(pmem.device.as_ref().map(|d| d.label()), Some("optane-dcpmm:overlap".to_string()));
+    assert!(pmem.notes.iter().any(|n| n.contains("timing EMULATED") && n.contains("node 2")), "{:?}", pmem.notes);
+    assert_eq!(host.layout.pools.len(), 4, "no pool is added");
+
+    let err = open("optane-dcpmm@nvm").expect_err("no such pool").to_string();
+    assert!(err.contains("no pool 'nvm'") && err.contains("dram, remote-dram, pmem, remote-pmem"), "{err}");
+    let err = open("optane-dcpmm@").expect_err("empty pool").to_string();
+    assert!(err.contains("no pool after '@'"), "{err}");
+}
+
 #[test]
 fn a_cxl_expander_is_its_own_tier() {
     let host = open_xml("cxl-expander.xml");

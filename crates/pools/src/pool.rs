@@ -67,9 +67,10 @@ pub enum Backend {
     /// Anonymous pages bound to these NUMA nodes (hwloc `set_area_membind`, policy
     /// bind), with their placement checked after the first touch.
     Numa { nodes: Vec<u32>, binder: Arc<NumaBinder> },
-    /// A libmemkind kind.
+    /// A libmemkind kind, and the NUMA nodes its pages must land on (the kmem-DAX nodes
+    /// for `MEMKIND_DAX_KMEM`), checked like a NUMA pool's; empty: not checked.
     #[cfg(feature = "memkind")]
-    Memkind(Arc<crate::alloc::memkind::MemkindKind>),
+    Memkind { kind: Arc<crate::alloc::memkind::MemkindKind>, nodes: Vec<u32> },
 }
 
 impl Backend {
@@ -78,7 +79,19 @@ impl Backend {
             Backend::Heap => "heap (first-touch)".to_string(),
             Backend::Numa { nodes, .. } => format!("numa bind to node {}", node_list(nodes)),
             #[cfg(feature = "memkind")]
-            Backend::Memkind(kind) => kind.label(),
+            Backend::Memkind { kind, nodes } if nodes.is_empty() => kind.label(),
+            #[cfg(feature = "memkind")]
+            Backend::Memkind { kind, nodes } => format!("{} on node {}", kind.label(), node_list(nodes)),
+        }
+    }
+
+    /// The NUMA nodes this backend's pages are checked against (none: not checked).
+    pub fn checked_nodes(&self) -> &[u32] {
+        match self {
+            Backend::Heap => &[],
+            Backend::Numa { nodes, .. } => nodes,
+            #[cfg(feature = "memkind")]
+            Backend::Memkind { nodes, .. } => nodes,
         }
     }
 }
@@ -91,21 +104,38 @@ pub struct Pool {
     /// Bytes this pool may hand out at once.
     pub capacity: u64,
     pub backend: Backend,
-    /// `Some` when this pool is a slow tier emulated in DRAM.
+    /// `Some` when this pool's timing is emulated (a slow tier in DRAM, or a real
+    /// node given a device's timing).
     pub emulation: Option<Emulation>,
+    /// What the memory behind the backend is, as the host knows it: "DRAM",
+    /// "PMEM, kmem-DAX dax0.0". Shown beside the backend, never used for decisions.
+    pub memory: Option<String>,
     pub(crate) in_use: u64,
     pub(crate) peak: u64,
     pub(crate) pages: PageTally,
 }
 
 /// Running count of where a NUMA pool's pages were found after allocation.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PageTally {
     pub checked: u64,
     /// Pages found on a node outside the pool's node set.
     pub elsewhere: u64,
     /// Pages the kernel could not report (not present).
     pub unknown: u64,
+}
+
+impl PageTally {
+    pub(crate) fn add(&mut self, placement: &crate::alloc::numa::PagePlacement) {
+        self.checked += placement.queried;
+        self.elsewhere += placement.elsewhere;
+        self.unknown += placement.unknown;
+    }
+
+    /// Pages found where they belong.
+    pub fn verified(&self) -> u64 {
+        self.checked - self.elsewhere - self.unknown
+    }
 }
 
 impl Pool {
@@ -117,6 +147,7 @@ impl Pool {
             capacity,
             backend: Backend::Heap,
             emulation: None,
+            memory: None,
             in_use: 0,
             peak: 0,
             pages: PageTally::default(),
@@ -125,6 +156,11 @@ impl Pool {
 
     pub fn with_backend(mut self, backend: Backend) -> Pool {
         self.backend = backend;
+        self
+    }
+
+    pub fn with_memory(mut self, memory: String) -> Pool {
+        self.memory = Some(memory);
         self
     }
 
@@ -151,18 +187,24 @@ impl Pool {
         self.emulation.is_some()
     }
 
+    /// Where this pool's data really is: `numa bind to node 2 (pmem, kmem-DAX dax0.0)`.
+    pub fn location(&self) -> String {
+        let memory = self.memory.as_ref().map(|m| format!(" ({m})")).unwrap_or_default();
+        format!("{}{memory}", self.backend.describe())
+    }
+
     /// One line saying what this pool really is, never leaving emulation implicit.
     pub fn describe(&self) -> String {
         match &self.emulation {
             Some(e) => format!(
-                "{} EMULATED as {} (data in DRAM via {}; +{:.3} ns/B read, +{:.3} ns/B written)",
+                "{} EMULATED as {} (data via {}; +{:.3} ns/B read, +{:.3} ns/B written)",
                 self.kind,
                 e.label(),
-                self.backend.describe(),
+                self.location(),
                 e.read_extra_ns_per_byte,
                 e.write_extra_ns_per_byte
             ),
-            None => format!("{}, real memory via {}", self.kind, self.backend.describe()),
+            None => format!("{}, real memory via {}", self.kind, self.location()),
         }
     }
 }

@@ -90,14 +90,16 @@ impl PoolSet {
             Backend::Heap => Region::Heap(HeapRegion::allocate_zeroed(len).ok_or_else(oom)?),
             Backend::Numa { nodes, binder } => {
                 let (region, placement) = binder.allocate(&p.name, nodes, len)?;
-                p.pages.checked += placement.queried;
-                p.pages.elsewhere += placement.elsewhere;
-                p.pages.unknown += placement.unknown;
+                p.pages.add(&placement);
                 Region::Mapped(region)
             }
             #[cfg(feature = "memkind")]
-            Backend::Memkind(kind) => {
-                Region::Memkind(crate::alloc::memkind::MemkindRegion::allocate_zeroed(kind, len).ok_or_else(oom)?)
+            Backend::Memkind { kind, nodes } => {
+                let mut region = crate::alloc::memkind::MemkindRegion::allocate_zeroed(kind, len).ok_or_else(oom)?;
+                if !nodes.is_empty() {
+                    p.pages.add(&crate::alloc::numa::PagePlacement::touch_and_query(region.bytes_mut(), nodes));
+                }
+                Region::Memkind(region)
             }
         };
         p.in_use += rounded;

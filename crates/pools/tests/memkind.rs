@@ -7,7 +7,7 @@ use std::sync::Arc;
 const MIB: u64 = 1 << 20;
 
 fn memkind_pool(name: &str, kind: Arc<MemkindKind>, capacity: u64) -> Pool {
-    Pool::new(name, PoolKind::Pmem, capacity).with_backend(Backend::Memkind(kind))
+    Pool::new(name, PoolKind::Pmem, capacity).with_backend(Backend::Memkind { kind, nodes: Vec::new() })
 }
 
 fn default_kind() -> Arc<MemkindKind> {
@@ -191,4 +191,25 @@ fn bad_file_backed_kinds_name_their_directory() {
     std::fs::write(&file, b"not a directory").expect("write a file");
     let (_, reason) = unavailable(&MemkindSpec::Pmem { dir: file.clone(), max_bytes: 32 * MIB });
     assert_eq!(reason, format!("{} is not a directory", file.display()));
+}
+
+/// A memkind pool that names its nodes has its pages checked like a NUMA pool's (the
+/// guest check found MEMKIND_DAX_KMEM pools reported no page at all). MEMKIND_DEFAULT
+/// on a one-node host lands on node 0; a wrong node is reported as elsewhere.
+#[test]
+fn a_memkind_pool_with_nodes_has_its_pages_verified() {
+    let pool = |nodes: Vec<u32>| {
+        Pool::new("mk", PoolKind::Pmem, 64 * MIB).with_backend(Backend::Memkind { kind: default_kind(), nodes })
+    };
+    let mut pools = PoolSet::new(vec![pool(vec![0])]);
+    assert_eq!(pools.pool(PoolId(0)).describe(), "pmem, real memory via memkind MEMKIND_DEFAULT on node 0");
+    let _kept = pools.allocate(PoolId(0), 8 * MIB).expect("fits");
+    let tally = pools.pool(PoolId(0)).page_tally();
+    assert!(tally.checked >= 2048, "{tally:?}");
+    assert_eq!(tally.verified(), tally.checked, "{tally:?}");
+
+    let mut wrong = PoolSet::new(vec![pool(vec![7])]);
+    let _kept = wrong.allocate(PoolId(0), MIB).expect("fits");
+    let tally = wrong.pool(PoolId(0)).page_tally();
+    assert_eq!((tally.elsewhere, tally.verified()), (tally.checked, 0), "{tally:?}");
 }

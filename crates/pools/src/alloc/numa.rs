@@ -84,11 +84,7 @@ impl NumaBinder {
         self.topology
             .bind_memory_area::<[u8], _>(&map[..], &set, MemoryBindingPolicy::Bind, MemoryBindingFlags::STRICT)
             .map_err(|e| bind_err(e.to_string()))?;
-        let page = page_size();
-        for offset in (0..map.len()).step_by(page) {
-            map[offset] = 0;
-        }
-        let placement = PagePlacement::query(&map[..], nodes);
+        let placement = PagePlacement::touch_and_query(&mut map[..], nodes);
         Ok((MappedRegion { map, len }, placement))
     }
 }
@@ -125,6 +121,16 @@ pub struct PagePlacement {
 pub const MAX_PAGES_QUERIED: usize = 1 << 16;
 
 impl PagePlacement {
+    /// Writes a zero to every page of `bytes` (zeroed memory the kernel has not
+    /// placed yet, so nothing changes) so that each page is placed now, then asks where.
+    pub(crate) fn touch_and_query(bytes: &mut [u8], wanted: &[u32]) -> PagePlacement {
+        let page = page_size();
+        for offset in (0..bytes.len()).step_by(page) {
+            bytes[offset] = 0;
+        }
+        PagePlacement::query(bytes, wanted)
+    }
+
     fn query(bytes: &[u8], wanted: &[u32]) -> PagePlacement {
         let page = page_size();
         let pages = bytes.len().div_ceil(page);

@@ -1,0 +1,64 @@
+#!/bin/bash
+# Runs inside the NUMA guest that scripts/vm/check.sh boots: onlines the emulated
+# NVDIMM as a kmem-DAX node, then runs placer's checks and writes every output to
+# OUT (a directory the host shares with the guest). Asserts nothing itself: the host
+# reads OUT (scripts/vm/verify.py). Usage: guest.sh PLACER REPO WORK
+set -u
+placer=$1 repo=$2 work=$3
+out=$work/out
+mkdir -p "$out"
+exec >"$out/guest.log" 2>&1
+export PLACER_CACHE_DIR=$work/cache
+# The slow tiers get the device models' timing; their data stays bound to their nodes.
+emulate=optane-dcpmm@pmem,remote-socket@remote-dram
+model=$work/model.json
+
+# step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.txt and records its
+# exit status in OUT/status.txt.
+step() {
+    local name=$1
+    shift
+    echo "+ $*"
+    { echo "\$ $*"; "$@"; } >"$out/$name.txt" 2>&1
+    local rc=$?
+    echo "$name $rc" >>"$out/status.txt"
+    echo "  -> exit $rc"
+}
+
+# The NVDIMM's labels live in its image: write fresh ones, make one devdax namespace,
+# and hand it to the kmem driver, which onlines it as a CPU-less NUMA node.
+online_nvdimm() {
+    modprobe -a nfit nd_pmem dax_pmem device_dax kmem &&
+        ndctl disable-region region0 &&
+        ndctl init-labels -f nmem0 &&
+        ndctl enable-region region0 &&
+        ndctl create-namespace --mode=devdax -r region0 &&
+        daxctl reconfigure-device --mode=system-ram dax0.0
+}
+
+kernel_view() {
+    uname -r
+    numactl -H
+    for tier in /sys/devices/virtual/memory_tiering/memory_tier*; do
+        echo "$(basename "$tier"): nodes $(cat "$tier/nodelist")"
+    done
+    for node in /sys/devices/system/node/node[0-9]*; do
+        dir=$node/access0/initiators
+        [ -d "$dir" ] || continue
+        echo "$(basename "$node") from $(ls "$dir" | grep node | tr '\n' ' '): read $(cat "$dir/read_bandwidth") MB/s, write $(cat "$dir/write_bandwidth") MB/s, read latency $(cat "$dir/read_latency") ns"
+    done
+    lstopo-no-graphics --memattrs
+}
+
+step setup online_nvdimm
+step kernel kernel_view
+step topo "$placer" topo
+step topo-json "$placer" topo --json
+step probe "$placer" topo --probe --probe-bytes 64MiB --emulate "$emulate"
+step probe-json "$placer" topo --json --emulate "$emulate"
+step run "$placer" run "$model" -n 2 --warmup 1 --place weight=pmem --place activation=remote-dram --emulate "$emulate"
+step memkind "$placer" run "$model" -n 2 --warmup 1 --host "$repo/configs/hosts/memkind-dax-kmem.json" --place weight=pmem
+step profile "$placer" profile "$model" --checkpoint-dir "$work/checkpoints" --emulate "$emulate"
+step solve "$placer" solve --checkpoint-dir "$work/checkpoints" --budget 50% --time-limit 60 -o "$work/plan.json" --emulate "$emulate"
+step plan "$placer" run "$model" --plan "$work/plan.json" -n 2 --warmup 1 --emulate "$emulate"
+echo done >"$out/finished"
