@@ -374,8 +374,8 @@ fn render(
     let mut out = t.render();
     if h.emulated {
         out.push_str(
-            "\nEMULATED: some pools are emulated in DRAM; these timings are not measurements of the devices they \
-             stand for.\n",
+            "\nEMULATED: some pools' timing is emulated by a device model (docs/hosts.md); these timings are not \
+             measurements of the devices they stand for.\n",
         );
     }
     out

@@ -282,7 +282,7 @@ impl Plan {
             formulation: ctx.formulation,
             emulated,
             note: if emulated {
-                "EMULATED: a pool is emulated in DRAM (docs/hosts.md); times are predictions for its device model, \
+                "EMULATED: a pool's timing is emulated by a device model (docs/hosts.md); times are predictions for its device model, \
                  not measurements of that device"
                     .into()
             } else {
