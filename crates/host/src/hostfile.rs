@@ -130,9 +130,13 @@ pub fn load(path: &Path, topology: HostTopology) -> Result<HostLayout, HostError
             Some(c) => capacity_bytes(c).map_err(|e| in_pool(format!("capacity: {e}")))?,
             None => default_capacity,
         };
-        let notes = match &device {
-            Some(d) => vec![format!("emulated {}: data in DRAM, slowed per byte by the device model", d.label())],
-            None => Vec::new(),
+        let notes = match (&device, &backend) {
+            (Some(d), BackendSpec::Emulated { nodes, .. }) => vec![format!(
+                "emulated {}: data bound to node {}, slowed per byte by the device model",
+                d.label(),
+                nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            )],
+            _ => Vec::new(),
         };
         pools.push(PoolSpec { name: entry.name, kind, capacity, backend, device, attrs, notes });
     }
