@@ -120,11 +120,7 @@ fn render(s: &RunSummary, pools: &PoolSet, virtual_machine: bool) -> String {
     facts.row(vec![
         "timing".into(),
         if s.emulated {
-            let pools: Vec<String> = s
-                .emulated_pools
-                .iter()
-                .map(|e| format!("'{}' as {} ({} tensors; data via {})", e.pool, e.device, e.tensors, e.location))
-                .collect();
+            let pools: Vec<String> = s.emulated_pools.iter().map(placer_exec::EmulatedPoolUse::describe).collect();
             format!(
                 "EMULATED: tensors in {}: each kernel waits what the device model charges \
                  (median {} ms of waiting per step); these are not measurements of that device",

@@ -238,9 +238,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
 
 fn emulated_nodes(b: &placer_host::BackendSpec) -> String {
     match b {
-        placer_host::BackendSpec::Emulated { nodes, .. } => {
-            nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        }
+        placer_host::BackendSpec::Emulated { nodes, .. } => placer_pools::node_list(nodes),
         _ => "-".into(),
     }
 }
@@ -258,7 +256,7 @@ fn describe_source(source: &Source) -> String {
 
 fn backend(b: &placer_host::BackendSpec) -> String {
     use placer_host::BackendSpec as B;
-    let nodes = |n: &[u32]| n.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+    let nodes = placer_pools::node_list;
     match b {
         B::Numa { nodes: n } => format!("numa bind node {}", nodes(n)),
         B::Heap => "heap".into(),

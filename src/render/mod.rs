@@ -15,8 +15,8 @@ pub fn pages_on(t: &placer_pools::PageTally, nodes: &[u32]) -> String {
     if t.checked == 0 {
         return String::new();
     }
-    let nodes = nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-    let mut text = format!("; pages verified on node {nodes}: {} of {}", t.verified(), t.checked);
+    let mut text =
+        format!("; pages verified on node {}: {} of {}", placer_pools::node_list(nodes), t.verified(), t.checked);
     if t.elsewhere > 0 {
         text.push_str(&format!(", {} ON ANOTHER NODE", t.elsewhere));
     }

@@ -59,7 +59,7 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
                 pool.describe(),
                 bytes(reserved),
                 bytes(peak),
-                r.pages.get(i).map(|(tally, nodes)| super::pages_on(tally, nodes)).unwrap_or_default()
+                r.pages.get(i).map(|tally| super::pages_on(tally, pool.backend.checked_nodes())).unwrap_or_default()
             ),
         ]);
     }

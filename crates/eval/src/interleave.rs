@@ -5,7 +5,7 @@
 //! (docs/background.md, timing on a shared host).
 
 use crate::EvalError;
-use placer_exec::{ClockInfo, PlanExecutor, PlanRunReport, PlanStepTimes, Stats};
+use placer_exec::{ClockInfo, EmulatedPoolUse, PlanExecutor, PlanRunReport, PlanStepTimes, Stats};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use placer_solve::{Plan, exec_plan};
@@ -65,12 +65,7 @@ impl Measured {
         if self.report.emulated.is_empty() {
             "measured on real memory: no tensor is in an emulated pool".into()
         } else {
-            let pools: Vec<String> = self
-                .report
-                .emulated
-                .iter()
-                .map(|e| format!("'{}' as {} ({} tensors; data via {})", e.pool, e.device, e.tensors, e.location))
-                .collect();
+            let pools: Vec<String> = self.report.emulated.iter().map(EmulatedPoolUse::describe).collect();
             format!(
                 "EMULATED: tensors in {}: each kernel and copy waits what the device model charges; \
                  these are not measurements of that device",

@@ -79,6 +79,12 @@ impl EmulatedPoolUse {
     pub(crate) fn new(pool: &placer_pools::Pool, emulation: &placer_pools::Emulation, tensors: usize) -> Self {
         EmulatedPoolUse { pool: pool.name.clone(), device: emulation.label(), tensors, location: pool.location() }
     }
+
+    /// `'pmem' as optane-dcpmm:additive (10 tensors; data via numa bind to node 2 (...))`,
+    /// as every timing line names an emulated pool.
+    pub fn describe(&self) -> String {
+        format!("'{}' as {} ({} tensors; data via {})", self.pool, self.device, self.tensors, self.location)
+    }
 }
 
 #[derive(Debug)]

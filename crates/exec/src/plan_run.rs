@@ -60,8 +60,8 @@ pub struct PlanRunReport {
     pub bytes_moved: u64,
     pub emulated: Vec<EmulatedPoolUse>,
     /// Per pool: where its arena's pages were found after the first touch
-    /// (`move_pages`), and the nodes they were bound to.
-    pub pages: Vec<(placer_pools::PageTally, Vec<u32>)>,
+    /// (`move_pages`), against the nodes its backend binds to.
+    pub pages: Vec<placer_pools::PageTally>,
 }
 
 #[derive(Debug)]
@@ -383,7 +383,7 @@ impl<'m> PlanExecutor<'m> {
             background_moves: self.plan.moves.len() - blocking,
             bytes_moved: self.plan.moves.iter().map(|m| self.model.tensor(m.tensor).bytes).sum(),
             emulated: self.emulated_pools_used(),
-            pages: self.pools.pools().iter().map(|p| (p.page_tally(), p.backend.checked_nodes().to_vec())).collect(),
+            pages: self.pools.pools().iter().map(placer_pools::Pool::page_tally).collect(),
         }
     }
 

@@ -103,17 +103,11 @@ fn far_dram(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
         return None;
     }
     let (latency, local_latency) = (node.attrs.latency()?, local.attrs.latency()?);
-    let slower_bandwidth = match (node.attrs.read_bw(), local.attrs.read_bw()) {
-        (Some(far), Some(near)) => far < near,
-        _ => false,
-    };
-    if latency <= local_latency && !slower_bandwidth {
+    let read_bw = node.attrs.read_bw().zip(local.attrs.read_bw());
+    if latency <= local_latency && read_bw.is_none_or(|(far, near)| far >= near) {
         return None;
     }
-    let bandwidth = match (node.attrs.read_bw(), local.attrs.read_bw()) {
-        (Some(far), Some(near)) => format!(", read {far} MiB/s against {near}"),
-        _ => String::new(),
-    };
+    let bandwidth = read_bw.map(|(far, near)| format!(", read {far} MiB/s against {near}")).unwrap_or_default();
     Some(Class {
         kind: PoolKind::RemoteDram,
         inferred: Some(format!(

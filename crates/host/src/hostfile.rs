@@ -134,7 +134,7 @@ pub fn load(path: &Path, topology: HostTopology) -> Result<HostLayout, HostError
             (Some(d), BackendSpec::Emulated { nodes, .. }) => vec![format!(
                 "emulated {}: data bound to node {}, slowed per byte by the device model",
                 d.label(),
-                nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+                placer_pools::node_list(nodes)
             )],
             _ => Vec::new(),
         };

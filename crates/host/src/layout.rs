@@ -244,7 +244,7 @@ fn emulate_on(pools: &mut [PoolSpec], target: &str, device: DeviceModel) -> Resu
     pool.notes.push(format!(
         "timing EMULATED as {}; the data is really bound to node {}",
         device.label(),
-        nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        placer_pools::node_list(&nodes)
     ));
     pool.backend = BackendSpec::Emulated { device: device.name.clone(), nodes };
     pool.device = Some(device);

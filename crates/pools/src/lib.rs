@@ -19,7 +19,7 @@ mod side_cache;
 pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
-pub use alloc::numa::{NumaBinder, PagePlacement};
+pub use alloc::numa::{NumaBinder, PagePlacement, node_list};
 pub use buffer::Buffer;
 pub use emulation::{Emulation, WaitModel, busy_wait_ns, busy_wait_until, sleep_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};

@@ -188,6 +188,6 @@ fn query_page_nodes(addresses: &[*const u8]) -> std::io::Result<Vec<i32>> {
 }
 
 /// NUMA nodes as the kernel's node lists spell them: `0,2`.
-pub(crate) fn node_list(nodes: &[u32]) -> String {
+pub fn node_list(nodes: &[u32]) -> String {
     nodes.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
