@@ -51,7 +51,10 @@ impl Backward<'_> {
     fn grad_tensor(&mut self, of: T, suffix: &str) -> T {
         let decl = &self.g.tensors[of.0];
         let role = if decl.role == Role::Weight { Role::WeightGradient } else { Role::Gradient };
-        let (name, shape, dtype) = (format!("{}.grad{suffix}", decl.name), decl.shape.clone(), decl.dtype);
+        let (base, shape, dtype) = (format!("{}.grad{suffix}", decl.name), decl.shape.clone(), decl.dtype);
+        // A weight read by several layers (tied embeddings, an initializer shared by
+        // identical layers) gets one contribution per reader before they are summed.
+        let name = self.g.unique_name(&base);
         self.g.tensor(name, shape, dtype, role, false)
     }
 

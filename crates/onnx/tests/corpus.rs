@@ -1,0 +1,103 @@
+//! The corpus of real exports (tests/data/onnx-corpus, made by scripts/onnx/corpus/):
+//! torchvision and transformers models written by both torch exporters, and
+//! onnxruntime-training graphs, with their weights stripped. Every file either imports
+//! with exactly the framework's parameter count, or fails with the one-line error
+//! recorded in `EXPECTED_FAILURES` (and listed in docs/importing.md). A file that
+//! starts to import, or fails differently, fails this test until the list is updated.
+
+use placer_ir::Role;
+use placer_onnx::{ImportOptions, import};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Files that do not import yet, and a part of the error each one gives.
+const EXPECTED_FAILURES: &[(&str, &str)] = &[
+    ("bert.dynamo.onnx", "And ×1"),
+    ("bert.ort.onnx", "And ×1"),
+    ("bert.ts.onnx", "And ×2"),
+    ("convnext_tiny.ts.onnx", "Less ×17"),
+    ("densenet121.ort.onnx", "Expand ×1"),
+    ("distilbert.ts.onnx", "And ×2"),
+    ("efficientnet_b0.ts.onnx", "Less ×9"),
+    ("gpt2.dynamo.onnx", "And ×1"),
+    ("gpt2.ort.onnx", "And ×1"),
+    ("gpt2.ts.onnx", "And ×2"),
+    ("llama.dynamo.onnx", "And ×1"),
+    ("llama.ort.onnx", "And ×1"),
+    ("llama.ts.onnx", "And ×2"),
+    ("mobilenet_v2.dynamo.onnx", "Clip ×35"),
+    ("mobilenet_v2.ort.onnx", "And ×35"),
+    ("mobilenet_v2.ts.onnx", "Clip ×35"),
+    ("mobilenet_v3_small.ts.onnx", "HardSigmoid ×9"),
+    ("regnet_y_400mf.ts.onnx", "Sigmoid ×16"),
+    ("resnet50.dynamo.onnx", "ReduceMean ×1"),
+    ("resnet50.ort.onnx", "Expand ×1"),
+    ("roberta.ts.onnx", "And ×2"),
+    ("shufflenet_v2.ort.onnx", "Expand ×1"),
+    ("shufflenet_v2.ts.onnx", "Slice ×26"),
+    ("t5_encoder.ts.onnx", "Abs ×1"),
+    ("vit_b_16.ts.onnx", "Concat with a constant operand 0 ×1"),
+];
+
+fn corpus_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/onnx-corpus")
+}
+
+fn manifest() -> Vec<Value> {
+    let text = std::fs::read_to_string(corpus_dir().join("manifest.json")).expect("the corpus manifest is committed");
+    let Value::Array(entries) = serde_json::from_str(&text).expect("manifest.json is JSON") else {
+        panic!("manifest.json is not a list");
+    };
+    entries
+}
+
+fn options(entry: &Value) -> ImportOptions {
+    let how = &entry["import"];
+    let dims: BTreeMap<String, u64> = how["dims"]
+        .as_object()
+        .map(|d| d.iter().map(|(k, v)| (k.clone(), v.as_u64().expect("a dim size"))).collect())
+        .unwrap_or_default();
+    ImportOptions { batch: how["batch"].as_u64(), dims, ..Default::default() }
+}
+
+fn parameters(model: &placer_ir::Model) -> u64 {
+    model.tensors().iter().filter(|t| t.role == Role::Weight).map(|t| t.shape.iter().product::<u64>()).sum()
+}
+
+#[test]
+fn every_corpus_file_imports_with_the_frameworks_parameter_count_or_fails_as_recorded() {
+    let entries = manifest();
+    assert!(entries.len() >= 25, "the corpus has {} files", entries.len());
+    let mut report = Vec::new();
+    let mut wrong = Vec::new();
+    for entry in &entries {
+        let file = entry["file"].as_str().expect("a file name");
+        let expected_params = entry["framework_params"].as_u64().expect("a parameter count");
+        let expected_failure = EXPECTED_FAILURES.iter().find(|(f, _)| *f == file).map(|(_, e)| *e);
+        match (import(&corpus_dir().join(file), &options(entry)), expected_failure) {
+            (Ok(imported), None) => {
+                let params = parameters(&imported.model);
+                report.push(format!("{file}: imported, {params} parameters"));
+                if params != expected_params {
+                    wrong.push(format!("{file}: {params} parameters, the framework counts {expected_params}"));
+                }
+            }
+            (Ok(_), Some(_)) => wrong.push(format!("{file}: imports now; take it off EXPECTED_FAILURES")),
+            (Err(e), Some(part)) if e.to_string().contains(part) => report.push(format!("{file}: fails as recorded")),
+            (Err(e), _) => wrong.push(format!("{file}: {e}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}\n\nall:\n{}", wrong.join("\n"), report.join("\n"));
+}
+
+#[test]
+fn the_manifest_matches_the_committed_files() {
+    for entry in manifest() {
+        let file = entry["file"].as_str().expect("a file name");
+        let bytes = std::fs::read(corpus_dir().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let digest: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(entry["sha256"].as_str(), Some(digest.as_str()), "{file} differs from the file the manifest lists");
+    }
+}

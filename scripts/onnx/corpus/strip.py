@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Strip the weights from the corpus's graphs, keeping every shape, and write the manifest.
+
+Usage: strip.py OUT DEST
+
+For each OUT/raw/NAME.onnx with its NAME.json, writes DEST/NAME.onnx: the same graph
+in which every tensor of more than 1,024 elements (initializers and Constant
+attributes) is marked as external data in a file that does not exist,
+`NAME.weights-stripped`.  placer never reads such payloads (it knows a weight by its
+shape, and reads only constants of at most 1,024 elements), so the import is the
+same as from the full file.  DEST/manifest.json lists each graph with its exporter,
+the framework's parameter count, its import arguments, and the stripped file's
+sha256.
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+import onnx
+from onnx import TensorProto
+
+KEEP = 1024  # elements; placer reads constants up to this size (values.rs)
+
+
+def tensors(graph):
+    """Every TensorProto of a graph: initializers and Constant-node attributes, recursively."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            if a.HasField("g"):
+                yield from tensors(a.g)
+            for g in a.graphs:
+                yield from tensors(g)
+
+
+def strip(path, dest, stem):
+    m = onnx.load(path, load_external_data=False)
+    stripped, offset = 0, 0
+    for t in tensors(m.graph):
+        numel = 1
+        for d in t.dims:
+            numel *= d
+        if numel <= KEEP:
+            continue
+        width = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):
+            t.ClearField(field)
+        del t.external_data[:]
+        t.data_location = TensorProto.EXTERNAL
+        for k, v in (("location", f"{stem}.weights-stripped"), ("offset", str(offset)), ("length", str(numel * width))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        offset += numel * width
+        stripped += 1
+    onnx.save(m, dest)
+    return stripped, offset
+
+
+def main():
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: strip.py OUT DEST")
+    raw, dest = os.path.join(sys.argv[1], "raw"), sys.argv[2]
+    os.makedirs(dest, exist_ok=True)
+    manifest = []
+    for f in sorted(os.listdir(raw)):
+        if not f.endswith(".onnx") or f.endswith(".train.onnx"):
+            continue
+        stem = f[: -len(".onnx")]
+        meta = json.load(open(os.path.join(raw, f"{stem}.json")))
+        out = os.path.join(dest, f)
+        n, nbytes = strip(os.path.join(raw, f), out, stem)
+        m = onnx.load(out, load_external_data=False)
+        manifest.append({
+            "file": f,
+            "model": meta["model"],
+            "exporter": meta["exporter"],
+            "framework_params": meta["framework_params"],
+            "import": meta["import"],
+            "opset": max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")),
+            "nodes": len(m.graph.node),
+            "stripped_tensors": n,
+            "stripped_bytes": nbytes,
+            "sha256": hashlib.sha256(open(out, "rb").read()).hexdigest(),
+        })
+        print(f"{f}: {len(m.graph.node)} nodes, {n} tensors ({nbytes:,} bytes) stripped, "
+              f"{os.path.getsize(out):,} bytes left", file=sys.stderr)
+    with open(os.path.join(dest, "manifest.json"), "w") as fh:
+        json.dump(manifest, fh, indent=1)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()
