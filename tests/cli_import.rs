@@ -124,9 +124,18 @@ fn a_real_minilm_export_imports_with_its_mask_dropped() {
     assert!(text(&first_output.stderr).contains("not floating point"), "{}", text(&first_output.stderr));
     let mut hidden = dims.to_vec();
     hidden.extend(["--loss-on", "onnx::Shape_422"]);
-    let masked = import(&file, &hidden, &out);
-    assert_eq!(masked.status.code(), Some(2));
-    assert!(text(&masked.stderr).contains("--drop-input attention_mask"), "{}", text(&masked.stderr));
+    // With its mask: the mask becomes a fed additive bias [B, 1, 1, S], added to each
+    // layer's scores [B, H, S, S] by a broadcasting add.
+    let masked = imported(&file, &hidden);
+    assert_eq!(summary(&masked).parameters, 17_241_984);
+    let bias = masked.tensors().iter().find(|t| t.role == placer_ir::Role::Input && t.shape == [4, 1, 1, 128]);
+    let bias = bias.unwrap_or_else(|| panic!("no fed mask bias [4, 1, 1, 128] among the inputs"));
+    let mask_adds = masked
+        .nodes()
+        .iter()
+        .filter(|n| n.op == placer_ir::Op::Add && n.inputs.get(1).map(|&t| &masked.tensor(t).name) == Some(&bias.name))
+        .count();
+    assert_eq!(mask_adds, 3, "one masked add per layer");
     hidden.extend(["--drop-input", "attention_mask"]);
     let m = imported(&file, &hidden);
     // BERT without pooler, 3 layers, hidden 384, FFN 1536, vocabulary 30522, 512

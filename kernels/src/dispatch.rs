@@ -9,8 +9,8 @@ use crate::conv::{self, Conv2d};
 use crate::error::KernelError;
 use crate::gemm::{self, MatMul};
 use crate::pooling::{self, Pooling2d};
-use crate::tensor_ops::{self, ChannelView, Rows};
-use crate::{activation, loss, norm, optim};
+use crate::tensor_ops::{self, Broadcast, ChannelView, Rows};
+use crate::{activation, dropout, loss, norm, optim};
 use placer_ir::ops::AttrReader;
 use placer_ir::{Attrs, Op};
 
@@ -19,6 +19,8 @@ use placer_ir::{Attrs, Op};
 pub enum In<'a> {
     F32(&'a [f32]),
     I32(&'a [i32]),
+    /// Bytes: a dropout mask.
+    U8(&'a [u8]),
 }
 
 /// A written operand's data (an output, or a tensor updated in place).
@@ -26,6 +28,27 @@ pub enum In<'a> {
 pub enum Out<'a> {
     F32(&'a mut [f32]),
     I32(&'a mut [i32]),
+    U8(&'a mut [u8]),
+}
+
+impl In<'_> {
+    fn type_and_len(&self) -> (&'static str, usize) {
+        match self {
+            In::F32(d) => ("f32", d.len()),
+            In::I32(d) => ("i32", d.len()),
+            In::U8(d) => ("u8", d.len()),
+        }
+    }
+}
+
+impl Out<'_> {
+    fn type_and_len(&self) -> (&'static str, usize) {
+        match self {
+            Out::F32(d) => ("f32", d.len()),
+            Out::I32(d) => ("i32", d.len()),
+            Out::U8(d) => ("u8", d.len()),
+        }
+    }
 }
 
 /// One operand: its shape from the model and its data from a pool buffer.
@@ -49,30 +72,52 @@ fn bad(op: Op, detail: String) -> KernelError {
     KernelError::BadOperand { op: op.as_str(), detail }
 }
 
+/// "an f32", "an i32", but "a u8".
+fn article(dtype: &str) -> &'static str {
+    if dtype.starts_with('u') { "a" } else { "an" }
+}
+
+/// Checks an input's element type and length against its shape.
+fn in_check(op: Op, a: &Arg<'_, In<'_>>, want: &str) -> Result<()> {
+    let (ty, len) = a.data.type_and_len();
+    if ty != want {
+        return Err(bad(op, format!("expected {} {want} input of shape {:?}, got {ty}", article(want), a.shape)));
+    }
+    if len != numel(a.shape) {
+        return Err(bad(op, format!("{ty} input of {len} elements for shape {:?}", a.shape)));
+    }
+    Ok(())
+}
+
 fn f32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [f32]> {
+    in_check(op, a, "f32")?;
     match a.data {
-        In::F32(d) if d.len() == numel(a.shape) => Ok(d),
-        In::F32(d) => Err(bad(op, format!("f32 input of {} elements for shape {:?}", d.len(), a.shape))),
-        In::I32(_) => Err(bad(op, format!("expected an f32 input of shape {:?}, got i32", a.shape))),
+        In::F32(d) => Ok(d),
+        _ => Err(bad(op, "expected an f32 input".into())),
     }
 }
 
 fn i32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [i32]> {
+    in_check(op, a, "i32")?;
     match a.data {
-        In::I32(d) if d.len() == numel(a.shape) => Ok(d),
-        In::I32(d) => Err(bad(op, format!("i32 input of {} elements for shape {:?}", d.len(), a.shape))),
-        In::F32(_) => Err(bad(op, format!("expected an i32 input of shape {:?}, got f32", a.shape))),
+        In::I32(d) => Ok(d),
+        _ => Err(bad(op, "expected an i32 input".into())),
     }
 }
 
-fn out_len(op: Op, a: &Arg<'_, Out<'_>>, want_f32: bool) -> Result<()> {
-    let (len, is_f32) = match &a.data {
-        Out::F32(d) => (d.len(), true),
-        Out::I32(d) => (d.len(), false),
-    };
-    let want = if want_f32 { "f32" } else { "i32" };
-    if is_f32 != want_f32 {
-        return Err(bad(op, format!("expected an {want} output of shape {:?}", a.shape)));
+fn u8_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [u8]> {
+    in_check(op, a, "u8")?;
+    match a.data {
+        In::U8(d) => Ok(d),
+        _ => Err(bad(op, "expected a u8 input".into())),
+    }
+}
+
+/// Checks an output's element type and length against its shape.
+fn out_check(op: Op, a: &Arg<'_, Out<'_>>, want: &str) -> Result<()> {
+    let (ty, len) = a.data.type_and_len();
+    if ty != want {
+        return Err(bad(op, format!("expected {} {want} output of shape {:?}, got {ty}", article(want), a.shape)));
     }
     if len != numel(a.shape) {
         return Err(bad(op, format!("{want} output of {len} elements for shape {:?}", a.shape)));
@@ -81,18 +126,26 @@ fn out_len(op: Op, a: &Arg<'_, Out<'_>>, want_f32: bool) -> Result<()> {
 }
 
 fn f32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [f32]> {
-    out_len(op, a, true)?;
+    out_check(op, a, "f32")?;
     match &mut a.data {
         Out::F32(d) => Ok(d),
-        Out::I32(_) => Err(bad(op, "expected an f32 output".into())),
+        _ => Err(bad(op, "expected an f32 output".into())),
     }
 }
 
 fn i32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [i32]> {
-    out_len(op, a, false)?;
+    out_check(op, a, "i32")?;
     match &mut a.data {
         Out::I32(d) => Ok(d),
-        Out::F32(_) => Err(bad(op, "expected an i32 output".into())),
+        _ => Err(bad(op, "expected an i32 output".into())),
+    }
+}
+
+fn u8_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [u8]> {
+    out_check(op, a, "u8")?;
+    match &mut a.data {
+        Out::U8(d) => Ok(d),
+        _ => Err(bad(op, "expected a u8 output".into())),
     }
 }
 
@@ -175,6 +228,10 @@ fn matmul_geometry(op: Op, attrs: &Attrs, a_shape: &[u64], b_shape: &[u64], c_sh
         transpose_b,
         alpha: a.float("alpha", 1.0) as f32,
     })
+}
+
+fn clip_params(a: AttrReader<'_>) -> activation::Clip {
+    activation::Clip { min: a.float("min", f64::NEG_INFINITY) as f32, max: a.float("max", f64::INFINITY) as f32 }
 }
 
 /// Floats of scratch space `op` needs for these input and output shapes.
@@ -304,16 +361,37 @@ pub fn run(
                 norm::layer_norm_backward(rows, dy, x, scale, mean, inv_std, dx, dscale, dshift);
             }
         }
-        Op::Relu | Op::Gelu | Op::Tanh => {
+        Op::RmsNorm => {
+            let [y, inv_rms] = exactly(op, "outputs", outputs)?;
+            let eps = a.float("epsilon", 1e-5) as f32;
+            let rows = Rows::of_last_axis(&dims(x0()?.shape));
+            let (x, scale) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
+            norm::rms_norm(rows, eps, x, scale, f32_out(op, y)?, f32_out(op, inv_rms)?);
+        }
+        Op::RmsNormBackward => {
+            let [dx, dscale] = exactly(op, "outputs", outputs)?;
+            let rows = Rows::of_last_axis(&dims(x1()?.shape));
+            let (dy, x, scale) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_in(op, input(2)?)?);
+            let inv_rms = f32_in(op, input(3)?)?;
+            norm::rms_norm_backward(rows, dy, x, scale, inv_rms, f32_out(op, dx)?, f32_out(op, dscale)?);
+        }
+        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Clip => {
             let [y] = exactly(op, "outputs", outputs)?;
             let (x, y) = (f32_in(op, x0()?)?, f32_out(op, y)?);
             match op {
                 Op::Relu => activation::relu(x, y),
                 Op::Gelu => activation::gelu(x, y),
-                _ => activation::tanh(x, y),
+                Op::Tanh => activation::tanh(x, y),
+                Op::Sigmoid => activation::sigmoid(x, y),
+                _ => activation::clip(clip_params(a), x, y),
             }
         }
-        Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
+        Op::ReluBackward
+        | Op::GeluBackward
+        | Op::TanhBackward
+        | Op::SigmoidBackward
+        | Op::ClipBackward
+        | Op::SoftmaxBackward => {
             let [out] = exactly(op, "outputs", outputs)?;
             let (p, q) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
             if p.len() != q.len() {
@@ -325,10 +403,55 @@ pub fn run(
                 Op::ReluBackward => activation::relu_backward(p, q, out),
                 Op::GeluBackward => activation::gelu_backward(p, q, out),
                 Op::TanhBackward => activation::tanh_backward(p, q, out),
-                Op::SoftmaxBackward => activation::softmax_backward(rows, p, q, out),
-                Op::Add => tensor_ops::add(p, q, out),
-                _ => tensor_ops::mul(p, q, out),
+                Op::SigmoidBackward => activation::sigmoid_backward(p, q, out),
+                Op::ClipBackward => activation::clip_backward(clip_params(a), p, q, out),
+                _ => activation::softmax_backward(rows, p, q, out),
             }
+        }
+        Op::Dropout => {
+            let [y, mask] = exactly(op, "outputs", outputs)?;
+            let x = f32_in(op, x0()?)?;
+            if numel(y.shape) != x.len() || numel(mask.shape) != x.len() {
+                return Err(bad(op, "output or mask differs from the input in length".into()));
+            }
+            let params = dropout::Dropout { ratio: a.float("ratio", 0.0), seed: a.int("seed", 0) as u64 };
+            dropout::dropout(params, x, f32_out(op, y)?, u8_out(op, mask)?);
+        }
+        Op::DropoutBackward => {
+            let [dx] = exactly(op, "outputs", outputs)?;
+            let (dy, mask) = (f32_in(op, x0()?)?, u8_in(op, x1()?)?);
+            if mask.len() != dy.len() || numel(dx.shape) != dy.len() {
+                return Err(bad(op, "mask or output differs from the input in length".into()));
+            }
+            let params = dropout::Dropout { ratio: a.float("ratio", 0.0), seed: 0 };
+            dropout::dropout_backward(params, dy, mask, f32_out(op, dx)?);
+        }
+        Op::Add | Op::Mul => {
+            let [out] = exactly(op, "outputs", outputs)?;
+            let (sa, sb) = (x0()?.shape, x1()?.shape);
+            let (p, q) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
+            if out.shape != sa {
+                return Err(bad(op, format!("output {:?} is not shaped like the first input {sa:?}", out.shape)));
+            }
+            let out = f32_out(op, out)?;
+            if sa == sb {
+                if op == Op::Add { tensor_ops::add(p, q, out) } else { tensor_ops::mul(p, q, out) }
+            } else {
+                let bc = Broadcast::new(&dims(sa), &dims(sb))
+                    .ok_or_else(|| bad(op, format!("{sb:?} does not broadcast to {sa:?}")))?;
+                if op == Op::Add {
+                    tensor_ops::add_broadcast(&bc, p, q, out);
+                } else {
+                    tensor_ops::mul_broadcast(&bc, p, q, out);
+                }
+            }
+        }
+        Op::SumTo => {
+            let [y] = exactly(op, "outputs", outputs)?;
+            let sx = x0()?.shape;
+            let bc = Broadcast::new(&dims(sx), &dims(y.shape))
+                .ok_or_else(|| bad(op, format!("{:?} does not broadcast to {sx:?}", y.shape)))?;
+            tensor_ops::sum_to(&bc, f32_in(op, x0()?)?, f32_out(op, y)?);
         }
         Op::Softmax => {
             let [y] = exactly(op, "outputs", outputs)?;
@@ -362,6 +485,7 @@ pub fn run(
             match (&x0()?.data, &mut y.data) {
                 (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
                 (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
+                (In::U8(x), Out::U8(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
                 _ => return Err(bad(op, "input and output differ in type or length".into())),
             }
         }
@@ -372,6 +496,7 @@ pub fn run(
             match (&x0()?.data, &mut y.data) {
                 (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
                 (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
+                (In::U8(x), Out::U8(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
                 _ => return Err(bad(op, "input and output differ in type or length".into())),
             }
         }
@@ -407,4 +532,77 @@ pub fn run(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use placer_ir::AttrValue;
+
+    fn attrs(pairs: &[(&str, AttrValue)]) -> Attrs {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    #[test]
+    fn dropout_writes_a_byte_mask_that_its_backward_reads() {
+        let a = attrs(&[("ratio", AttrValue::Float(0.5)), ("seed", AttrValue::Int(11))]);
+        let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+        let (mut y, mut mask) = (vec![0.0f32; 64], vec![9u8; 64]);
+        let shape = [8u64, 8];
+        let inputs = [Arg { shape: &shape, data: In::F32(&x) }];
+        let mut outputs =
+            [Arg { shape: &shape, data: Out::F32(&mut y) }, Arg { shape: &shape, data: Out::U8(&mut mask) }];
+        run(Op::Dropout, &a, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert!(mask.iter().all(|&m| m <= 1) && mask.contains(&0) && mask.contains(&1), "{mask:?}");
+        let mut dx = vec![0.0f32; 64];
+        let inputs = [Arg { shape: &shape, data: In::F32(&x) }, Arg { shape: &shape, data: In::U8(&mask) }];
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut dx) }];
+        run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(dx, y);
+        // A mask of the wrong type is an error, not a panic.
+        let wrong = vec![0.0f32; 64];
+        let inputs = [Arg { shape: &shape, data: In::F32(&x) }, Arg { shape: &shape, data: In::F32(&wrong) }];
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut dx) }];
+        let err = run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect_err("f32 mask");
+        assert_eq!(err.to_string(), "dropout_backward: expected a u8 input of shape [8, 8], got f32");
+    }
+
+    #[test]
+    fn add_and_mul_broadcast_and_sum_to_reduces() {
+        let (sa, sb) = ([2u64, 3], [3u64]);
+        let (a, b) = ([1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [10.0f32, 20.0, 30.0]);
+        let mut c = [0.0f32; 6];
+        for (op, want) in
+            [(Op::Add, [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]), (Op::Mul, [10.0, 40.0, 90.0, 40.0, 100.0, 180.0])]
+        {
+            let inputs = [Arg { shape: &sa, data: In::F32(&a) }, Arg { shape: &sb, data: In::F32(&b) }];
+            let mut outputs = [Arg { shape: &sa, data: Out::F32(&mut c) }];
+            run(op, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+            assert_eq!(c, want);
+        }
+        let mut y = [0.0f32; 3];
+        let inputs = [Arg { shape: &sa, data: In::F32(&a) }];
+        let mut outputs = [Arg { shape: &sb, data: Out::F32(&mut y) }];
+        run(Op::SumTo, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(y, [5.0, 7.0, 9.0]);
+        let bad_b = [1.0f32, 2.0];
+        let inputs = [Arg { shape: &sa, data: In::F32(&a) }, Arg { shape: &[2], data: In::F32(&bad_b) }];
+        let mut outputs = [Arg { shape: &sa, data: Out::F32(&mut c) }];
+        let err = run(Op::Add, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect_err("no broadcast");
+        assert_eq!(err.to_string(), "add: [2] does not broadcast to [2, 3]");
+    }
+
+    #[test]
+    fn u8_tensors_can_be_reshaped_and_transposed() {
+        let x = [1u8, 2, 3, 4, 5, 6];
+        let mut y = [0u8; 6];
+        let perm = attrs(&[("perm", AttrValue::Ints(vec![1, 0]))]);
+        let inputs = [Arg { shape: &[2, 3], data: In::U8(&x) }];
+        let mut outputs = [Arg { shape: &[3, 2], data: Out::U8(&mut y) }];
+        run(Op::Transpose, &perm, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(y, [1, 4, 2, 5, 3, 6]);
+        let mut outputs = [Arg { shape: &[6], data: Out::U8(&mut y) }];
+        run(Op::Reshape, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(y, x);
+    }
 }

@@ -23,6 +23,7 @@
 pub mod activation;
 pub mod conv;
 pub mod dispatch;
+pub mod dropout;
 pub mod error;
 mod fastmath;
 pub mod gemm;

@@ -1,12 +1,14 @@
-//! Batch normalisation (training mode, axis 1) and layer normalisation (last axis),
-//! forward and backward.
+//! Batch normalisation (training mode, axis 1), layer normalisation and RMS
+//! normalisation (last axis), forward and backward.
 //!
-//! Both save the statistics the backward pass reads: the mean and `inv_std =
-//! 1/sqrt(var + epsilon)`, where `var` is the **biased** variance (divided by the
-//! count, not count − 1). Sums are accumulated in f64: batch norm's in one pass over
+//! Batch and layer norm save the statistics the backward pass reads: the mean and
+//! `inv_std = 1/sqrt(var + epsilon)`, where `var` is the **biased** variance (divided by
+//! the count, not count − 1). Sums are accumulated in f64: batch norm's in one pass over
 //! data shifted by the channel's first element (the "shifted data" method, which does
 //! not cancel catastrophically when the mean is large against the spread), layer norm's
-//! in two passes over each row (the row is in cache for the second).
+//! in two passes over each row (the row is in cache for the second). RMS norm saves
+//! `inv_rms = 1/sqrt(mean(x²) + epsilon)` only (there is no mean to subtract), its sum of
+//! squares in f64 too.
 //!
 //! Degenerate sizes: a channel or row with a single element has variance 0, so
 //! `inv_std = 1/sqrt(epsilon)` and the output is `shift` (x − mean is exactly 0); its
@@ -390,5 +392,86 @@ pub fn layer_norm_backward(
     for k in 0..d {
         dscale[k] = sums[k] as f32;
         dshift[k] = sums[d + k] as f32;
+    }
+}
+
+/// RMS normalisation over the last axis of `[rows, D]` (onnxruntime's
+/// SimplifiedLayerNormalization, the RMSNorm of T5 and Llama): per row, `inv_rms =
+/// 1/sqrt(mean(x²) + epsilon)` and `y = x · inv_rms · scale`, with `scale` of length D.
+/// The mean of squares is accumulated in f64. A row of D = 0 gets `inv_rms =
+/// 1/sqrt(epsilon)`.
+pub fn rms_norm(shape: Rows, epsilon: f32, x: &[f32], scale: &[f32], y: &mut [f32], inv_rms: &mut [f32]) {
+    let Rows { rows, cols: d } = shape;
+    assert_eq!(x.len(), shape.numel(), "x does not match the shape");
+    assert_eq!(y.len(), shape.numel(), "y does not match the shape");
+    assert_eq!(scale.len(), d, "scale length is not D");
+    assert_eq!(inv_rms.len(), rows, "inv_rms length is not the row count");
+    if d == 0 {
+        inv_rms.fill(inv_std_of(0.0, epsilon));
+        return;
+    }
+    let run = |x: &[f32], y: &mut [f32], inv_rms: &mut [f32]| {
+        for ((xr, yr), r_out) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)).zip(inv_rms) {
+            let (_, squares) = shifted_moments(xr, 0.0);
+            let r = inv_std_of(squares / d as f64, epsilon);
+            *r_out = r;
+            for ((y, &v), &g) in yr.iter_mut().zip(xr).zip(scale) {
+                *y = v * r * g;
+            }
+        }
+    };
+    if x.len() <= PAR_CHUNK {
+        run(x, y, inv_rms);
+    } else {
+        let per = rows_per_task(d);
+        y.par_chunks_mut(per * d)
+            .zip(x.par_chunks(per * d))
+            .zip(inv_rms.par_chunks_mut(per))
+            .for_each(|((y, x), r)| run(x, y, r));
+    }
+}
+
+/// The backward of [`rms_norm`], from the saved `inv_rms`. Per row, with `x̂ = x · inv_rms`
+/// and `g = dy · scale`: `dx = inv_rms · (g − x̂ · mean(g · x̂))` (mean over the row); over
+/// all rows, `dscale = Σ dy · x̂`.
+#[allow(clippy::too_many_arguments)] // the op's operands, in order
+pub fn rms_norm_backward(
+    shape: Rows,
+    dy: &[f32],
+    x: &[f32],
+    scale: &[f32],
+    inv_rms: &[f32],
+    dx: &mut [f32],
+    dscale: &mut [f32],
+) {
+    let Rows { rows, cols: d } = shape;
+    for (what, len) in [("dy", dy.len()), ("x", x.len()), ("dx", dx.len())] {
+        assert_eq!(len, shape.numel(), "{what} does not match the shape");
+    }
+    assert_eq!(scale.len(), d, "scale length is not D");
+    assert_eq!(dscale.len(), d, "dscale length is not D");
+    assert_eq!(inv_rms.len(), rows, "inv_rms length is not the row count");
+    if d == 0 {
+        return;
+    }
+    let sums = reduce_rows_with_output(dx, rows, d, d, |acc, row0, out| {
+        for (r, o) in out.chunks_exact_mut(d).enumerate() {
+            let row = row0 + r;
+            let (g, v) = (&dy[row * d..][..d], &x[row * d..][..d]);
+            let rms = inv_rms[row];
+            let mut sgx = 0.0f64;
+            for ((a, (&g, &v)), &w) in acc.iter_mut().zip(g.iter().zip(v)).zip(scale) {
+                let xh = v * rms;
+                *a += f64::from(g) * f64::from(xh);
+                sgx += f64::from(g * w) * f64::from(xh);
+            }
+            let mgx = (sgx / d as f64) as f32;
+            for (((o, &g), &v), &w) in o.iter_mut().zip(g).zip(v).zip(scale) {
+                *o = rms * (g * w - v * rms * mgx);
+            }
+        }
+    });
+    for (ds, s) in dscale.iter_mut().zip(sums) {
+        *ds = s as f32;
     }
 }

@@ -1,6 +1,7 @@
-//! The elementwise, normalisation, loss, data-movement and optimizer kernels against
-//! plain reference implementations (naive loops over multi-indices, f64), gradient
-//! checks of every backward kernel by central finite differences, the error paths of
+//! The elementwise (broadcast included), dropout, normalisation, loss, data-movement and
+//! optimizer kernels against plain reference implementations (naive loops over
+//! multi-indices, f64; a sequential SplitMix64 for dropout's mask), gradient checks of
+//! every backward kernel by central finite differences, the error paths of
 //! index-reading kernels, and degenerate sizes.
 //!
 //! Shapes are tiny so the file runs in a few seconds in a debug build; a few fixed
@@ -14,14 +15,18 @@ mod common;
 use common::noise;
 use placer_kernels::KernelError;
 use placer_kernels::activation::{
-    gelu, gelu_backward, relu, relu_backward, softmax, softmax_backward, tanh, tanh_backward,
+    Clip, clip, clip_backward, gelu, gelu_backward, relu, relu_backward, sigmoid, sigmoid_backward, softmax,
+    softmax_backward, tanh, tanh_backward,
 };
+use placer_kernels::dropout::{Dropout, dropout, dropout_backward};
 use placer_kernels::loss::{softmax_cross_entropy, softmax_cross_entropy_backward};
-use placer_kernels::norm::{batch_norm, batch_norm_backward, layer_norm, layer_norm_backward};
+use placer_kernels::norm::{
+    batch_norm, batch_norm_backward, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward,
+};
 use placer_kernels::optim::{Sgd, SgdMomentum, sgd, sgd_momentum};
 use placer_kernels::tensor_ops::{
-    ChannelView, PAR_CHUNK, Rows, add, bias_add, bias_grad, concat, embedding, embedding_backward, mul, reshape, split,
-    transpose,
+    Broadcast, ChannelView, PAR_CHUNK, Rows, add, add_broadcast, bias_add, bias_grad, concat, embedding,
+    embedding_backward, mul, mul_broadcast, reshape, split, sum_to, transpose,
 };
 use proptest::collection::vec;
 use proptest::prelude::*;
@@ -1024,4 +1029,384 @@ fn parallel_paths_match_the_references() {
         }
     }
     assert_close("dtable", &dtable, &want, 1e-6);
+}
+
+// ---------------------------------------------------------------------------------------
+// Sigmoid, clip, dropout, broadcast add/mul with sum_to, RMS norm: references, property
+// tests, gradient checks and the parallel paths.
+
+fn ref_sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// SplitMix64 as a sequential generator (its reference form): dropout's mask draws its
+/// `i`-th element from the `i`-th output.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// The mask: element i kept when the top 32 bits of draw i are at least ratio · 2^32.
+fn ref_mask(n: usize, ratio: f64, seed: u64) -> Vec<u8> {
+    let mut rng = SplitMix64(seed);
+    let threshold = (ratio * 4_294_967_296.0).round() as u64;
+    (0..n).map(|_| u8::from(rng.next() >> 32 >= threshold)).collect()
+}
+
+/// `b`'s flat index for `a`'s flat index `i`, `b` broadcast from the right.
+fn broadcast_index(i: usize, a: &[usize], b: &[usize]) -> usize {
+    let idx = unravel(i, a);
+    let offset = a.len() - b.len();
+    let bidx: Vec<usize> = b.iter().enumerate().map(|(k, &d)| if d == 1 { 0 } else { idx[offset + k] }).collect();
+    ravel(&bidx, b)
+}
+
+fn ref_broadcast(a_shape: &[usize], b_shape: &[usize], a: &[f32], b: &[f32], f: impl Fn(f64, f64) -> f64) -> Vec<f64> {
+    (0..a.len()).map(|i| f(f64::from(a[i]), f64::from(b[broadcast_index(i, a_shape, b_shape)]))).collect()
+}
+
+fn ref_sum_to(a_shape: &[usize], b_shape: &[usize], dy: &[f32]) -> Vec<f64> {
+    let mut y = vec![0.0; b_shape.iter().product()];
+    for (i, &v) in dy.iter().enumerate() {
+        y[broadcast_index(i, a_shape, b_shape)] += f64::from(v);
+    }
+    y
+}
+
+/// A shape `a` (rank 0 to 4) and a `b` that broadcasts to it: some leading dimensions
+/// dropped, some others set to 1.
+fn broadcast_case() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+    vec(1usize..5, 0..5)
+        .prop_flat_map(|a| {
+            let r = a.len();
+            (Just(a), 0..=r, vec(any::<bool>(), r))
+        })
+        .prop_map(|(a, dropped, ones)| {
+            let b = a[dropped..].iter().zip(&ones[dropped..]).map(|(&d, &one)| if one { 1 } else { d }).collect();
+            (a, b)
+        })
+}
+
+/// RMS norm in f64: (y, inv_rms).
+fn ref_rms_norm(s: Rows, eps: f64, x: &[f32], scale: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let d = s.cols;
+    let mut y = vec![0.0; x.len()];
+    let mut rs = vec![];
+    for r in 0..s.rows {
+        let row = &x[r * d..(r + 1) * d];
+        let ms = row.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / d as f64;
+        let rr = 1.0 / (ms + eps).sqrt();
+        for k in 0..d {
+            y[r * d + k] = f64::from(row[k]) * rr * f64::from(scale[k]);
+        }
+        rs.push(rr);
+    }
+    (y, rs)
+}
+
+/// RMS norm backward in f64, from its own derivation: with x̂ = x · r and g = dy · scale,
+/// ∂y_k/∂x_j = scale_k · (r · δ_kj − r³ x_k x_j / D), so dx_j = r · g_j − r³ x_j /
+/// D · Σ_k g_k x_k; dscale = Σ dy · x̂.
+fn ref_rms_norm_backward(s: Rows, dy: &[f32], x: &[f32], scale: &[f32], inv_rms: &[f32]) -> (Vec<f64>, Vec<f64>) {
+    let d = s.cols;
+    let mut dx = vec![0.0; x.len()];
+    let mut dscale = vec![0.0; d];
+    for r in 0..s.rows {
+        let rr = f64::from(inv_rms[r]);
+        let x = |k: usize| f64::from(x[r * d + k]);
+        let g = |k: usize| f64::from(dy[r * d + k]) * f64::from(scale[k]);
+        let gx: f64 = (0..d).map(|k| g(k) * x(k)).sum();
+        for j in 0..d {
+            dx[r * d + j] = rr * g(j) - rr.powi(3) * x(j) / d as f64 * gx;
+            dscale[j] += f64::from(dy[r * d + j]) * x(j) * rr;
+        }
+    }
+    (dx, dscale)
+}
+
+/// Values away from clip's bounds (−1 and 1.5) by at least 0.1, on both sides of each.
+fn away_from_bounds(n: usize) -> impl Strategy<Value = Vec<f32>> {
+    vec(prop_oneof![-3.0f32..-1.1, -0.9f32..1.4, 1.6f32..3.0], n)
+}
+
+const CLIP: Clip = Clip { min: -1.0, max: 1.5 };
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn sigmoid_and_clip_match_reference(x in vec(-20.0f32..20.0, 0..40), seed in vec(-1.0f32..1.0, 40)) {
+        let n = x.len();
+        let dy = &seed[..n];
+        let (mut y, mut dx) = (vec![0.0; n], vec![0.0; n]);
+
+        sigmoid(&x, &mut y);
+        assert_close("sigmoid", &y, &x.iter().map(|&v| ref_sigmoid(f64::from(v))).collect::<Vec<_>>(), 1e-6);
+        sigmoid_backward(dy, &y, &mut dx);
+        let want: Vec<f64> =
+            y.iter().zip(dy).map(|(&s, &g)| f64::from(g) * f64::from(s) * (1.0 - f64::from(s))).collect();
+        assert_close("sigmoid_backward", &dx, &want, 1e-6);
+
+        // ReLU6 and a clip with negative bounds, both inclusive.
+        for p in [Clip { min: 0.0, max: 6.0 }, CLIP] {
+            clip(p, &x, &mut y);
+            let want: Vec<f64> = x.iter().map(|&v| f64::from(v.max(p.min).min(p.max))).collect();
+            assert_close("clip", &y, &want, 0.0);
+            clip_backward(p, dy, &x, &mut dx);
+            let want: Vec<f64> =
+                x.iter().zip(dy).map(|(&v, &g)| if p.min <= v && v <= p.max { f64::from(g) } else { 0.0 }).collect();
+            assert_close("clip_backward", &dx, &want, 0.0);
+        }
+    }
+
+    #[test]
+    fn dropout_matches_reference(
+        x in vec(-4.0f32..4.0, 0..300),
+        ratio in prop_oneof![Just(0.0), 0.0f64..0.95],
+        seed in any::<u64>(),
+    ) {
+        let n = x.len();
+        let p = Dropout { ratio, seed };
+        let (mut y, mut mask) = (vec![0.0; n], vec![7u8; n]);
+        dropout(p, &x, &mut y, &mut mask);
+        let want_mask = ref_mask(n, ratio, seed);
+        prop_assert_eq!(&mask, &want_mask);
+        let keep = 1.0 / (1.0 - ratio);
+        let want: Vec<f64> = x.iter().zip(&mask).map(|(&v, &m)| f64::from(v) * f64::from(m) * keep).collect();
+        assert_close("dropout", &y, &want, 1e-6);
+        if ratio == 0.0 {
+            prop_assert_eq!(&y, &x);
+        }
+        // The same seed, the same mask; another seed, another (for more than a few elements).
+        let (mut y2, mut mask2) = (vec![0.0; n], vec![0u8; n]);
+        dropout(p, &x, &mut y2, &mut mask2);
+        prop_assert_eq!((&y2, &mask2), (&y, &mask));
+        if n >= 64 && ratio > 0.2 {
+            dropout(Dropout { ratio, seed: seed ^ 1 }, &x, &mut y2, &mut mask2);
+            prop_assert_ne!(&mask2, &mask);
+        }
+
+        let dy: Vec<f32> = x.iter().map(|v| v * 0.5 - 0.25).collect();
+        let mut dx = vec![0.0; n];
+        dropout_backward(Dropout { ratio, seed: 0 }, &dy, &mask, &mut dx);
+        let want: Vec<f64> = dy.iter().zip(&mask).map(|(&g, &m)| f64::from(g) * f64::from(m) * keep).collect();
+        assert_close("dropout_backward", &dx, &want, 1e-6);
+    }
+
+    #[test]
+    fn broadcast_add_mul_and_sum_to_match_reference((a_shape, b_shape) in broadcast_case(), seed in any::<u64>()) {
+        let bc = Broadcast::new(&a_shape, &b_shape).expect("broadcasts");
+        let (na, nb) = (bc.a_numel(), bc.b_numel());
+        let (a, b) = (noise(na, seed), noise(nb, seed ^ 0x55));
+        let mut c = vec![f32::NAN; na];
+        add_broadcast(&bc, &a, &b, &mut c);
+        assert_close("add", &c, &ref_broadcast(&a_shape, &b_shape, &a, &b, |a, b| a + b), 1e-7);
+        mul_broadcast(&bc, &a, &b, &mut c);
+        assert_close("mul", &c, &ref_broadcast(&a_shape, &b_shape, &a, &b, |a, b| a * b), 1e-7);
+        let mut y = vec![f32::NAN; nb];
+        sum_to(&bc, &a, &mut y);
+        assert_close("sum_to", &y, &ref_sum_to(&a_shape, &b_shape, &a), 1e-6);
+        if a_shape == b_shape {
+            // Identical shapes broadcast trivially, like the plain kernels.
+            let mut plain = vec![0.0; na];
+            mul(&a, &b, &mut plain);
+            mul_broadcast(&bc, &a, &b, &mut c);
+            prop_assert_eq!(&plain, &c);
+            prop_assert_eq!(&y, &a);
+        }
+    }
+
+    #[test]
+    fn rms_norm_matches_reference((shape, noise, params) in rows_case(rows_strategy(), 2)) {
+        let x = ln_x(shape, &noise[0]);
+        let scale = &params[0];
+        let (mut y, mut inv_rms) = (vec![0.0; x.len()], vec![0.0; shape.rows]);
+        rms_norm(shape, EPS, &x, scale, &mut y, &mut inv_rms);
+        let (ry, rr) = ref_rms_norm(shape, f64::from(EPS), &x, scale);
+        assert_close("y", &y, &ry, 1e-5);
+        assert_close("inv_rms", &inv_rms, &rr, 1e-6);
+
+        let dy = &noise[1];
+        let (mut dx, mut dscale) = (vec![0.0; x.len()], vec![0.0; shape.cols]);
+        rms_norm_backward(shape, dy, &x, scale, &inv_rms, &mut dx, &mut dscale);
+        let (rdx, rdscale) = ref_rms_norm_backward(shape, dy, &x, scale, &inv_rms);
+        assert_close("dx", &dx, &rdx, 1e-4);
+        assert_close("dscale", &dscale, &rdscale, 1e-5);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn sigmoid_backward_is_the_gradient((x, g) in (1usize..30).prop_flat_map(|n| (vec(-6.0f32..6.0, n), vec(-1.0f32..1.0, n)))) {
+        let fwd = |x: &[f32]| { let mut y = vec![0.0; x.len()]; sigmoid(x, &mut y); y };
+        let mut dx = vec![0.0; x.len()];
+        sigmoid_backward(&g, &fwd(&x), &mut dx);
+        assert_grad("sigmoid", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
+    }
+
+    #[test]
+    fn clip_backward_is_the_gradient((x, g) in (1usize..30).prop_flat_map(|n| (away_from_bounds(n), vec(-1.0f32..1.0, n)))) {
+        let fwd = |x: &[f32]| { let mut y = vec![0.0; x.len()]; clip(CLIP, x, &mut y); y };
+        let mut dx = vec![0.0; x.len()];
+        clip_backward(CLIP, &g, &x, &mut dx);
+        assert_grad("clip", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
+    }
+
+    #[test]
+    fn dropout_backward_is_the_gradient_for_its_mask(
+        (x, g) in (1usize..60).prop_flat_map(|n| (vec(-2.0f32..2.0, n), vec(-1.0f32..1.0, n))),
+        ratio in 0.0f64..0.9,
+        seed in any::<u64>(),
+    ) {
+        // The mask depends on the seed and the positions only, so it is fixed while x moves.
+        let p = Dropout { ratio, seed };
+        let fwd = |x: &[f32]| {
+            let (mut y, mut m) = (vec![0.0; x.len()], vec![0; x.len()]);
+            dropout(p, x, &mut y, &mut m);
+            (y, m)
+        };
+        let mut dx = vec![0.0; x.len()];
+        dropout_backward(p, &g, &fwd(&x).1, &mut dx);
+        assert_grad("dropout", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x).0, &g)));
+    }
+
+    #[test]
+    fn sum_to_is_the_gradient_of_a_broadcast_operand((a_shape, b_shape) in broadcast_case(), seed in any::<u64>()) {
+        let bc = Broadcast::new(&a_shape, &b_shape).expect("broadcasts");
+        let (na, nb) = (bc.a_numel(), bc.b_numel());
+        let (a, b, g) = (noise(na, seed), noise(nb, seed ^ 0x55), noise(na, seed ^ 0xAA));
+        let fwd = |a: &[f32], b: &[f32], multiply: bool| {
+            let mut c = vec![0.0; na];
+            if multiply { mul_broadcast(&bc, a, b, &mut c) } else { add_broadcast(&bc, a, b, &mut c) }
+            c
+        };
+        // add: da = g, db = sum_to(g).
+        let mut db = vec![0.0; nb];
+        sum_to(&bc, &g, &mut db);
+        assert_grad("add da", &g, &numeric_grad(&a, H, |a| dot(&fwd(a, &b, false), &g)));
+        assert_grad("add db", &db, &numeric_grad(&b, H, |b| dot(&fwd(&a, b, false), &g)));
+        // mul: da = g · b (b broadcast), db = sum_to(g · a).
+        let mut da = vec![0.0; na];
+        mul_broadcast(&bc, &g, &b, &mut da);
+        let mut ga = vec![0.0; na];
+        mul(&g, &a, &mut ga);
+        sum_to(&bc, &ga, &mut db);
+        assert_grad("mul da", &da, &numeric_grad(&a, H, |a| dot(&fwd(a, &b, true), &g)));
+        assert_grad("mul db", &db, &numeric_grad(&b, H, |b| dot(&fwd(&a, b, true), &g)));
+    }
+
+    #[test]
+    fn rms_norm_backward_is_the_gradient((shape, noise, params) in rows_case(rows_strategy(), 2)) {
+        let x = ln_x(shape, &noise[0]);
+        let scale = &params[0];
+        let g: Vec<f32> = noise[1].iter().map(|v| v * 3.0).collect();
+        let forward = |x: &[f32], scale: &[f32]| {
+            let (mut y, mut r) = (vec![0.0; x.len()], vec![0.0; shape.rows]);
+            rms_norm(shape, EPS, x, scale, &mut y, &mut r);
+            (y, r)
+        };
+        let (_, inv_rms) = forward(&x, scale);
+        let (mut dx, mut dscale) = (vec![0.0; x.len()], vec![0.0; shape.cols]);
+        rms_norm_backward(shape, &g, &x, scale, &inv_rms, &mut dx, &mut dscale);
+        assert_grad("dx", &dx, &numeric_grad(&x, H, |x| dot(&forward(x, scale).0, &g)));
+        assert_grad("dscale", &dscale, &numeric_grad(scale, H, |s| dot(&forward(&x, s).0, &g)));
+    }
+}
+
+#[test]
+fn broadcasts_that_do_not_fit_are_refused() {
+    assert!(Broadcast::new(&[2, 3], &[2]).is_none());
+    assert!(Broadcast::new(&[3], &[2, 3]).is_none());
+    assert!(Broadcast::new(&[2, 3], &[2, 3]).is_some());
+    assert!(Broadcast::new(&[], &[]).is_some());
+    let (mut y, mut mean) = ([9.0f32; 0], [9.0f32; 2]);
+    // RMS norm of empty rows: the statistic is still written.
+    rms_norm(Rows { rows: 2, cols: 0 }, 0.25, &[], &[], &mut y, &mut mean);
+    assert_eq!(mean, [2.0; 2]);
+    // sum_to of an empty input is zeros.
+    let bc = Broadcast::new(&[0, 3], &[3]).expect("broadcasts");
+    let mut s = [9.0f32; 3];
+    sum_to(&bc, &[], &mut s);
+    assert_eq!(s, [0.0; 3]);
+}
+
+#[test]
+fn dropout_keeps_about_one_minus_ratio_and_runs_the_same_in_parallel() {
+    let n = 3 * PAR_CHUNK + 17;
+    let x = noise(n, 30);
+    for ratio in [0.1, 0.5, 0.9] {
+        let p = Dropout { ratio, seed: 42 };
+        let (mut y, mut mask) = (vec![0.0; n], vec![0u8; n]);
+        dropout(p, &x, &mut y, &mut mask);
+        assert_eq!(mask, ref_mask(n, ratio, 42), "ratio {ratio}: chunks draw from the right counters");
+        let kept = mask.iter().filter(|&&m| m == 1).count() as f64 / n as f64;
+        assert!((kept - (1.0 - ratio)).abs() < 0.01, "ratio {ratio}: kept {kept}");
+        let scale = p.scale();
+        assert!(y.iter().zip(&x).zip(&mask).all(|((&y, &x), &m)| y == if m == 1 { x * scale } else { 0.0 }));
+        let mut dx = vec![0.0; n];
+        dropout_backward(p, &x, &mask, &mut dx);
+        assert_eq!(dx, y, "the backward of the same values is the forward");
+    }
+}
+
+#[test]
+fn broadcast_and_rms_norm_parallel_paths_match_the_references() {
+    // Above PAR_CHUNK: a bias-like [N, D] over [D] (sum_to with one accumulator per task),
+    // a per-row [N, D] over [N, 1], a per-channel NCHW over [C, 1, 1], and a large b
+    // ([2, 1, 9000] over [2, 3, 9000]: sum_to gathering per output range).
+    let cases: [(&[usize], &[usize]); 5] = [
+        (&[700, 40], &[40]),
+        (&[700, 40], &[700, 1]),
+        (&[4, 16, 30, 30], &[16, 1, 1]),
+        (&[2, 3, 9000], &[2, 1, 9000]),
+        (&[3, 5000, 2], &[5000, 1]),
+    ];
+    for (a_shape, b_shape) in cases {
+        let bc = Broadcast::new(a_shape, b_shape).expect("broadcasts");
+        let (na, nb) = (bc.a_numel(), bc.b_numel());
+        assert!(na > PAR_CHUNK);
+        let (a, b) = (noise(na, 40), noise(nb, 41));
+        let mut c = vec![0.0; na];
+        mul_broadcast(&bc, &a, &b, &mut c);
+        assert_close("mul", &c, &ref_broadcast(a_shape, b_shape, &a, &b, |a, b| a * b), 1e-7);
+        add_broadcast(&bc, &a, &b, &mut c);
+        assert_close("add", &c, &ref_broadcast(a_shape, b_shape, &a, &b, |a, b| a + b), 1e-7);
+        let mut y = vec![0.0; nb];
+        sum_to(&bc, &a, &mut y);
+        assert_close("sum_to", &y, &ref_sum_to(a_shape, b_shape, &a), 1e-5);
+        let mut again = vec![0.0; nb];
+        sum_to(&bc, &a, &mut again);
+        assert_eq!(again, y, "sum_to is not deterministic for {a_shape:?} over {b_shape:?}");
+    }
+
+    let shape = Rows { rows: 301, cols: 70 };
+    let n = shape.numel();
+    let (x, scale, dy) = (noise(n, 42), noise(70, 43), noise(n, 44));
+    let (mut y, mut inv_rms) = (vec![0.0; n], vec![0.0; 301]);
+    rms_norm(shape, EPS, &x, &scale, &mut y, &mut inv_rms);
+    let (ry, rr) = ref_rms_norm(shape, f64::from(EPS), &x, &scale);
+    assert_close("rms y", &y, &ry, 1e-5);
+    assert_close("rms inv_rms", &inv_rms, &rr, 1e-6);
+    let (mut dx, mut ds) = (vec![0.0; n], vec![0.0; 70]);
+    rms_norm_backward(shape, &dy, &x, &scale, &inv_rms, &mut dx, &mut ds);
+    let (rdx, rds) = ref_rms_norm_backward(shape, &dy, &x, &scale, &inv_rms);
+    assert_close("rms dx", &dx, &rdx, 1e-4);
+    assert_close("rms dscale", &ds, &rds, 1e-4);
+    let (mut dx2, mut ds2) = (vec![0.0; n], vec![0.0; 70]);
+    rms_norm_backward(shape, &dy, &x, &scale, &inv_rms, &mut dx2, &mut ds2);
+    assert_eq!((dx2, ds2), (dx, ds), "rms_norm_backward is not deterministic");
+
+    let x = noise(20_001, 45);
+    let mut s = vec![0.0; x.len()];
+    sigmoid(&x, &mut s);
+    assert_close("sigmoid", &s, &x.iter().map(|&v| ref_sigmoid(f64::from(v))).collect::<Vec<_>>(), 1e-6);
 }

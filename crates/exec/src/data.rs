@@ -3,8 +3,9 @@
 //!
 //! Weights get a He-uniform initialisation from their fan-in (so a ReLU network trains),
 //! normalisation scales start at 1 and shifts and biases at 0, index inputs stay inside
-//! the range their consumer accepts (class count, embedding rows), and everything a node
-//! produces starts at zero.
+//! the range their consumer accepts (class count, embedding rows), a byte tensor fed to
+//! the step (a dropout mask) holds 0s and 1s, and everything a node produces starts at
+//! zero.
 
 use placer_ir::{AttrValue, DType, Model, Op, Role, TensorId};
 
@@ -54,6 +55,7 @@ pub(crate) fn fill_bytes(fill: Fill, t: TensorId, seed: u64, bytes: &mut [u8], w
         }
         Fill::Constant(c) => words.for_each(|x| x.copy_from_slice(&c.to_ne_bytes())),
         Fill::Uniform(bound) => words.for_each(|x| x.copy_from_slice(&(rng.symmetric() * bound).to_ne_bytes())),
+        Fill::Bits => bytes.iter_mut().for_each(|b| *b = (rng.next_u64() >> 63) as u8),
     }
 }
 
@@ -65,6 +67,8 @@ pub(crate) enum Fill {
     Uniform(f32),
     /// Uniform integers in [0, bound).
     Index(u64),
+    /// Bytes of 0 or 1, evenly: a mask.
+    Bits,
 }
 
 /// How to initialise each tensor of `model`.
@@ -78,6 +82,8 @@ pub(crate) fn fill_plan(model: &Model) -> Vec<Fill> {
                 continue;
             }
             plan[t.index()] = match (tensor.role, tensor.dtype) {
+                // Only a dropout mask is u8: whatever its role, it holds 0s and 1s.
+                (_, DType::U8) => Some(Fill::Bits),
                 (Role::Weight, _) => Some(weight_fill(model, node.op, &node.attrs, slot, t)),
                 (Role::Input, DType::I32 | DType::I64) => {
                     index_bound(model, node.op, slot, &node.inputs).map(Fill::Index)
@@ -94,8 +100,9 @@ fn weight_fill(model: &Model, op: Op, attrs: &placer_ir::Attrs, slot: usize, t: 
     let shape = &model.tensor(t).shape;
     let he = |fan_in: u64| Fill::Uniform((6.0 / fan_in.max(1) as f64).sqrt() as f32);
     match (op, slot) {
-        (Op::BatchNorm | Op::LayerNorm, 1) => Fill::Constant(1.0),
-        (Op::BatchNorm | Op::LayerNorm, 2) | (Op::BiasAdd, 1) => Fill::Zero,
+        // A weight multiplied in (broadcast) is a learned scale; one added in, a bias.
+        (Op::BatchNorm | Op::LayerNorm | Op::RmsNorm, 1) | (Op::Mul, 1) => Fill::Constant(1.0),
+        (Op::BatchNorm | Op::LayerNorm, 2) | (Op::BiasAdd | Op::Add, 1) => Fill::Zero,
         (Op::Conv2d, 1) => he(shape[1..].iter().product()),
         (Op::MatMul, 1) => {
             let rank = shape.len();

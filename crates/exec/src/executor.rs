@@ -110,7 +110,7 @@ impl<'m> Executor<'m> {
         if placement.0.len() != model.tensors().len() {
             return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: model.tensors().len() });
         }
-        if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32)) {
+        if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::U8)) {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
         }
         let scratch_bytes = (0..model.nodes().len()).map(|n| scratch_bytes(model, NodeId(n as u32))).max().unwrap_or(0);
@@ -202,6 +202,13 @@ impl<'m> Executor<'m> {
         let tensor = self.model.tensor(t);
         let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&tensor.name))?;
         buffer.as_f32().map_err(|source| ExecError::Pool { tensor: tensor.name.clone(), error: source })
+    }
+
+    /// The current contents of a tensor as bytes (a u8 mask, or any tensor's raw data).
+    pub fn read_bytes(&self, t: TensorId) -> Result<&[u8], ExecError> {
+        let tensor = self.model.tensor(t);
+        let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&tensor.name))?;
+        Ok(&buffer.bytes()[..tensor.bytes as usize])
     }
 
     /// The model's loss after the last step, if it has one.

@@ -159,3 +159,56 @@ fn a_resident_plan_holds_only_live_tensors_and_computes_the_same_steps() {
         assert_eq!(live.loss(), resident.loss().expect("loss"), "tensors that share bytes never meet");
     }
 }
+
+/// x → matmul → · scale → RMS norm → sigmoid, clip → dropout → + bias → · gate →
+/// matmul → loss: every newer op (broadcast operands, a u8 mask) in one graph.
+fn newer_ops_model(batch: u64) -> placer_ir::Model {
+    use placer_ir::DType;
+    let mut g = placer_zoo::GraphBuilder::new();
+    let x = g.input("x", &[batch, 8], DType::F32);
+    let labels = g.input("labels", &[batch], DType::I32);
+    let w1 = g.weight("fc1.weight", &[8, 32]);
+    let h = g.matmul("fc1", x, w1, false, 1.0).expect("shapes fit");
+    let s = g.weight("scale", &[32]);
+    let h = g.mul("scaled", h, s);
+    let h = g.rms_norm("norm", h, 1e-6);
+    let gate = g.sigmoid("gate", h);
+    let h = g.clip("relu6", h, 0.0, 6.0);
+    let h = g.dropout("drop", h, 0.25);
+    let b = g.weight("bias", &[32]);
+    let h = g.add("biased", h, b);
+    let h = g.mul("gated", h, gate);
+    let w2 = g.weight("fc2.weight", &[32, 10]);
+    let logits = g.matmul("fc2", h, w2, false, 1.0).expect("shapes fit");
+    let loss = g.softmax_cross_entropy("loss", logits, labels);
+    let opt = placer_zoo::Optimizer { lr: 0.1, momentum: 0.9 };
+    g.finish("newer-ops", Default::default(), loss, opt).expect("valid")
+}
+
+#[test]
+fn newer_ops_train_and_plans_run_them_alike() {
+    let model = newer_ops_model(16);
+    let l = losses(&model, 12, 4);
+    assert!(l.iter().all(|x| x.is_finite()), "{l:?}");
+    assert!(l[11] < 0.8 * l[0], "loss did not fall: {l:?}");
+    assert_eq!(losses(&model, 3, 4), l[..3], "deterministic, the dropout mask included");
+
+    let mask = model.tensor_id("drop.mask").expect("mask");
+    let mut exec = Executor::new(&model, dram(), &PoolAssignment::all_in(&model, PoolId(0)), 4).expect("allocates");
+    exec.step().expect("step");
+    let kept = exec.read_bytes(mask).expect("mask bytes");
+    assert_eq!(kept.len(), 16 * 32);
+    assert!(kept.iter().all(|&m| m <= 1) && kept.contains(&0) && kept.contains(&1));
+
+    // The same steps from a plan whose arenas hold the u8 mask between f32 tensors.
+    let placement = PoolAssignment((0..model.tensors().len()).map(|i| PoolId((i % 2) as u16)).collect());
+    let plan = ExecPlan::resident(&model, &placement, 2);
+    plan.validate(&model, 2).expect("a valid plan");
+    let mut live = PlanExecutor::new(&model, two_pools(), plan, 4).expect("reserves");
+    let mut resident = Executor::new(&model, two_pools(), &placement, 4).expect("allocates");
+    for _ in 0..3 {
+        live.step().expect("live step");
+        resident.step().expect("resident step");
+        assert_eq!(live.loss(), resident.loss().expect("loss"));
+    }
+}

@@ -164,6 +164,12 @@ fn forward_with_loss(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<placer
     l.run(std::slice::from_ref(&logits_name), &lower::forward)?;
     let logits = match l.value(&logits_name) {
         Some(values::Value::Tensor(t)) => t.clone(),
+        Some(values::Value::Data(_)) => {
+            return Err(OnnxError::Input(format!(
+                "output '{output}' is data (ids or a mask), not floating point, so it cannot take a loss; choose another with --loss-on (outputs: {})",
+                names.join(", ")
+            )));
+        }
         _ => {
             return Err(OnnxError::Input(format!(
                 "output '{output}' is not computed from the inputs, so it cannot take a loss"

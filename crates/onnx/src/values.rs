@@ -9,6 +9,11 @@ use placer_zoo::T;
 /// Constants larger than this are known by shape only: their payload is never read.
 pub const MAX_READ_ELEMENTS: u64 = 1024;
 
+/// Values the importer computes from known constants (a rotary cos/sin cache, a causal
+/// mask's buckets) keep their elements up to this size, so that "known by shape only"
+/// keeps meaning "a stored tensor or something computed from one": a weight.
+pub const MAX_COMPUTED_ELEMENTS: u64 = 1 << 16;
+
 /// An ONNX element type as the importer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Elem {
@@ -81,6 +86,10 @@ pub struct Tensor {
 pub enum Value {
     Tensor(Tensor),
     Const(Constant),
+    /// Computed from data inputs (ids, attention masks) and constants only: nothing to
+    /// differentiate, known by shape. Where an activation or an embedding reads it,
+    /// it becomes a placer input that the step is fed (`Lowerer::feed`).
+    Data(Constant),
     /// Produced by a node that could not be imported: readers are skipped, not reported.
     Poisoned,
     /// Computed only from an input the user dropped (`--drop-input`, an attention mask).

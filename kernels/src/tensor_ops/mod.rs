@@ -1,4 +1,5 @@
-//! Elementwise arithmetic (`add`, `mul`), bias (`bias_add`, `bias_grad`) and data
+//! Elementwise arithmetic (`add`, `mul`, broadcast or not, and `sum_to`), bias
+//! (`bias_add`, `bias_grad`) and data
 //! movement (`concat`, `split`, `reshape`, `transpose`, `embedding`,
 //! `embedding_backward`), plus the two views of a tensor the other modules share:
 //! [`Rows`] (the last axis) and [`ChannelView`] (one axis between an outer and an inner
@@ -19,7 +20,7 @@
 mod elementwise;
 mod movement;
 
-pub use elementwise::{add, bias_add, bias_grad, mul};
+pub use elementwise::{Broadcast, add, add_broadcast, bias_add, bias_grad, mul, mul_broadcast, sum_to};
 pub use movement::{concat, embedding, embedding_backward, reshape, split, transpose};
 
 use crate::error::KernelError;

@@ -45,14 +45,19 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
             per_element(outputs[0].numel(), k)
         }
         Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => per_element(outputs[0].numel(), 1),
-        Op::GlobalAvgPool | Op::BiasGrad | Op::Relu | Op::ReluBackward | Op::Add | Op::Mul => {
-            per_element(inputs[0].numel(), 1)
-        }
+        Op::GlobalAvgPool | Op::BiasGrad | Op::Relu | Op::ReluBackward | Op::SumTo => per_element(inputs[0].numel(), 1),
+        Op::Clip | Op::ClipBackward => per_element(inputs[0].numel(), 1),
+        // A broadcast second operand is read more than once: count the output's elements.
+        Op::Add | Op::Mul => per_element(outputs[0].numel(), 1),
+        Op::Dropout => per_element(inputs[0].numel(), 3),
+        Op::DropoutBackward => per_element(inputs[0].numel(), 2),
         Op::BiasAdd => per_element(outputs[0].numel(), 1),
         Op::BatchNorm | Op::LayerNorm => per_element(inputs[0].numel(), 5),
         Op::BatchNormBackward | Op::LayerNormBackward => per_element(inputs[1].numel(), 9),
+        Op::RmsNorm => per_element(inputs[0].numel(), 4),
+        Op::RmsNormBackward => per_element(inputs[1].numel(), 7),
         Op::Gelu | Op::GeluBackward => per_element(inputs[0].numel(), 10),
-        Op::Tanh | Op::TanhBackward => per_element(inputs[0].numel(), 4),
+        Op::Tanh | Op::TanhBackward | Op::Sigmoid | Op::SigmoidBackward => per_element(inputs[0].numel(), 4),
         Op::Softmax | Op::SoftmaxBackward => per_element(inputs[0].numel(), 5),
         Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => per_element(inputs[0].numel(), 5),
         Op::Sgd => per_element(inputs[0].numel(), 3),

@@ -16,7 +16,7 @@ mod signature;
 mod traffic;
 
 pub use cost::{Cost, cost};
-pub use shapes::{Window, check_shapes, conv_output_shape, pooling_output_shape};
+pub use shapes::{Window, broadcasts, check_shapes, conv_output_shape, pooling_output_shape};
 pub use signature::{Arity, AttrKind, AttrSpec, Signature};
 pub use traffic::{Traffic, node_traffic};
 
@@ -42,14 +42,23 @@ named_enum! {
         BatchNormBackward = "batch_norm_backward",
         LayerNorm = "layer_norm",
         LayerNormBackward = "layer_norm_backward",
+        RmsNorm = "rms_norm",
+        RmsNormBackward = "rms_norm_backward",
         Relu = "relu",
         ReluBackward = "relu_backward",
         Gelu = "gelu",
         GeluBackward = "gelu_backward",
         Tanh = "tanh",
         TanhBackward = "tanh_backward",
+        Sigmoid = "sigmoid",
+        SigmoidBackward = "sigmoid_backward",
+        Clip = "clip",
+        ClipBackward = "clip_backward",
+        Dropout = "dropout",
+        DropoutBackward = "dropout_backward",
         Add = "add",
         Mul = "mul",
+        SumTo = "sum_to",
         Concat = "concat",
         Split = "split",
         Reshape = "reshape",

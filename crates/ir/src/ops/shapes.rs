@@ -2,7 +2,7 @@
 //! shapes of convolution and pooling windows.
 
 use super::{AttrReader, Op, Operand};
-use crate::types::{Attrs, shape_str};
+use crate::types::{Attrs, DType, shape_str};
 
 /// 2-D window geometry shared by convolution and pooling.
 #[derive(Debug, Clone, Copy)]
@@ -189,10 +189,71 @@ pub fn check_shapes(
             expect_shape("scale gradient", outputs[1], &param)?;
             expect_shape("shift gradient", outputs[2], &param)
         }
-        Op::Relu | Op::Gelu | Op::Tanh => {
+        Op::RmsNorm => {
+            // x, scale -> y, saved inverse RMS
+            let x = inputs[0];
+            let (param, stat) = norm_shapes(op, x)?;
+            expect_float(x)?;
+            same_dtype(&[x, inputs[1], outputs[0], outputs[1]])?;
+            expect_shape("scale", inputs[1], &param)?;
+            expect_shape("output", outputs[0], x.shape)?;
+            expect_shape("saved inverse RMS", outputs[1], &stat)
+        }
+        Op::RmsNormBackward => {
+            // dy, x, scale, saved inverse RMS -> dx, dscale
+            let x = inputs[1];
+            let (param, stat) = norm_shapes(op, x)?;
+            same_dtype(&[inputs[0], x, inputs[2], inputs[3]])?;
+            same_dtype(&[x, outputs[0], outputs[1]])?;
+            expect_shape("output gradient", inputs[0], x.shape)?;
+            expect_shape("scale", inputs[2], &param)?;
+            expect_shape("saved inverse RMS", inputs[3], &stat)?;
+            expect_shape("input gradient", outputs[0], x.shape)?;
+            expect_shape("scale gradient", outputs[1], &param)
+        }
+        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid => {
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::Clip => {
+            clip_bounds(a)?;
+            expect_float(inputs[0])?;
+            same_dtype(&[inputs[0], outputs[0]])?;
+            expect_shape("output", outputs[0], inputs[0].shape)
+        }
+        Op::Dropout => {
+            dropout_ratio(a)?;
+            let x = inputs[0];
+            expect_float(x)?;
+            same_dtype(&[x, outputs[0]])?;
+            expect_shape("output", outputs[0], x.shape)?;
+            expect_dtype("mask", outputs[1], DType::U8)?;
+            expect_shape("mask", outputs[1], x.shape)
+        }
+        Op::DropoutBackward => {
+            dropout_ratio(a)?;
+            let (dy, mask, dx) = (inputs[0], inputs[1], outputs[0]);
+            expect_float(dy)?;
+            same_dtype(&[dy, dx])?;
+            expect_dtype("mask", mask, DType::U8)?;
+            expect_shape("mask", mask, dy.shape)?;
+            expect_shape("output", dx, dy.shape)
+        }
+        Op::Add | Op::Mul => {
+            let (lhs, rhs) = (inputs[0], inputs[1]);
+            expect_float(lhs)?;
+            same_dtype(&[lhs, rhs, outputs[0]])?;
+            broadcasts(rhs.shape, lhs.shape)
+                .map_err(|e| format!("second input {} does not broadcast to the first: {e}", shape_str(rhs.shape)))?;
+            expect_shape("output", outputs[0], lhs.shape)
+        }
+        Op::SumTo => {
+            let (dy, y) = (inputs[0], outputs[0]);
+            expect_float(dy)?;
+            same_dtype(&[dy, y])?;
+            broadcasts(y.shape, dy.shape)
+                .map_err(|e| format!("output {} does not broadcast to the input: {e}", shape_str(y.shape)))
         }
         Op::Softmax => {
             expect_float(inputs[0])?;
@@ -200,7 +261,15 @@ pub fn check_shapes(
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
-        Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
+        Op::ReluBackward
+        | Op::GeluBackward
+        | Op::TanhBackward
+        | Op::SigmoidBackward
+        | Op::ClipBackward
+        | Op::SoftmaxBackward => {
+            if op == Op::ClipBackward {
+                clip_bounds(a)?;
+            }
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_shape("second input", inputs[1], inputs[0].shape)?;
@@ -352,6 +421,46 @@ fn pooling_shape(a: AttrReader<'_>, x: &[u64]) -> Result<Vec<u64>, String> {
     Ok(vec![x[0], x[1], p, q])
 }
 
+/// Whether `from` broadcasts to `to` under numpy's rules restricted to one side: aligned
+/// from the right, `from` has at most `to`'s rank and each of its dimensions equals
+/// `to`'s or is 1. Identical shapes broadcast trivially.
+pub fn broadcasts(from: &[u64], to: &[u64]) -> Result<(), String> {
+    if from.len() > to.len() {
+        return Err(format!("it has {} dimensions and {} has {}", from.len(), shape_str(to), to.len()));
+    }
+    let offset = to.len() - from.len();
+    for (i, &d) in from.iter().enumerate() {
+        let target = to[offset + i];
+        if d != target && d != 1 {
+            return Err(format!(
+                "dimension {i} is {d}, but must be 1 or {target} (dimension {} of {}, aligned from the right)",
+                offset + i,
+                shape_str(to)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `clip`'s `min` and `max`, checked: `min ≤ max`.
+fn clip_bounds(a: AttrReader<'_>) -> Result<(f64, f64), String> {
+    let (min, max) = (a.float("min", f64::NEG_INFINITY), a.float("max", f64::INFINITY));
+    // A NaN bound (possible from a builder, not from JSON) is refused too.
+    if min > max || min.is_nan() || max.is_nan() {
+        return Err(format!("min {min} is greater than max {max}"));
+    }
+    Ok((min, max))
+}
+
+/// `dropout`'s `ratio`, checked: in `[0, 1)`.
+fn dropout_ratio(a: AttrReader<'_>) -> Result<f64, String> {
+    let ratio = a.float("ratio", 0.0);
+    if !(0.0..1.0).contains(&ratio) {
+        return Err(format!("ratio {ratio} must be in [0, 1)"));
+    }
+    Ok(ratio)
+}
+
 /// Parameter and saved-statistics shapes of a normalisation over `x`.
 fn norm_shapes(op: Op, x: Operand<'_>) -> Result<(Vec<u64>, Vec<u64>), String> {
     if matches!(op, Op::BatchNorm | Op::BatchNormBackward) {
@@ -450,6 +559,10 @@ fn expect_rank_at_least(what: &str, operand: Operand<'_>, rank: usize) -> Result
     }
 }
 
+fn expect_dtype(what: &str, operand: Operand<'_>, dtype: DType) -> Result<(), String> {
+    if operand.dtype == dtype { Ok(()) } else { Err(format!("{what} must be {dtype}, got {}", operand.dtype)) }
+}
+
 fn expect_float(operand: Operand<'_>) -> Result<(), String> {
     if operand.dtype.is_float() {
         Ok(())
@@ -477,7 +590,7 @@ fn same_dtype(operands: &[Operand<'_>]) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::ops::cost;
-    use crate::types::{AttrValue, DType};
+    use crate::types::AttrValue;
 
     fn op(shape: &[u64]) -> Operand<'_> {
         Operand { shape, dtype: DType::F32 }
@@ -529,6 +642,113 @@ mod tests {
         }
         let a = attrs(&[("perm", AttrValue::Ints(vec![2, 0, 1]))]);
         assert!(check_shapes(Op::Transpose, &a, &[op(&x)], &[], &[op(&[4, 2, 3])]).is_ok());
+    }
+
+    fn shape_err(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_>]) -> String {
+        check_shapes(op, attrs, inputs, &[], outputs).expect_err("refused")
+    }
+
+    #[test]
+    fn add_and_mul_broadcast_their_second_operand_from_the_right() {
+        let a = [2, 3, 4];
+        for b in [&[2, 3, 4][..], &[4], &[3, 4], &[1, 4], &[3, 1], &[1, 1, 1], &[2, 1, 4], &[1], &[]] {
+            for o in [Op::Add, Op::Mul] {
+                let ok = check_shapes(o, &Attrs::new(), &[op(&a), op(b)], &[], &[op(&a)]);
+                assert_eq!(ok, Ok(()), "{o} of {b:?}");
+                // The operands' costs count the output's elements, however small b is.
+                assert_eq!(cost(o, &Attrs::new(), &[op(&a), op(b)], &[op(&a)]).flops, 24);
+            }
+        }
+    }
+
+    #[test]
+    fn add_and_mul_refuse_what_does_not_broadcast() {
+        let a = [2, 3, 4];
+        let err = shape_err(Op::Add, &Attrs::new(), &[op(&a), op(&[3, 5])], &[op(&a)]);
+        assert_eq!(
+            err,
+            "second input [3, 5] does not broadcast to the first: dimension 1 is 5, but must be 1 or 4 \
+             (dimension 2 of [2, 3, 4], aligned from the right)"
+        );
+        let err = shape_err(Op::Mul, &Attrs::new(), &[op(&a), op(&[1, 2, 3, 4])], &[op(&a)]);
+        assert_eq!(
+            err,
+            "second input [1, 2, 3, 4] does not broadcast to the first: it has 4 dimensions and [2, 3, 4] has 3"
+        );
+        // Broadcasting is one way: the first operand never stretches to the second.
+        let err = shape_err(Op::Add, &Attrs::new(), &[op(&[4]), op(&a)], &[op(&a)]);
+        assert!(err.starts_with("second input [2, 3, 4] does not broadcast to the first"), "{err}");
+        let err = shape_err(Op::Add, &Attrs::new(), &[op(&[1, 4]), op(&[3, 4])], &[op(&[3, 4])]);
+        assert!(err.contains("dimension 0 is 3, but must be 1 or 1"), "{err}");
+        // The output has the first operand's shape.
+        let err = shape_err(Op::Mul, &Attrs::new(), &[op(&a), op(&[4])], &[op(&[4])]);
+        assert_eq!(err, "output has shape [4] but the op needs [2, 3, 4]");
+        // Dtypes still agree.
+        let i = Operand { shape: &[4], dtype: DType::I32 };
+        let err = shape_err(Op::Add, &Attrs::new(), &[op(&a), i], &[op(&a)]);
+        assert_eq!(err, "element types differ: f32 and i32");
+    }
+
+    #[test]
+    fn sum_to_reduces_to_a_shape_that_broadcasts_back() {
+        let dy = [2, 3, 4];
+        for y in [&[4][..], &[3, 1], &[1, 3, 4], &[2, 3, 4], &[]] {
+            assert_eq!(check_shapes(Op::SumTo, &Attrs::new(), &[op(&dy)], &[], &[op(y)]), Ok(()), "{y:?}");
+        }
+        assert_eq!(cost(Op::SumTo, &Attrs::new(), &[op(&dy)], &[op(&[4])]).flops, 24);
+        let err = shape_err(Op::SumTo, &Attrs::new(), &[op(&dy)], &[op(&[2, 4])]);
+        assert_eq!(
+            err,
+            "output [2, 4] does not broadcast to the input: dimension 0 is 2, but must be 1 or 3 \
+             (dimension 1 of [2, 3, 4], aligned from the right)"
+        );
+        let err = shape_err(Op::SumTo, &Attrs::new(), &[op(&[4])], &[op(&[2, 4])]);
+        assert_eq!(err, "output [2, 4] does not broadcast to the input: it has 2 dimensions and [4] has 1");
+    }
+
+    #[test]
+    fn clip_needs_ordered_bounds_and_dropout_a_ratio_below_one_and_a_byte_mask() {
+        let x = [3, 5];
+        let bounds = |min: f64, max: f64| attrs(&[("min", AttrValue::Float(min)), ("max", AttrValue::Float(max))]);
+        assert!(check_shapes(Op::Clip, &bounds(0.0, 6.0), &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert!(check_shapes(Op::Clip, &bounds(1.0, 1.0), &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert_eq!(shape_err(Op::Clip, &bounds(6.0, 0.0), &[op(&x)], &[op(&x)]), "min 6 is greater than max 0");
+        let err = shape_err(Op::ClipBackward, &bounds(6.0, 0.0), &[op(&x), op(&x)], &[op(&x)]);
+        assert_eq!(err, "min 6 is greater than max 0");
+
+        let mask = Operand { shape: &x, dtype: DType::U8 };
+        let ratio = |r: f64| attrs(&[("ratio", AttrValue::Float(r)), ("seed", AttrValue::Int(7))]);
+        assert!(check_shapes(Op::Dropout, &ratio(0.0), &[op(&x)], &[], &[op(&x), mask]).is_ok());
+        assert!(check_shapes(Op::DropoutBackward, &ratio(0.5), &[op(&x), mask], &[], &[op(&x)]).is_ok());
+        assert_eq!(shape_err(Op::Dropout, &ratio(1.0), &[op(&x)], &[op(&x), mask]), "ratio 1 must be in [0, 1)");
+        assert_eq!(
+            shape_err(Op::DropoutBackward, &ratio(-0.1), &[op(&x), mask], &[op(&x)]),
+            "ratio -0.1 must be in [0, 1)"
+        );
+        assert_eq!(shape_err(Op::Dropout, &ratio(0.1), &[op(&x)], &[op(&x), op(&x)]), "mask must be u8, got f32");
+        let small = Operand { shape: &[3], dtype: DType::U8 };
+        assert_eq!(
+            shape_err(Op::DropoutBackward, &ratio(0.1), &[op(&x), small], &[op(&x)]),
+            "mask has shape [3] but the op needs [3, 5]"
+        );
+    }
+
+    #[test]
+    fn rms_norm_saves_one_statistic_per_row() {
+        let (x, d, rows) = ([2, 3, 8], [8], [2, 3]);
+        let eps = attrs(&[("epsilon", AttrValue::Float(1e-6))]);
+        assert!(check_shapes(Op::RmsNorm, &eps, &[op(&x), op(&d)], &[], &[op(&x), op(&rows)]).is_ok());
+        let inputs = [op(&x), op(&x), op(&d), op(&rows)];
+        assert!(check_shapes(Op::RmsNormBackward, &eps, &inputs, &[], &[op(&x), op(&d)]).is_ok());
+        assert_eq!(
+            shape_err(Op::RmsNorm, &eps, &[op(&x), op(&d)], &[op(&x), op(&[2, 3, 1])]),
+            "saved inverse RMS has shape [2, 3, 1] but the op needs [2, 3]"
+        );
+        assert_eq!(
+            shape_err(Op::RmsNormBackward, &eps, &inputs, &[op(&x), op(&[3])]),
+            "scale gradient has shape [3] but the op needs [8]"
+        );
+        assert!(check_shapes(Op::RmsNorm, &eps, &[op(&[8]), op(&d)], &[], &[op(&[8]), op(&[])]).is_ok());
     }
 
     #[test]

@@ -83,6 +83,9 @@ const AXIS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true)];
 const SPLIT_ATTRS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true), attr("sizes", AttrKind::Ints(None), true)];
 const TRANSPOSE_ATTRS: &[AttrSpec] = &[attr("perm", AttrKind::Ints(None), true)];
 const EPSILON: &[AttrSpec] = &[attr("epsilon", AttrKind::Float, false)];
+const CLIP_ATTRS: &[AttrSpec] = &[attr("min", AttrKind::Float, true), attr("max", AttrKind::Float, true)];
+const DROPOUT_ATTRS: &[AttrSpec] = &[attr("ratio", AttrKind::Float, true), attr("seed", AttrKind::Int, false)];
+const RATIO: &[AttrSpec] = &[attr("ratio", AttrKind::Float, true)];
 const SGD_ATTRS: &[AttrSpec] = &[attr("lr", AttrKind::Float, true), attr("weight_decay", AttrKind::Float, false)];
 const SGD_MOMENTUM_ATTRS: &[AttrSpec] = &[
     attr("lr", AttrKind::Float, true),
@@ -110,10 +113,20 @@ impl Op {
             Op::GlobalAvgPool | Op::GlobalAvgPoolBackward => sig(1, 1, &[]),
             Op::BatchNorm | Op::LayerNorm => sig(3, 3, EPSILON),
             Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
-            Op::Relu | Op::Gelu | Op::Tanh | Op::Softmax | Op::Reshape => sig(1, 1, &[]),
-            Op::ReluBackward | Op::GeluBackward | Op::TanhBackward | Op::SoftmaxBackward | Op::Add | Op::Mul => {
-                sig(2, 1, &[])
-            }
+            Op::RmsNorm => sig(2, 2, EPSILON),
+            Op::RmsNormBackward => sig(4, 2, EPSILON),
+            Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Reshape | Op::SumTo => sig(1, 1, &[]),
+            Op::ReluBackward
+            | Op::GeluBackward
+            | Op::TanhBackward
+            | Op::SigmoidBackward
+            | Op::SoftmaxBackward
+            | Op::Add
+            | Op::Mul => sig(2, 1, &[]),
+            Op::Clip => sig(1, 1, CLIP_ATTRS),
+            Op::ClipBackward => sig(2, 1, CLIP_ATTRS),
+            Op::Dropout => sig(1, 2, DROPOUT_ATTRS),
+            Op::DropoutBackward => sig(2, 1, RATIO),
             Op::Concat => Signature { inputs: AtLeast(1), updates: 0, outputs: Exactly(1), attrs: AXIS },
             Op::Split => Signature { inputs: Exactly(1), updates: 0, outputs: AtLeast(1), attrs: SPLIT_ATTRS },
             Op::Transpose => sig(1, 1, TRANSPOSE_ATTRS),

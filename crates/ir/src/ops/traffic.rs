@@ -1,8 +1,9 @@
 //! The bytes each kernel reads and writes, per operand: what a slower memory tier
 //! charges for, and what the emulated tier and the cost model will use.
 //!
-//! These are compulsory counts: every input read once in full, every output written
-//! once in full, every in-place update read and written once. Real kernels re-read
+//! These are compulsory counts: every input read once in full (a broadcast operand of
+//! `add` or `mul` at its own size, though the kernel reads it many times), every output
+//! written once in full, every in-place update read and written once. Real kernels re-read
 //! operands that do not fit in cache (a GEMM's panels, a convolution's filter), so the
 //! counts are a lower bound on traffic; where a kernel touches only part of an operand
 //! the count says so (an embedding reads only the rows its ids select).
@@ -69,6 +70,31 @@ mod tests {
         assert_eq!(get("w.grad"), Some(Traffic { read: 64, written: 0 }));
         assert_eq!(get("w"), Some(Traffic { read: 64, written: 64 }));
         assert_eq!(get("w.velocity"), Some(Traffic { read: 64, written: 64 }));
+    }
+
+    #[test]
+    fn a_broadcast_operand_and_a_mask_move_their_own_bytes() {
+        let src = r#"{"format": "placer-model", "version": 1, "name": "t",
+          "tensors": [
+            {"name": "x", "shape": [4, 8], "role": "input"},
+            {"name": "s", "shape": [8], "role": "weight"},
+            {"name": "y", "shape": [4, 8], "role": "activation"},
+            {"name": "z", "shape": [4, 8], "role": "activation"},
+            {"name": "z.mask", "shape": [4, 8], "dtype": "u8", "role": "workspace"}
+          ],
+          "nodes": [
+            {"name": "scale", "op": "mul", "inputs": ["x", "s"], "outputs": ["y"]},
+            {"name": "drop", "op": "dropout", "attrs": {"ratio": 0.5}, "inputs": ["y"], "outputs": ["z", "z.mask"]}
+          ]}"#;
+        let model = crate::parse_model(src).expect("valid");
+        let get = |node: &str, name: &str| {
+            let t = node_traffic(&model, model.node_id(node).expect("node"));
+            t.iter().find(|(id, _)| model.tensor(*id).name == name).map(|(_, tr)| *tr)
+        };
+        assert_eq!(get("scale", "x"), Some(Traffic { read: 128, written: 0 }));
+        assert_eq!(get("scale", "s"), Some(Traffic { read: 32, written: 0 }), "read at its own size");
+        assert_eq!(get("scale", "y"), Some(Traffic { read: 0, written: 128 }));
+        assert_eq!(get("drop", "z.mask"), Some(Traffic { read: 0, written: 32 }), "one byte per element");
     }
 
     /// A one-node update model written by hand (the IR must not depend on the zoo).

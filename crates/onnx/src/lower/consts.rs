@@ -27,6 +27,10 @@ pub(crate) fn with_shape(v: Value, shape: Vec<u64>) -> Value {
             c.shape = shape;
             Value::Const(c)
         }
+        Value::Data(mut c) => {
+            c.shape = shape;
+            Value::Data(c)
+        }
         other @ (Value::Poisoned | Value::Dropped) => other,
     }
 }
@@ -34,7 +38,7 @@ pub(crate) fn with_shape(v: Value, shape: Vec<u64>) -> Value {
 pub(crate) fn shape_of(v: &Value) -> &[u64] {
     match v {
         Value::Tensor(t) => &t.shape,
-        Value::Const(c) => &c.shape,
+        Value::Const(c) | Value::Data(c) => &c.shape,
         Value::Poisoned | Value::Dropped => &[],
     }
 }
@@ -171,6 +175,11 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
         .filter(|&k| !node.input[k].is_empty())
         .map(|k| l.const_operand(node, k))
         .collect::<Result<_, _>>()?;
+    evaluate(l, node, &inputs)
+}
+
+/// The result of `node` on known operands (elements known or not).
+pub(crate) fn evaluate(l: &Lowerer<'_>, node: &NodeProto, inputs: &[Constant]) -> Result<Vec<Value>, Fail> {
     let out = node.output[0].as_str();
     let op = node.op_type();
     let first = &inputs[0];
@@ -179,7 +188,16 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
             let (data, idx) = (first, &inputs[1]);
             let a = axis(Attrs(node).int("axis", 0), data.shape.len())?;
             let (Some(d), Some(ix), true, 0) = (data.ints(), idx.ints(), data.shape.len() == 1, a) else {
-                return unsupported("Gather on constants other than a 1-D shape vector");
+                // Known by shape: the indices' shape replaces the gathered axis.
+                let mut shape = data.shape[..a].to_vec();
+                shape.extend_from_slice(&idx.shape);
+                shape.extend_from_slice(&data.shape[a + 1..]);
+                return Ok(vec![Value::Const(Constant {
+                    shape,
+                    elem: data.elem,
+                    data: None,
+                    origin: out.to_string(),
+                })]);
             };
             let len = d.len() as i64;
             let picked: Result<Vec<i64>, Fail> = ix
@@ -191,15 +209,31 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
                 .collect();
             Ok(vec![ints_const(out, idx.shape.clone(), picked?)])
         }
-        "Concat" => {
-            let mut all = Vec::new();
-            for c in &inputs {
-                match c.ints() {
-                    Some(v) if c.shape.len() <= 1 => all.extend(v),
-                    _ => return unsupported("Concat of constants other than shape vectors"),
-                }
-            }
+        "Concat" if inputs.iter().all(|c| c.shape.len() == 1 && c.data.is_some()) => {
+            let all: Vec<i64> = inputs.iter().filter_map(Constant::ints).flatten().collect();
             Ok(vec![ints_const(out, vec![all.len() as u64], all)])
+        }
+        "Concat" => {
+            let ax = axis(Attrs(node).int("axis", 0), first.shape.len())?;
+            let mut shape = first.shape.clone();
+            shape[ax] = inputs.iter().map(|c| c.shape.get(ax).copied().unwrap_or(0)).sum();
+            // Row-major: each input contributes a block of its trailing size per outer index.
+            let outer: u64 = first.shape[..ax].iter().product();
+            let data = inputs.iter().map(|c| c.data.as_deref()).collect::<Option<Vec<&[f64]>>>().map(|all| {
+                let mut v = Vec::new();
+                for o in 0..outer as usize {
+                    for (c, d) in inputs.iter().zip(&all) {
+                        let block: usize = c.shape[ax..].iter().product::<u64>() as usize;
+                        v.extend_from_slice(&d[o * block..(o + 1) * block]);
+                    }
+                }
+                v
+            });
+            Ok(vec![Value::Const(Constant { shape, elem: first.elem, data, origin: out.to_string() })])
+        }
+        "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
+            let shape = super::derive::reduce_shape(l, node, &first.shape)?;
+            Ok(vec![Value::Const(Constant { shape, elem: first.elem, data: None, origin: out.to_string() })])
         }
         "Cast" => {
             let to = Elem::from_onnx(Attrs(node).int("to", 1) as i32);
@@ -211,39 +245,13 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
             c.origin = out.to_string();
             Ok(vec![Value::Const(c)])
         }
-        "Add" | "Sub" | "Mul" | "Div" => {
-            let (a, b) = (first, &inputs[1]);
-            let shape = if a.numel() >= b.numel() { a.shape.clone() } else { b.shape.clone() };
-            let data = match (&a.data, &b.data) {
-                (Some(x), Some(y)) if x.len() == y.len() || x.len() == 1 || y.len() == 1 => {
-                    let n = x.len().max(y.len());
-                    let at = |v: &Vec<f64>, i: usize| if v.len() == 1 { v[0] } else { v[i] };
-                    let int = matches!(a.elem, Elem::Int(_));
-                    Some(
-                        (0..n)
-                            .map(|i| {
-                                let (p, q) = (at(x, i), at(y, i));
-                                match op {
-                                    "Add" => p + q,
-                                    "Sub" => p - q,
-                                    "Mul" => p * q,
-                                    _ if int && q != 0.0 => (p / q).floor(),
-                                    _ => p / q,
-                                }
-                            })
-                            .collect(),
-                    )
-                }
-                _ => None,
-            };
-            Ok(vec![Value::Const(Constant { shape, elem: a.elem, data, origin: out.to_string() })])
-        }
-        "Slice" => slice(node, &inputs),
+        "Slice" => slice(node, inputs),
         "Expand" => {
             let Some(target) = inputs.get(1).and_then(Constant::ints) else {
                 return unsupported("Expand to a shape the importer does not know");
             };
-            let shape = broadcast(&first.shape, &target.iter().map(|&d| d.max(0) as u64).collect::<Vec<_>>())?;
+            let target: Vec<u64> = target.iter().map(|&d| d.max(0) as u64).collect();
+            let shape = super::derive::broadcast_all(&[&first.shape, &target])?;
             let data = first.data.as_ref().and_then(|d| match d.as_slice() {
                 [x] => Some(vec![*x; shape.iter().product::<u64>() as usize]),
                 _ if d.len() as u64 == shape.iter().product::<u64>() => Some(d.clone()),
@@ -254,47 +262,19 @@ pub(crate) fn fold(l: &Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value>, Fail
                 }
                 _ => None,
             });
-            let data = data.filter(|d| d.len() as u64 <= crate::values::MAX_READ_ELEMENTS);
+            let data = data.filter(|d| d.len() as u64 <= crate::values::MAX_COMPUTED_ELEMENTS);
             Ok(vec![Value::Const(Constant { shape, elem: first.elem, data, origin: out.to_string() })])
-        }
-        "Equal" | "Where" => {
-            let n = inputs.iter().map(Constant::numel).max().unwrap_or(0);
-            let at = |c: &Constant, i: usize| c.data.as_ref().map(|d| if d.len() == 1 { d[0] } else { d[i] });
-            let same = inputs.iter().all(|c| c.numel() == n || c.numel() == 1);
-            let data: Option<Vec<f64>> = same
-                .then(|| {
-                    (0..n as usize)
-                        .map(|i| match op {
-                            "Equal" => Some(f64::from(u8::from(at(&inputs[0], i)? == at(&inputs[1], i)?))),
-                            _ => Some(if at(&inputs[0], i)? != 0.0 { at(&inputs[1], i)? } else { at(&inputs[2], i)? }),
-                        })
-                        .collect::<Option<Vec<f64>>>()
-                })
-                .flatten();
-            let widest = inputs.iter().max_by_key(|c| c.numel()).unwrap_or(first);
-            let elem = if op == "Equal" { Elem::Bool } else { inputs.get(1).map_or(first.elem, |c| c.elem) };
-            Ok(vec![Value::Const(Constant { shape: widest.shape.clone(), elem, data, origin: out.to_string() })])
         }
         "Transpose" => {
             let perm = Attrs(node).ints("perm").unwrap_or_else(|| (0..first.shape.len() as i64).rev().collect());
             let shape = perm.iter().map(|&p| first.shape.get(p as usize).copied().unwrap_or(1)).collect();
             Ok(vec![Value::Const(Constant { shape, elem: first.elem, data: None, origin: out.to_string() })])
         }
-        _ => unsupported(format!("{op} on constants")),
+        _ => match super::derive::evaluate(node, inputs) {
+            Some(result) => Ok(result?.into_iter().map(Value::Const).collect()),
+            None => unsupported(format!("{op} on constants")),
+        },
     }
-}
-
-/// Numpy-style broadcast of two shapes.
-fn broadcast(a: &[u64], b: &[u64]) -> Result<Vec<u64>, Fail> {
-    let rank = a.len().max(b.len());
-    let dim = |s: &[u64], i: usize| if i + s.len() < rank { 1 } else { s[i + s.len() - rank] };
-    (0..rank)
-        .map(|i| match (dim(a, i), dim(b, i)) {
-            (x, y) if x == y || y == 1 => Ok(x),
-            (1, y) => Ok(y),
-            (x, y) => bad(format!("shapes {a:?} and {b:?} do not broadcast ({x} against {y})")),
-        })
-        .collect()
 }
 
 /// Slice (opset 10+: starts, ends, axes, steps as inputs) of a constant.

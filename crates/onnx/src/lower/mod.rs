@@ -3,8 +3,11 @@
 //! carry their own backward pass, lower in [`training`] on the same [`Lowerer`].
 
 mod consts;
+mod derive;
+mod elementwise;
 mod fuse;
 mod ops;
+mod ort;
 pub(crate) mod training;
 
 pub(crate) use ops::{forward, known};
@@ -55,10 +58,22 @@ pub(crate) struct Lowerer<'m> {
     pub notes: BTreeMap<String, usize>,
     views: HashMap<(T, Vec<u64>), T>,
     weights: HashMap<String, T>,
+    /// A BiasGelu's input and the biased tensor its gradient reads.
+    pub biased: HashMap<T, T>,
+    /// Tensors that already include a factor a following Scale would apply.
+    pub prescaled: HashMap<T, f64>,
+    /// Transposes of stored weights: ONNX value → the weight.
+    transposes: HashMap<String, Constant>,
+    /// Inputs made by `feed`.
+    fed: HashMap<(String, Vec<u64>, DType), T>,
     /// Nodes skipped because an operand could not be imported.
     unexamined: usize,
     /// The batch size written in the file, when it overrode it with `--batch`.
     pub rebatch: Option<(u64, u64)>,
+    /// Whether this is a training graph (parameters are its inputs, not initializers).
+    pub training: bool,
+    /// Whether a data input has set the batch (and `rebatch`) yet.
+    batch_seen: bool,
 }
 
 impl<'m> Lowerer<'m> {
@@ -76,7 +91,13 @@ impl<'m> Lowerer<'m> {
             notes: BTreeMap::new(),
             views: HashMap::new(),
             weights: HashMap::new(),
+            fed: HashMap::new(),
+            transposes: HashMap::new(),
+            biased: HashMap::new(),
+            prescaled: HashMap::new(),
             rebatch: None,
+            batch_seen: false,
+            training: false,
             unexamined: 0,
         }
     }
@@ -117,6 +138,9 @@ impl<'m> Lowerer<'m> {
             let (elem, shape) = self.resolve_input(input, opts, !param)?;
             let value = if param {
                 Value::Const(Constant { shape, elem, data: None, origin: name.clone() })
+            } else if !matches!(elem, Elem::Float(_)) {
+                // Ids and masks: an input only where an op reads them (`feed`).
+                Value::Data(Constant { shape, elem, data: None, origin: name.clone() })
             } else {
                 let Some(dtype) = elem.dtype() else {
                     return Err(OnnxError::Input(format!(
@@ -160,8 +184,17 @@ impl<'m> Lowerer<'m> {
                     let v = *v as u64;
                     match batch {
                         Some(b) if axis == 0 && b != v => {
-                            self.rebatch = Some((v, b));
+                            // The first data input says what the file's batch was; a
+                            // training graph's labels may have rows of batch·sequence.
+                            if !self.batch_seen {
+                                self.rebatch = Some((v, b));
+                            }
+                            self.batch_seen = true;
                             b
+                        }
+                        Some(_) if axis == 0 => {
+                            self.batch_seen = true;
+                            v
                         }
                         _ => v,
                     }
@@ -333,9 +366,21 @@ impl<'m> Lowerer<'m> {
         }
     }
 
-    pub fn tensor_operand(&self, node: &NodeProto, k: usize) -> Result<Tensor, Fail> {
+    /// Operand `k` as a placer tensor: an activation, or data (ids, labels, a mask)
+    /// that the step is fed.
+    pub fn tensor_operand(&mut self, node: &NodeProto, k: usize) -> Result<Tensor, Fail> {
         match self.operand(node, k)? {
             Value::Tensor(t) => Ok(t),
+            Value::Data(c) => {
+                let dtype = match c.elem {
+                    Elem::Float(d) => d,
+                    Elem::Int(_) => DType::I32,
+                    Elem::Bool => DType::U8,
+                    Elem::Other(code) => return unsupported(format!("data of ONNX element type {code}")),
+                };
+                let t = self.feed(&c, dtype);
+                Ok(Tensor { t, shape: c.shape })
+            }
             Value::Poisoned => Err(Fail::Poisoned),
             _ => unsupported(format!("{} with a constant operand {k}", op_label(node))),
         }
@@ -386,6 +431,41 @@ impl<'m> Lowerer<'m> {
         Ok(w)
     }
 
+    /// The placer input that feeds a data value (a mask, ids) or a constant that is
+    /// not a weight (a bool buffer) to the op that reads it; one per value and dtype.
+    pub fn feed(&mut self, c: &Constant, dtype: DType) -> T {
+        let key = (c.origin.clone(), c.shape.clone(), dtype);
+        if let Some(&t) = self.fed.get(&key) {
+            return t;
+        }
+        let name = self.name_for(&c.origin);
+        let t = self.g.input(&name, &c.shape, dtype);
+        if self.graph.input.iter().all(|i| i.name.as_deref() != Some(c.origin.as_str())) {
+            self.note("values computed from data inputs and constants only (masks, position ids) fed as inputs");
+        }
+        self.fed.insert(key, t);
+        t
+    }
+
+    /// Remembers a 2-D Transpose of a stored weight, so that a matmul reading the
+    /// transpose reads the weight itself with its transpose flag flipped: one parameter,
+    /// as in the framework.
+    pub fn note_transpose(&mut self, node: &NodeProto) {
+        let Some(Value::Const(w)) = node.input.first().and_then(|n| self.values.get(n.as_str())) else { return };
+        let swap = crate::values::Attrs(node).ints("perm").is_none_or(|p| p == [1, 0]);
+        if w.shape.len() == 2 && swap && elementwise::is_weight(self, w) {
+            self.transposes.insert(node.output[0].clone(), w.clone());
+        }
+    }
+
+    /// The weight for constant `c` and whether it is the transpose of a stored weight.
+    pub fn weight_maybe_transposed(&mut self, c: &Constant) -> Result<(T, bool), Fail> {
+        match self.transposes.get(&c.origin).cloned() {
+            Some(w) => Ok((self.weight(&w, &w.shape)?, true)),
+            None => Ok((self.weight(c, &c.shape)?, false)),
+        }
+    }
+
     /// A unique placer name for the tensor behind ONNX value `onnx`.
     pub fn name_for(&self, onnx: &str) -> String {
         self.g.unique_name(if onnx.is_empty() { "unnamed" } else { onnx })
@@ -403,7 +483,9 @@ impl Lowerer<'_> {
             .input
             .iter()
             .filter_map(|i| match self.values.get(i.name.as_deref().unwrap_or_default()) {
-                Some(Value::Tensor(t)) => t.shape.first().copied(),
+                Some(Value::Tensor(Tensor { shape, .. }) | Value::Data(Constant { shape, .. })) => {
+                    shape.first().copied()
+                }
                 _ => None,
             })
             .next()

@@ -3,6 +3,7 @@
 
 use super::consts::{self, axis, int_operand, shape_of};
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
+use super::{derive, elementwise};
 use crate::graph::op_label;
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Constant, Elem, Tensor, Value, constant_of};
@@ -26,6 +27,12 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Identity" => Ok(vec![l.operand(node, 0)?]),
         "Dropout" => dropout(l, node),
         "Gather" => gather(l, node),
+        "Transpose" if all_const => {
+            let values = consts::fold(l, node)?;
+            l.note_transpose(node);
+            Ok(values)
+        }
+        _ if derive::is_data_node(l, node) => derive::data_node(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
         "Cast" => cast(l, node),
         "Conv" => conv(l, node),
@@ -34,6 +41,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Gelu" => unary(l, node, |g, name, x| g.gelu(name, x)),
         "MaxPool" | "AveragePool" => pooling(l, node),
         "GlobalAveragePool" => global_avg_pool(l, node),
+        "ReduceMean" => reduce_mean(l, node),
         "BatchNormalization" => {
             let x = l.tensor_operand(node, 0)?;
             let (scale, shift) = (l.const_operand(node, 1)?, l.const_operand(node, 2)?);
@@ -47,6 +55,11 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
             matmul(l, &a, &b, false, 1.0, &node.output[0]).map(|v| vec![v])
         }
         "Add" => add(l, node),
+        "Sub" | "Mul" | "Div" => elementwise::binary(l, node),
+        "Where" => elementwise::where_(l, node),
+        "Split" | "Neg" | "Size" => super::ort::lower(l, node).unwrap_or_else(|| unsupported(op_label(node))),
+        "Clip" => elementwise::clip(l, node),
+        "Sigmoid" => unary(l, node, |g, name, x| g.sigmoid(name, x)),
         "Sum" => sum(l, node),
         "Concat" => concat(l, node),
         "Transpose" => transpose(l, node),
@@ -87,6 +100,9 @@ const KNOWN: &[&str] = &[
     "Mul",
     "Div",
     "Erf",
+    "Where",
+    "Clip",
+    "Sigmoid",
     "ReduceMean",
     "Pow",
     "Sqrt",
@@ -302,6 +318,55 @@ fn global_avg_pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(y, vec![x.shape[0], x.shape[1], 1, 1])])
 }
 
+/// One position of an activation along the axis before its last (BERT's pooler takes
+/// token 0 of [B, S, D]): a batched matmul by a fed one-hot selector [.., 1, S], so that
+/// the gradient reaches every position, as the framework's scatter does.
+fn pick(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: i64) -> Lowered {
+    let rank = x.shape.len();
+    if rank < 2 || axis(ax, rank)? != rank - 2 {
+        return unsupported("Gather of one element of an activation along an axis other than the one before the last");
+    }
+    let st = selector(l, &x.shape);
+    let xt = l.exact(x);
+    let name = l.name_for(&node.output[0]);
+    let y = l.g.matmul(&name, st, xt, false, 1.0).or_else(|e| bad(e.to_string()))?;
+    l.note("Gather of one position of an activation imported as a matmul by a fed one-hot selector");
+    let mut shape = x.shape[..rank - 2].to_vec();
+    shape.push(x.shape[rank - 1]);
+    Ok(vec![tensor(y, shape)])
+}
+
+/// The fed one-hot selector [.., 1, S] of one position of `shape` [.., S, D]; a
+/// Gather and its gradient (onnxruntime's GatherGrad) share it.
+pub(crate) fn selector(l: &mut Lowerer<'_>, shape: &[u64]) -> T {
+    let rank = shape.len();
+    let mut sel_shape = shape[..rank - 2].to_vec();
+    sel_shape.extend([1, shape[rank - 2]]);
+    let selector =
+        Constant { shape: sel_shape, elem: Elem::Float(placer_ir::DType::F32), data: None, origin: "selector".into() };
+    l.feed(&selector, placer_ir::DType::F32)
+}
+
+/// ReduceMean over H and W of an [N, C, H, W] activation (the dynamo exporter's
+/// global average pool).
+fn reduce_mean(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let rank = x.shape.len();
+    let axes: Vec<usize> = match consts::axes(l, node)? {
+        Some(a) => a.iter().map(|&v| axis(v, rank)).collect::<Result<_, _>>()?,
+        None => (0..rank).collect(),
+    };
+    if rank != 4 || !(axes.len() == 2 && axes.contains(&2) && axes.contains(&3)) {
+        return unsupported("ReduceMean other than over H and W of an [N, C, H, W] activation");
+    }
+    let xt = l.exact(&x);
+    let name = l.name_for(&node.output[0]);
+    let y = l.g.global_avg_pool(&name, xt);
+    let keep = Attrs(node).int("keepdims", 1) == 1;
+    let shape = if keep { vec![x.shape[0], x.shape[1], 1, 1] } else { vec![x.shape[0], x.shape[1]] };
+    Ok(vec![tensor(y, shape)])
+}
+
 pub(crate) fn batch_norm(
     l: &mut Lowerer<'_>,
     node: &NodeProto,
@@ -427,9 +492,9 @@ pub(crate) fn matmul(
             if kk != k {
                 return bad(format!("inner dimensions {k} and {kk} differ"));
             }
-            let wt = l.weight(w, &w.shape)?;
+            let (wt, flipped) = l.weight_maybe_transposed(w)?;
             let at = l.shaped(a.t, &[rows, k]);
-            let y = l.g.matmul(&name, at, wt, transpose_b, alpha).or_else(|e| bad(e.to_string()))?;
+            let y = l.g.matmul(&name, at, wt, transpose_b != flipped, alpha).or_else(|e| bad(e.to_string()))?;
             let mut shape = a.shape.clone();
             *shape.last_mut().unwrap_or(&mut 0) = n;
             (y, shape)
@@ -444,6 +509,7 @@ pub(crate) fn matmul(
             let shape = l.g.shape(y).to_vec();
             (y, shape)
         }
+        Value::Data(_) => return unsupported("MatMul by data"),
         Value::Poisoned | Value::Dropped => return bad("MatMul of a value that is not an activation or a constant"),
     };
     Ok(tensor(y, shape))
@@ -482,14 +548,14 @@ fn add(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let (a, b) = (l.operand(node, 0)?, l.operand(node, 1)?);
     let out = &node.output[0];
     match (&a, &b) {
-        (Value::Tensor(x), Value::Tensor(y)) => add_tensors(l, x, y, out).map(|v| vec![v]),
-        (Value::Tensor(x), Value::Const(c)) | (Value::Const(c), Value::Tensor(x)) => {
+        (Value::Tensor(x), Value::Tensor(y)) if x.shape == y.shape => add_tensors(l, x, y, out).map(|v| vec![v]),
+        (Value::Tensor(x), Value::Const(c)) | (Value::Const(c), Value::Tensor(x)) if elementwise::is_weight(l, c) => {
             match bias_axis(&x.shape, &c.shape) {
                 Some(ax) => bias_add(l, x, c, ax, out).map(|v| vec![v]),
-                None => unsupported("Add of a constant that is not a per-axis bias (placer has no broadcasting)"),
+                None => elementwise::binary(l, node),
             }
         }
-        _ => bad("Add without operands"),
+        _ => elementwise::binary(l, node),
     }
 }
 
@@ -570,7 +636,18 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
             let shape = l.g.shape(y).to_vec();
             Ok(vec![tensor(y, shape)])
         }
+        // Ids the step is fed (token ids) or computes from them (RoBERTa's positions).
+        (Value::Const(c), Value::Data(i), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
+            let w = l.weight(c, &c.shape)?;
+            let it = l.feed(i, placer_ir::DType::I32);
+            let name = l.name_for(&node.output[0]);
+            let y = l.g.embedding(&name, it, w);
+            let shape = l.g.shape(y).to_vec();
+            Ok(vec![tensor(y, shape)])
+        }
+        (Value::Tensor(x), Value::Const(i), ax) if i.numel() == 1 => pick(l, node, x, ax),
         (Value::Const(_), Value::Const(_), _) => consts::fold(l, node),
+        (Value::Const(_) | Value::Data(_), Value::Const(_) | Value::Data(_), _) => derive::data_node(l, node),
         _ => unsupported(format!(
             "Gather other than an embedding lookup ({:?} by {:?})",
             shape_of(&table),

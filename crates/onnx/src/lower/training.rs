@@ -5,6 +5,7 @@
 
 use super::consts;
 use super::ops::{conv_geometry, forward, hw, pooling_geometry};
+use super::ort;
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::{GraphProto, NodeProto, type_proto};
 use crate::values::{Attrs, Tensor, Value};
@@ -36,7 +37,7 @@ pub(crate) fn is_training_graph(graph: &GraphProto) -> bool {
 }
 
 pub(crate) fn known(node: &NodeProto) -> bool {
-    TRAINING_OPS.contains(&node.op_type())
+    TRAINING_OPS.contains(&node.op_type()) || ort::OPS.contains(&node.op_type())
 }
 
 /// Lowers a training graph. Trainable parameters are the inputs that have a gradient
@@ -65,6 +66,7 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, opts: &ImportOptions) -> Result<(), Onn
             || frozen.contains(name)
             || flags.contains(name)
     };
+    l.training = true;
     l.declare_inputs(opts, &not_data)?;
     l.note(
         "training graph: forward and backward imported as they are; shapes the file omits derived from the operands",
@@ -88,7 +90,8 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "MaxPoolGrad" | "AveragePoolGrad" => pooling_grad(l, node),
         "SoftmaxCrossEntropyLoss" => loss(l, node),
         "SoftmaxCrossEntropyLossGrad" => {
-            let (probs, labels) = (l.tensor_operand(node, 1)?, l.tensor_operand(node, 2)?);
+            let probs = l.tensor_operand(node, 1)?;
+            let labels = labels(l, node, 2, &probs.shape)?;
             let (pt, lt) = (l.exact(&probs), l.exact(&labels));
             let shape = probs.shape.clone();
             let d = emit(
@@ -104,11 +107,18 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Gemm" if is_backward(node) => gemm_grad(l, node),
         "ReduceSum" => reduce_sum(l, node),
         "InPlaceAccumulatorV2" | "InPlaceAccumulator" => accumulate(l, node),
-        _ => forward(l, node),
+        // Masks and shape arithmetic, whatever the op.
+        _ if super::derive::is_data_node(l, node) || all_constant(l, node) => forward(l, node),
+        _ => ort::lower(l, node).unwrap_or_else(|| forward(l, node)),
     }
 }
 
-fn tensor(t: T, shape: Vec<u64>) -> Value {
+fn all_constant(l: &Lowerer<'_>, node: &NodeProto) -> bool {
+    let mut operands = node.input.iter().filter(|n| !n.is_empty()).peekable();
+    operands.peek().is_some() && operands.all(|n| matches!(l.value(n), Some(Value::Const(_))))
+}
+
+pub(crate) fn tensor(t: T, shape: Vec<u64>) -> Value {
     Value::Tensor(Tensor { t, shape })
 }
 
@@ -119,7 +129,7 @@ fn is_backward(node: &NodeProto) -> bool {
 
 /// Emits one backward node. `outs` gives, for each output position, its shape and role;
 /// an output the file leaves unnamed still gets a tensor (placer's ops have fixed arity).
-fn emit(
+pub(crate) fn emit(
     l: &mut Lowerer<'_>,
     node: &NodeProto,
     op: Op,
@@ -243,8 +253,22 @@ fn pooling_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(dx[0], dx_shape)])
 }
 
+/// The labels, one per row of the logits whatever `--batch` made of the file's labels
+/// shape (a causal LM's logits are [batch·sequence, vocabulary]).
+fn labels(l: &mut Lowerer<'_>, node: &NodeProto, k: usize, logits: &[u64]) -> Result<Tensor, Fail> {
+    match l.operand(node, k)? {
+        Value::Data(mut c) => {
+            c.shape = logits[..logits.len().saturating_sub(1)].to_vec();
+            let t = l.feed(&c, DType::I32);
+            Ok(Tensor { t, shape: c.shape })
+        }
+        _ => l.tensor_operand(node, k),
+    }
+}
+
 fn loss(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let (logits, labels) = (l.tensor_operand(node, 0)?, l.tensor_operand(node, 1)?);
+    let logits = l.tensor_operand(node, 0)?;
+    let labels = labels(l, node, 1, &logits.shape)?;
     if Attrs(node).string("reduction").is_some_and(|r| r != "mean") || node.input.len() > 2 {
         return unsupported("SoftmaxCrossEntropyLoss other than a mean without weights");
     }
@@ -262,6 +286,7 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         match l.operand(node, k)? {
             Value::Tensor(t) => Ok(l.exact(&t)),
             Value::Const(c) => l.weight(&c, &c.shape.clone()),
+            Value::Data(_) => unsupported("a backward Gemm of data"),
             Value::Poisoned | Value::Dropped => Err(Fail::Poisoned),
         }
     };
@@ -280,12 +305,15 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     if tb {
         attrs.insert("transpose_b".into(), AttrValue::Bool(true));
     }
-    // onnxruntime names a parameter's gradient `<parameter>_grad`; parameters are constants here.
-    let is_weight_grad =
-        node.output[0].strip_suffix("_grad").is_some_and(|p| matches!(l.value(p), Some(Value::Const(_))));
-    let role = if is_weight_grad { Role::WeightGradient } else { Role::Gradient };
+    let role = grad_role(l, &node.output[0]);
     let out = emit(l, node, Op::MatMul, attrs, &[x, y], &[(0, vec![m, n], role)])?;
     Ok(vec![tensor(out[0], vec![m, n])])
+}
+
+/// onnxruntime names a parameter's gradient `<parameter>_grad`; parameters are constants here.
+pub(crate) fn grad_role(l: &Lowerer<'_>, output: &str) -> Role {
+    let is_weight_grad = output.strip_suffix("_grad").is_some_and(|p| matches!(l.value(p), Some(Value::Const(_))));
+    if is_weight_grad { Role::WeightGradient } else { Role::Gradient }
 }
 
 /// A sum over every axis but one: a bias gradient.

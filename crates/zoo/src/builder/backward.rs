@@ -72,6 +72,25 @@ impl Backward<'_> {
         }
     }
 
+    /// A split's gradient is the concat of its parts' gradients, which needs all of them.
+    fn split(&mut self, e: &TapeEntry) -> Result<(), ZooError> {
+        let x = e.inputs[0];
+        let grads: Vec<Option<T>> = e.outputs.iter().map(|t| self.grads[t.0]).collect();
+        if !self.wants(x) || grads.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let Some(parts) = grads.into_iter().collect::<Option<Vec<T>>>() else {
+            return Err(ZooError::Shape(format!(
+                "{}: a part of the split takes no part in the loss, so its gradient would be zeros, which placer cannot write",
+                e.name
+            )));
+        };
+        let attrs = Attrs::from([("axis".to_string(), e.attrs.get("axis").cloned().unwrap_or(AttrValue::Int(0)))]);
+        let dx = self.emit(format!("{}.bwd", e.name), Op::Concat, attrs, &parts, &[x], &format!(".from.{}", e.name))[0];
+        self.accumulate(x, dx);
+        Ok(())
+    }
+
     /// Emits one backward node; `outs` are the tensors whose gradients it produces.
     fn emit(&mut self, name: String, op: Op, attrs: Attrs, inputs: &[T], outs: &[T], suffix: &str) -> Vec<T> {
         let grads: Vec<T> = outs.iter().map(|&t| self.grad_tensor(t, suffix)).collect();
@@ -80,6 +99,9 @@ impl Backward<'_> {
     }
 
     fn entry(&mut self, e: &TapeEntry) -> Result<(), ZooError> {
+        if e.op == Op::Split {
+            return self.split(e);
+        }
         let dy = if e.op == Op::SoftmaxCrossEntropy {
             // The loss seeds the sweep: its backward needs no incoming gradient.
             let dlogits = self.emit(
@@ -165,14 +187,23 @@ impl Backward<'_> {
                 let db = self.emit(bwd, Op::BiasGrad, e.attrs.clone(), &[dy], &[b], "")[0];
                 self.accumulate(b, db);
             }
-            Op::Relu | Op::Tanh | Op::Softmax | Op::Gelu => {
+            Op::Relu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Gelu | Op::Clip => {
                 let (op, saved) = match e.op {
                     Op::Relu => (Op::ReluBackward, e.outputs[0]),
                     Op::Tanh => (Op::TanhBackward, e.outputs[0]),
+                    Op::Sigmoid => (Op::SigmoidBackward, e.outputs[0]),
                     Op::Softmax => (Op::SoftmaxBackward, e.outputs[0]),
+                    Op::Clip => (Op::ClipBackward, x),
                     _ => (Op::GeluBackward, x),
                 };
-                let dx = self.emit(bwd, op, Attrs::new(), &[dy, saved], &[x], &from)[0];
+                // Only clip has attributes (its bounds), which its backward takes too.
+                let dx = self.emit(bwd, op, e.attrs.clone(), &[dy, saved], &[x], &from)[0];
+                self.accumulate(x, dx);
+            }
+            Op::Dropout => {
+                let attrs: Attrs =
+                    e.attrs.iter().filter(|(k, _)| *k == "ratio").map(|(k, v)| (k.clone(), v.clone())).collect();
+                let dx = self.emit(bwd, Op::DropoutBackward, attrs, &[dy, e.outputs[1]], &[x], &from)[0];
                 self.accumulate(x, dx);
             }
             Op::MaxPool2d => {
@@ -195,13 +226,14 @@ impl Backward<'_> {
                     self.accumulate(t, g);
                 }
             }
-            Op::Add => {
-                for &t in &e.inputs {
-                    if self.wants(t) {
-                        self.accumulate(t, dy);
-                    }
+            Op::RmsNorm => {
+                let inputs = [dy, x, e.inputs[1], e.outputs[1]];
+                let grads = self.emit(bwd, Op::RmsNormBackward, e.attrs.clone(), &inputs, &e.inputs, &from);
+                for (&t, &g) in e.inputs.iter().zip(&grads) {
+                    self.accumulate(t, g);
                 }
             }
+            Op::Add | Op::Mul => self.add_or_mul(e, dy),
             Op::Concat => {
                 let sizes: Vec<i64> = e.inputs.iter().map(|&t| self.g.shape(t)[axis(&e.attrs)] as i64).collect();
                 let mut attrs = e.attrs.clone();
@@ -238,6 +270,42 @@ impl Backward<'_> {
             other => return Err(ZooError::Shape(format!("{}: no backward rule for {other}", e.name))),
         }
         Ok(())
+    }
+
+    /// The backward of `add` and `mul`, whose second operand `b` may be broadcast:
+    /// `add`: da = dy, db = dy (or `sum_to(dy)`); `mul`: da = dy · b (b broadcast again),
+    /// db = dy · a (or that product at a's shape, then `sum_to`). Only operands that
+    /// want a gradient get one.
+    fn add_or_mul(&mut self, e: &TapeEntry, dy: T) {
+        let (a, b) = (e.inputs[0], e.inputs[1]);
+        let broadcast = self.g.shape(a) != self.g.shape(b);
+        let from = format!(".from.{}", e.name);
+        if self.wants(a) {
+            let da = if e.op == Op::Add {
+                dy
+            } else {
+                self.emit(format!("{}.bwd_a", e.name), Op::Mul, Attrs::new(), &[dy, b], &[a], &from)[0]
+            };
+            self.accumulate(a, da);
+        }
+        if !self.wants(b) {
+            return;
+        }
+        let suffix = if self.g.tensors[b.0].role == Role::Weight { "" } else { from.as_str() };
+        let db = match (e.op, broadcast) {
+            (Op::Add, false) => dy,
+            (Op::Add, true) => self.emit(format!("{}.bwd_b", e.name), Op::SumTo, Attrs::new(), &[dy], &[b], suffix)[0],
+            (_, false) => self.emit(format!("{}.bwd_b", e.name), Op::Mul, Attrs::new(), &[dy, a], &[b], suffix)[0],
+            (_, true) => {
+                // dy · a at a's shape first, then reduced to b's.
+                let base = format!("{}.grad{from}.full", self.g.name_of(b));
+                let (name, shape, dtype) = (self.g.unique_name(&base), self.g.shape(a).to_vec(), self.g.dtype(a));
+                let full = self.g.tensor(name, shape, dtype, Role::Gradient, false);
+                self.g.push_node(format!("{}.bwd_b", e.name), Op::Mul, Attrs::new(), &[dy, a], &[], &[full]);
+                self.emit(format!("{}.bwd_b.sum", e.name), Op::SumTo, Attrs::new(), &[full], &[b], suffix)[0]
+            }
+        };
+        self.accumulate(b, db);
     }
 
     fn update(&mut self, w: T) -> Result<(), ZooError> {

@@ -254,9 +254,58 @@ impl GraphBuilder {
         self.unary(name, Op::Gelu, Attrs::new(), &[x], shape)
     }
 
+    /// `a + b`, elementwise. `b` may broadcast to `a` (numpy's rules, aligned from the
+    /// right: no more dimensions than `a`, each equal to `a`'s or 1); the result has
+    /// `a`'s shape. A `b` that does not broadcast fails validation in `finish`.
     pub fn add(&mut self, name: &str, a: T, b: T) -> T {
         let shape = self.shape(a).to_vec();
         self.unary(name, Op::Add, Attrs::new(), &[a, b], shape)
+    }
+
+    /// `a · b`, elementwise; `b` may broadcast to `a` as in [`GraphBuilder::add`].
+    pub fn mul(&mut self, name: &str, a: T, b: T) -> T {
+        let shape = self.shape(a).to_vec();
+        self.unary(name, Op::Mul, Attrs::new(), &[a, b], shape)
+    }
+
+    /// `x` summed over the dimensions along which `shape` broadcasts to it (the
+    /// reduction of a broadcast; `shape` must broadcast to `x`'s shape, or `finish`
+    /// refuses the graph). Recorded on the tape, but it has no backward rule (that would
+    /// be a broadcast, which only `add` and `mul` do): `finish` refuses a graph in which
+    /// a gradient must flow back through it.
+    pub fn sum_to(&mut self, name: &str, x: T, shape: &[u64]) -> T {
+        self.unary(name, Op::SumTo, Attrs::new(), &[x], shape.to_vec())
+    }
+
+    /// `1 / (1 + e^−x)`; its backward reads the output.
+    pub fn sigmoid(&mut self, name: &str, x: T) -> T {
+        let shape = self.shape(x).to_vec();
+        self.unary(name, Op::Sigmoid, Attrs::new(), &[x], shape)
+    }
+
+    /// `min(max(x, min), max)` (ReLU6 is `clip(x, 0, 6)`); its backward reads the input.
+    /// `min > max` fails validation in `finish`.
+    pub fn clip(&mut self, name: &str, x: T, min: f64, max: f64) -> T {
+        let shape = self.shape(x).to_vec();
+        let attrs =
+            Attrs::from([("min".to_string(), AttrValue::Float(min)), ("max".to_string(), AttrValue::Float(max))]);
+        self.unary(name, Op::Clip, attrs, &[x], shape)
+    }
+
+    /// Dropout with probability `ratio` (in [0, 1), else `finish` refuses the graph):
+    /// `y = x · mask / (1 − ratio)`. The mask is a second output, `{name}.mask`: u8, x's
+    /// shape, a workspace tensor (saved for the backward, like max pooling's indices)
+    /// that gets no gradient. Its `seed` is a hash of `name`, so every dropout node of a
+    /// graph draws its own mask, and the same one in every build.
+    pub fn dropout(&mut self, name: &str, x: T, ratio: f64) -> T {
+        let shape = self.shape(x).to_vec();
+        let dtype = self.dtype(x);
+        let attrs = Attrs::from([
+            ("ratio".to_string(), AttrValue::Float(ratio)),
+            ("seed".to_string(), AttrValue::Int(name_seed(name))),
+        ]);
+        let outs = vec![("", shape.clone(), dtype, Role::Activation), (".mask", shape, DType::U8, Role::Workspace)];
+        self.forward(name, Op::Dropout, attrs, &[x], outs)[0]
     }
 
     pub fn max_pool(&mut self, name: &str, x: T, kernel: u64, stride: u64, padding: u64) -> Result<T, ZooError> {
@@ -343,6 +392,25 @@ impl GraphBuilder {
         self.forward(name, Op::LayerNorm, epsilon_attr(epsilon), &[x, gamma, beta], outs)[0]
     }
 
+    /// RMS normalisation over the last axis with a learned scale (`{name}.gamma`).
+    pub fn rms_norm(&mut self, name: &str, x: T, epsilon: f64) -> T {
+        let d = self.shape(x).last().copied().unwrap_or(1);
+        let gamma = self.weight(&format!("{name}.gamma"), &[d]);
+        self.rms_norm_with(name, x, gamma, epsilon)
+    }
+
+    /// RMS normalisation over the last axis (RMSNorm of T5 and Llama, onnxruntime's
+    /// SimplifiedLayerNormalization) with an existing scale: `y = x · inv_rms · gamma`.
+    /// The saved `{name}.rrms` (the inverse RMS per row, x's shape without the last
+    /// axis) is a workspace tensor, like layer norm's statistics.
+    pub fn rms_norm_with(&mut self, name: &str, x: T, gamma: T, epsilon: f64) -> T {
+        let shape = self.shape(x).to_vec();
+        let rows = shape.split_last().map(|(_, r)| r.to_vec()).unwrap_or_default();
+        let dtype = self.dtype(x);
+        let outs = vec![("", shape, dtype, Role::Activation), (".rrms", rows, dtype, Role::Workspace)];
+        self.forward(name, Op::RmsNorm, epsilon_attr(epsilon), &[x, gamma], outs)[0]
+    }
+
     pub fn concat(&mut self, name: &str, xs: &[T], axis: usize) -> T {
         if xs.len() == 1 {
             return xs[0];
@@ -350,6 +418,25 @@ impl GraphBuilder {
         let mut shape = self.shape(xs[0]).to_vec();
         shape[axis] = xs.iter().map(|&x| self.shape(x)[axis]).sum();
         self.unary(name, Op::Concat, axis_attr(axis as i64), xs, shape)
+    }
+
+    /// Splits `x` along `axis` into parts of `sizes` (named `{name}.0`, `{name}.1`, …).
+    /// Its backward concatenates the parts' gradients, so every part must be used.
+    pub fn split(&mut self, name: &str, x: T, axis: usize, sizes: &[u64]) -> Vec<T> {
+        let (shape, dtype) = (self.shape(x).to_vec(), self.dtype(x));
+        let suffixes: Vec<String> = (0..sizes.len()).map(|i| format!(".{i}")).collect();
+        let outs = suffixes
+            .iter()
+            .zip(sizes)
+            .map(|(suffix, &size)| {
+                let mut part = shape.clone();
+                part[axis] = size;
+                (suffix.as_str(), part, dtype, Role::Activation)
+            })
+            .collect();
+        let mut attrs = axis_attr(axis as i64);
+        attrs.insert("sizes".into(), AttrValue::Ints(sizes.iter().map(|&s| s as i64).collect()));
+        self.forward(name, Op::Split, attrs, &[x], outs)
     }
 
     pub fn reshape(&mut self, name: &str, x: T, shape: &[u64]) -> T {
@@ -424,6 +511,12 @@ fn axis_attr(axis: i64) -> Attrs {
 
 fn epsilon_attr(epsilon: f64) -> Attrs {
     Attrs::from([("epsilon".to_string(), AttrValue::Float(epsilon))])
+}
+
+/// A dropout node's seed: FNV-1a of its name (as a non-negative i64, for the attribute).
+fn name_seed(name: &str) -> i64 {
+    let hash = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3));
+    (hash >> 1) as i64
 }
 
 fn square_pooling(kernel: u64, stride: u64, padding: u64) -> Pooling {
