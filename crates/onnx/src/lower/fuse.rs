@@ -20,6 +20,8 @@ pub(crate) enum Fused {
     ScaledMatMul { matmul: usize, alpha: f64 },
     /// A LayerNorm over the last axis written out (torch before opset 17).
     LayerNorm { x: String, scale: String, shift: String, epsilon: f64 },
+    /// RMSNorm written out (Llama's and T5's `x · rsqrt(mean(x²) + ε) · w`).
+    RmsNorm { x: String, scale: String, epsilon: f64 },
 }
 
 impl Fused {
@@ -51,6 +53,21 @@ impl Fused {
                 };
                 l.note("LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div, Mul, Add) fused into one layer_norm");
                 layer_norm_on(l, &x, &s, &b, *epsilon, &out)
+            }
+            Fused::RmsNorm { x, scale, epsilon } => {
+                let x = tensor_value(l, x)?;
+                let Some(Value::Const(s)) = l.value(scale).cloned() else {
+                    return bad("a written-out RMSNorm with a computed scale");
+                };
+                let Some(&d) = x.shape.last() else { return bad("RMSNorm of a scalar") };
+                let gamma = l.weight(&s, &[d])?;
+                let xt = if l.g.shape(x.t).last() == Some(&d) { x.t } else { l.exact(&x) };
+                l.note(
+                    "RMSNorm written out (Pow, ReduceMean, Add, Sqrt, Reciprocal or Div, Mul) fused into one rms_norm",
+                );
+                let name = l.name_for(&out);
+                let y = l.g.rms_norm_with(&name, xt, gamma, *epsilon);
+                Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
             }
             Fused::ScaledMatMul { matmul: i, alpha } => {
                 let node = &l.graph.node[*i];
@@ -134,6 +151,12 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
         match node.op_type() {
             "ReduceMean" => {
                 if let Some((last, f, chain)) = layer_norm(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
+            "Pow" => {
+                if let Some((last, f, chain)) = rms_norm(l, i) {
                     fused.insert(last, f);
                     skipped.extend(chain);
                 }
@@ -275,4 +298,44 @@ fn layer_norm(l: &Lowerer<'_>, mean_i: usize) -> Option<(usize, Fused, Vec<usize
     let shift = other(add, &mul.output[0]).filter(|s| add.op_type() == "Add" && is_const(l, s))?;
     let fused = Fused::LayerNorm { x, scale: scale.to_string(), shift: shift.to_string(), epsilon };
     Some((add_i, fused, vec![mean_i, sub_i, pow_i, var_i, eps_i, sqrt_i, div_i, mul_i]))
+}
+
+/// `w · (x · 1/sqrt(mean(x²) + ε))` over the last axis, with the reciprocal written as
+/// Reciprocal or as Div(1, ·), and a Cast to the same type allowed before the scale.
+fn rms_norm(l: &Lowerer<'_>, pow_i: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let pow = &l.graph.node[pow_i];
+    let x = pow.input.first()?.clone();
+    if !close(scalar(l, pow.input.get(1)?), 2.0) {
+        return None;
+    }
+    let (mean_i, mean) = sole_reader(l, &pow.output[0])?;
+    if !last_axis_mean(l, mean) {
+        return None;
+    }
+    let (eps_i, eps) = sole_reader(l, &mean.output[0])?;
+    let epsilon = scalar(l, other(eps, &mean.output[0])?).filter(|_| eps.op_type() == "Add")?;
+    let (sqrt_i, sqrt) = sole_reader(l, &eps.output[0])?;
+    let (inv_i, inv) = sole_reader(l, &sqrt.output[0])?;
+    let reciprocal = match inv.op_type() {
+        "Reciprocal" => true,
+        "Div" => inv.input.get(1) == Some(&sqrt.output[0]) && close(scalar(l, inv.input.first()?), 1.0),
+        _ => false,
+    };
+    if sqrt.op_type() != "Sqrt" || !reciprocal {
+        return None;
+    }
+    let (norm_i, norm) = sole_reader(l, &inv.output[0])?;
+    if norm.op_type() != "Mul" || other(norm, &inv.output[0]) != Some(x.as_str()) {
+        return None;
+    }
+    let mut chain = vec![pow_i, mean_i, eps_i, sqrt_i, inv_i, norm_i];
+    let (mut next_i, mut next) = sole_reader(l, &norm.output[0])?;
+    let mut input = norm.output[0].clone();
+    if next.op_type() == "Cast" {
+        chain.push(next_i);
+        input = next.output[0].clone();
+        (next_i, next) = sole_reader(l, &next.output[0])?;
+    }
+    let scale = other(next, &input).filter(|s| next.op_type() == "Mul" && is_const(l, s))?;
+    Some((next_i, Fused::RmsNorm { x, scale: scale.to_string(), epsilon }, chain))
 }

@@ -326,13 +326,37 @@ fn reduce_sum(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     };
     let kept: Vec<usize> = (0..rank).filter(|i| !axes.contains(i)).collect();
     let [axis] = kept.as_slice() else {
-        return unsupported("ReduceSum other than over every axis but one");
+        return sum_to(l, node, &dy, &axes);
     };
     let c = dy.shape[*axis];
     let dyt = l.exact(&dy);
     let attrs = IrAttrs::from([("axis".to_string(), AttrValue::Int(*axis as i64))]);
     let g = emit(l, node, Op::BiasGrad, attrs, &[dyt], &[(0, vec![c], Role::WeightGradient)])?;
     Ok(vec![tensor(g[0], vec![c])])
+}
+
+/// A sum over leading axes, or any axes kept as 1: the gradient of an operand that was
+/// broadcast (BERT's position embeddings added to every sample), placer's `sum_to`.
+fn sum_to(l: &mut Lowerer<'_>, node: &NodeProto, dy: &Tensor, axes: &[usize]) -> Lowered {
+    let keep = Attrs(node).int("keepdims", 1) == 1;
+    let shape: Vec<u64> = dy
+        .shape
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect();
+    // Without keepdims only leading axes may go: the rest must still line up.
+    if !keep && axes.iter().enumerate().any(|(k, &a)| a != k) {
+        return unsupported("ReduceSum over inner axes without keepdims");
+    }
+    let dyt = l.exact(dy);
+    let role = grad_role(l, &node.output[0]);
+    let g = emit(l, node, Op::SumTo, IrAttrs::new(), &[dyt], &[(0, shape.clone(), role)])?;
+    Ok(vec![tensor(g[0], shape)])
 }
 
 /// `buffer += gradient`: the point where a parameter's gradient is complete. placer
