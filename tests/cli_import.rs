@@ -128,7 +128,7 @@ fn a_real_minilm_export_imports_with_its_mask_dropped() {
     // layer's scores [B, H, S, S] by a broadcasting add.
     let masked = imported(&file, &hidden);
     assert_eq!(summary(&masked).parameters, 17_241_984);
-    let bias = masked.tensors().iter().find(|t| t.role == placer_ir::Role::Input && t.shape == [4, 1, 1, 128]);
+    let bias = masked.tensors().iter().find(|t| t.role == Role::Input && t.shape == [4, 1, 1, 128]);
     let bias = bias.unwrap_or_else(|| panic!("no fed mask bias [4, 1, 1, 128] among the inputs"));
     let mask_adds = masked
         .nodes()

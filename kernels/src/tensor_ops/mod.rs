@@ -1,9 +1,8 @@
-//! Elementwise arithmetic (`add`, `mul`, broadcast or not, and `sum_to`), bias
-//! (`bias_add`, `bias_grad`) and data
-//! movement (`concat`, `split`, `reshape`, `transpose`, `embedding`,
-//! `embedding_backward`), plus the two views of a tensor the other modules share:
-//! [`Rows`] (the last axis) and [`ChannelView`] (one axis between an outer and an inner
-//! block).
+//! Elementwise arithmetic (`add`, `mul`, with a second operand broadcast or not, and
+//! `sum_to`), bias (`bias_add`, `bias_grad`) and data movement (`concat`, `split`,
+//! `reshape`, `transpose`, `embedding`, `embedding_backward`), plus the two views of a
+//! tensor the other modules share: [`Rows`] (the last axis) and [`ChannelView`] (one axis
+//! between an outer and an inner block).
 //!
 //! Data-movement kernels are generic over the element type (`T: Copy`), because the IR
 //! allows any dtype there (an `i32` label tensor can be reshaped); arithmetic is `f32`.

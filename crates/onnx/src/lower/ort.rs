@@ -351,7 +351,7 @@ fn dropout(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let name = l.name_for(&node.output[0]);
     let y = l.g.declare(&name, &x.shape, l.dtype_of(xt), Role::Activation);
     let mask_name = l.name_for(node.output.get(1).filter(|m| !m.is_empty()).map_or(&format!("{name}.mask"), |m| m));
-    let mask = l.g.declare(&mask_name, &x.shape, DType::U8, Role::Activation);
+    let mask = l.g.declare(&mask_name, &x.shape, DType::U8, Role::Workspace);
     l.g.node(&name, Op::Dropout, attrs, &[xt], &[], &[y, mask]);
     Ok(vec![tensor(y, x.shape.clone()), tensor(mask, x.shape)])
 }
