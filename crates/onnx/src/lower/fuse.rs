@@ -11,8 +11,9 @@ use std::collections::HashMap;
 /// What a fused node computes in place of its chain.
 #[derive(Debug, Clone)]
 pub(crate) enum Fused {
-    /// `x·½·(1 + erf(x/√2))`: `x` is the ONNX value fed to the chain.
-    Gelu { x: String },
+    /// `x·½·(1 + erf(x/√2))`, or with `tanh` GELU's tanh approximation
+    /// `x·½·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`: `x` is the ONNX value fed to the chain.
+    Gelu { x: String, tanh: bool },
     /// BatchNormalization (node index) whose scale and shift are those of the Mul and
     /// Add that follow it (the norm's own scale and shift are folded in).
     ScaledNorm { norm: usize, scale: String, shift: String },
@@ -28,10 +29,13 @@ impl Fused {
     pub fn lower<'m>(&self, l: &mut Lowerer<'m>, last: &'m NodeProto) -> Lowered {
         let out = last.output[0].clone();
         match self {
-            Fused::Gelu { x } => {
+            Fused::Gelu { x, tanh } => {
                 let x = tensor_value(l, x)?;
                 let name = l.name_for(&out);
-                l.note("GELU written with Erf fused into one gelu");
+                l.note(match tanh {
+                    false => "GELU written with Erf fused into one gelu",
+                    true => "GELU's tanh approximation written out (Pow, Tanh, ...) fused into one gelu: same tensors and traffic",
+                });
                 let y = l.g.gelu(&name, x.t);
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
             }
@@ -161,6 +165,12 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
                     skipped.extend(chain);
                 }
             }
+            "Tanh" => {
+                if let Some((last, f, chain)) = gelu_tanh(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
             "Erf" => {
                 if let Some((last, f, chain)) = gelu(l, i) {
                     fused.insert(last, f);
@@ -229,13 +239,21 @@ fn gelu(l: &Lowerer<'_>, erf: usize) -> Option<(usize, Fused, Vec<usize>)> {
         return None;
     }
     let partner = other(mul, &add.output[0])?;
+    if close(scalar(l, partner), 0.5) {
+        // x · ((1 + erf) · 0.5), as the dynamo exporter writes it
+        let (last_i, last) = sole_reader(l, &mul.output[0])?;
+        if last.op_type() != "Mul" || other(last, &mul.output[0]) != Some(x.as_str()) {
+            return None;
+        }
+        return Some((last_i, Fused::Gelu { x, tanh: false }, vec![div_i, erf, add_i, mul_i]));
+    }
     if partner == x {
         // (x · (1 + erf)) · 0.5
         let (half_i, half) = sole_reader(l, &mul.output[0])?;
         if half.op_type() != "Mul" || !close(scalar(l, other(half, &mul.output[0])?), 0.5) {
             return None;
         }
-        return Some((half_i, Fused::Gelu { x }, vec![div_i, erf, add_i, mul_i]));
+        return Some((half_i, Fused::Gelu { x, tanh: false }, vec![div_i, erf, add_i, mul_i]));
     }
     // (x · 0.5) · (1 + erf)
     let half_i = *l.topo.producer.get(partner)?;
@@ -246,7 +264,7 @@ fn gelu(l: &Lowerer<'_>, erf: usize) -> Option<(usize, Fused, Vec<usize>)> {
     if sole_reader(l, partner)?.0 != mul_i {
         return None;
     }
-    Some((mul_i, Fused::Gelu { x }, vec![div_i, erf, add_i, half_i]))
+    Some((mul_i, Fused::Gelu { x, tanh: false }, vec![div_i, erf, add_i, half_i]))
 }
 
 /// Reduces over the last axis only (`axes` [-1], as an attribute or an input).
@@ -338,4 +356,60 @@ fn rms_norm(l: &Lowerer<'_>, pow_i: usize) -> Option<(usize, Fused, Vec<usize>)>
     }
     let scale = other(next, &input).filter(|s| next.op_type() == "Mul" && is_const(l, s))?;
     Some((next_i, Fused::RmsNorm { x, scale: scale.to_string(), epsilon }, chain))
+}
+
+/// GPT-2's `gelu_new`: `(x·½)·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, as both torch
+/// exporters write it (the half taken first), or with the half taken last.
+fn gelu_tanh(l: &Lowerer<'_>, tanh_i: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let tanh = &l.graph.node[tanh_i];
+    let producer = |v: &str| l.topo.producer.get(v).map(|&i| (i, &l.graph.node[i]));
+    let (m2_i, m2) = producer(tanh.input.first()?)?;
+    let inner = m2.input.iter().find(|v| !close(scalar(l, v), (2.0 / std::f64::consts::PI).sqrt()))?;
+    if m2.op_type() != "Mul" || other(m2, inner).is_none_or(|c| !close(scalar(l, c), 0.797_884_560_8)) {
+        return None;
+    }
+    let (a2_i, a2) = producer(inner)?;
+    if a2.op_type() != "Add" {
+        return None;
+    }
+    // One operand of the Add is x, the other 0.044715·x³.
+    let (x, cube_term) = a2.input.iter().find_map(|cand| {
+        let rest = other(a2, cand)?;
+        let (m1_i, m1) = producer(rest)?;
+        let pow_out = other(m1, m1.input.iter().find(|v| close(scalar(l, v), 0.044715))?)?;
+        let (pow_i, pow) = producer(pow_out)?;
+        let ok = m1.op_type() == "Mul"
+            && pow.op_type() == "Pow"
+            && pow.input.first() == Some(cand)
+            && close(scalar(l, pow.input.get(1)?), 3.0);
+        ok.then(|| (cand.clone(), [m1_i, pow_i]))
+    })?;
+    let (add1_i, add1) = sole_reader(l, &tanh.output[0])?;
+    if add1.op_type() != "Add" || !close(scalar(l, other(add1, &tanh.output[0])?), 1.0) {
+        return None;
+    }
+    let (mul_i, mul) = sole_reader(l, &add1.output[0])?;
+    if mul.op_type() != "Mul" {
+        return None;
+    }
+    let mut chain = vec![cube_term[0], cube_term[1], a2_i, m2_i, tanh_i, add1_i];
+    let partner = other(mul, &add1.output[0])?;
+    let last = if partner == x {
+        // (x · (1 + tanh)) · 0.5
+        let (half_i, half) = sole_reader(l, &mul.output[0])?;
+        if half.op_type() != "Mul" || !close(scalar(l, other(half, &mul.output[0])?), 0.5) {
+            return None;
+        }
+        chain.push(mul_i);
+        half_i
+    } else {
+        // (x · 0.5) · (1 + tanh)
+        let (half_i, half) = producer(partner)?;
+        if half.op_type() != "Mul" || other(half, &x).is_none_or(|c| !close(scalar(l, c), 0.5)) {
+            return None;
+        }
+        chain.push(half_i);
+        mul_i
+    };
+    Some((last, Fused::Gelu { x, tanh: true }, chain))
 }

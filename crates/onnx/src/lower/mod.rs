@@ -8,6 +8,7 @@ mod elementwise;
 mod fuse;
 mod ops;
 mod ort;
+mod slice;
 pub(crate) mod training;
 
 pub(crate) use ops::{forward, known};
@@ -62,6 +63,8 @@ pub(crate) struct Lowerer<'m> {
     pub biased: HashMap<T, T>,
     /// Tensors that already include a factor a following Scale would apply.
     pub prescaled: HashMap<T, f64>,
+    /// Splits made for Slices of an activation: (value, axis) → its parts.
+    pub slices: HashMap<(String, usize), slice::Parts>,
     /// Transposes of stored weights: ONNX value → the weight.
     transposes: HashMap<String, Constant>,
     /// Inputs made by `feed`.
@@ -93,6 +96,7 @@ impl<'m> Lowerer<'m> {
             weights: HashMap::new(),
             fed: HashMap::new(),
             transposes: HashMap::new(),
+            slices: HashMap::new(),
             biased: HashMap::new(),
             prescaled: HashMap::new(),
             rebatch: None,

@@ -1,0 +1,70 @@
+//! Slices of an activation along one axis (rotary embeddings' two halves, ShuffleNet's
+//! channel split): placer's `split`, made once per activation and axis at the first
+//! Slice's bounds; later Slices of the same activation take the parts they cover.
+//! Every part must be read, since a split's gradient is the concat of its parts'.
+
+use super::consts::{self, axis};
+use super::{Fail, Lowered, Lowerer, bad, unsupported};
+use crate::proto::NodeProto;
+use crate::values::{Tensor, Value};
+use placer_zoo::T;
+
+/// The parts of one activation split along one axis: (start, end, tensor).
+pub(crate) type Parts = Vec<(u64, u64, T)>;
+
+/// The `[start, end)` a Slice keeps along its single axis, with constant bounds.
+fn bounds(l: &Lowerer<'_>, node: &NodeProto, shape: &[u64]) -> Result<(usize, u64, u64), Fail> {
+    let ints = |k: usize| -> Result<Option<Vec<i64>>, Fail> {
+        match node.input.get(k).filter(|n| !n.is_empty()) {
+            Some(_) => consts::int_operand(l, node, k).map(Some),
+            None => Ok(None),
+        }
+    };
+    let (Some(starts), Some(ends)) = (ints(1)?, ints(2)?) else {
+        return unsupported("Slice of an activation without starts and ends (opset < 10)");
+    };
+    let axes = ints(3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = ints(4)?.unwrap_or_else(|| vec![1; starts.len()]);
+    let (&[s], &[e], &[a], &[1]) = (starts.as_slice(), ends.as_slice(), axes.as_slice(), steps.as_slice()) else {
+        return unsupported("Slice of an activation along more than one axis, or with a step");
+    };
+    let ax = axis(a, shape.len())?;
+    let d = shape[ax] as i64;
+    let clamp = |x: i64| if x < 0 { (x + d).max(0) } else { x.min(d) } as u64;
+    let (start, end) = (clamp(s), clamp(e));
+    if start >= end {
+        return bad(format!("Slice [{s}, {e}) of a dimension of {d} is empty"));
+    }
+    Ok((ax, start, end))
+}
+
+pub(crate) fn slice(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let (ax, start, end) = bounds(l, node, &x.shape)?;
+    let mut shape = x.shape.clone();
+    shape[ax] = end - start;
+    if end - start == x.shape[ax] {
+        return Ok(vec![Value::Tensor(x)]);
+    }
+    let key = (node.input[0].clone(), ax);
+    let parts = match l.slices.get(&key) {
+        Some(parts) => parts.clone(),
+        None => {
+            let cuts: Vec<u64> = [0, start, end, x.shape[ax]].into_iter().collect();
+            let mut edges: Vec<u64> = cuts.clone();
+            edges.dedup();
+            let sizes: Vec<u64> = edges.windows(2).map(|w| w[1] - w[0]).collect();
+            let xt = l.exact(&x);
+            let name = l.name_for(&format!("{}.split", node.input[0]));
+            let ts = l.g.split(&name, xt, ax, &sizes);
+            l.note("Slices of an activation imported as one split of it");
+            let parts: Parts = edges.windows(2).zip(ts).map(|(w, t)| (w[0], w[1], t)).collect();
+            l.slices.insert(key, parts.clone());
+            parts
+        }
+    };
+    match parts.iter().find(|&&(s, e, _)| s == start && e == end) {
+        Some(&(_, _, t)) => Ok(vec![Value::Tensor(Tensor { t, shape })]),
+        None => unsupported("Slices of one activation at bounds that do not line up"),
+    }
+}
