@@ -21,6 +21,8 @@ pub(crate) enum Fused {
     ScaledMatMul { matmul: usize, alpha: f64 },
     /// A LayerNorm over the last axis written out (torch before opset 17).
     LayerNorm { x: String, scale: String, shift: String, epsilon: f64 },
+    /// onnxruntime's ReLU6 (Clip) gradient: `dy · Cast(x ≥ min ∧ x ≤ max)`.
+    ClipGrad { x: String, dy: String, min: f64, max: f64 },
     /// RMSNorm written out (Llama's and T5's `x · rsqrt(mean(x²) + ε) · w`).
     RmsNorm { x: String, scale: String, epsilon: f64 },
 }
@@ -72,6 +74,18 @@ impl Fused {
                 let name = l.name_for(&out);
                 let y = l.g.rms_norm_with(&name, xt, gamma, *epsilon);
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
+            }
+            Fused::ClipGrad { x, dy, min, max } => {
+                let (x, dy) = (tensor_value(l, x)?, tensor_value(l, dy)?);
+                let (xt, dyt) = (l.exact(&x), l.exact(&dy));
+                let attrs = placer_ir::Attrs::from([
+                    ("min".to_string(), placer_ir::AttrValue::Float(*min)),
+                    ("max".to_string(), placer_ir::AttrValue::Float(*max)),
+                ]);
+                l.note("Clip's gradient written out (GreaterOrEqual, LessOrEqual, And, Cast, Mul) fused into clip_backward");
+                let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
+                let dx = super::training::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
+                Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
             }
             Fused::ScaledMatMul { matmul: i, alpha } => {
                 let node = &l.graph.node[*i];
@@ -167,6 +181,12 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
             }
             "Tanh" => {
                 if let Some((last, f, chain)) = gelu_tanh(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
+            "And" => {
+                if let Some((last, f, chain)) = clip_grad(l, i) {
                     fused.insert(last, f);
                     skipped.extend(chain);
                 }
@@ -412,4 +432,32 @@ fn gelu_tanh(l: &Lowerer<'_>, tanh_i: usize) -> Option<(usize, Fused, Vec<usize>
         mul_i
     };
     Some((last, Fused::Gelu { x, tanh: true }, chain))
+}
+
+/// `Mul(dy, Cast(And(GreaterOrEqual(x, min), LessOrEqual(x, max))))`, either operand
+/// order, as onnxruntime's gradient builder writes Clip's gradient.
+fn clip_grad(l: &Lowerer<'_>, and_i: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let and = &l.graph.node[and_i];
+    let producer = |v: &str| l.topo.producer.get(v).map(|&i| (i, &l.graph.node[i]));
+    let (mut lo, mut hi) = (None, None);
+    for v in &and.input {
+        let (i, cmp) = producer(v)?;
+        let bound = scalar(l, cmp.input.get(1)?)?;
+        match cmp.op_type() {
+            "GreaterOrEqual" => lo = Some((i, cmp.input.first()?.clone(), bound)),
+            "LessOrEqual" => hi = Some((i, cmp.input.first()?.clone(), bound)),
+            _ => return None,
+        }
+    }
+    let ((lo_i, x, min), (hi_i, x2, max)) = (lo?, hi?);
+    if x != x2 {
+        return None;
+    }
+    let (cast_i, cast) = sole_reader(l, &and.output[0])?;
+    if cast.op_type() != "Cast" {
+        return None;
+    }
+    let (mul_i, mul) = sole_reader(l, &cast.output[0])?;
+    let dy = other(mul, &cast.output[0]).filter(|_| mul.op_type() == "Mul")?;
+    Some((mul_i, Fused::ClipGrad { x, dy: dy.to_string(), min, max }, vec![lo_i, hi_i, and_i, cast_i]))
 }
