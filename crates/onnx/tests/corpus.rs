@@ -95,3 +95,41 @@ fn the_manifest_matches_the_committed_files() {
         assert_eq!(entry["sha256"].as_str(), Some(digest.as_str()), "{file} differs from the file the manifest lists");
     }
 }
+
+/// Corpus files of networks the zoo also generates, and that zoo model.
+const ZOO_TWINS: &[(&str, &str)] = &[
+    ("resnet50.ts.onnx", "resnet50"),
+    ("resnet50.ort.onnx", "resnet50"),
+    ("densenet121.ts.onnx", "densenet121"),
+    ("densenet121.ort.onnx", "densenet121"),
+    ("vgg16.ts.onnx", "vgg16"),
+    ("inception_v3.ts.onnx", "inception-v3"),
+];
+
+#[test]
+fn corpus_files_of_zoo_networks_match_the_zoo_in_macs_and_peak() {
+    let entries = manifest();
+    let mut rows = Vec::new();
+    for &(file, zoo) in ZOO_TWINS {
+        let entry = entries.iter().find(|e| e["file"] == file).unwrap_or_else(|| panic!("{file} not in the manifest"));
+        let batch = entry["import"]["batch"].as_u64().expect("a batch");
+        let ours = placer_ir::Summary::new(&import(&corpus_dir().join(file), &options(entry)).expect(file).model, 2, 0);
+        let twin = placer_ir::Summary::new(&placer_zoo::build(zoo, batch).expect(zoo), 2, 0);
+        let off = |a: u64, b: u64| (a as f64 - b as f64).abs() / b as f64;
+        rows.push(format!(
+            "{file} / zoo {zoo}: MACs {} / {} ({:+.3}%), peak {} / {} ({:+.2}%)",
+            ours.forward_macs,
+            twin.forward_macs,
+            100.0 * (ours.forward_macs as f64 / twin.forward_macs as f64 - 1.0),
+            ours.peak_live_bytes,
+            twin.peak_live_bytes,
+            100.0 * (ours.peak_live_bytes as f64 / twin.peak_live_bytes as f64 - 1.0),
+        ));
+        assert!(off(ours.forward_macs, twin.forward_macs) < 0.001, "{}", rows.join("\n"));
+        assert!(off(ours.peak_live_bytes, twin.peak_live_bytes) < 0.01, "{}", rows.join("\n"));
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("{}", rows.join("\n"));
+    }
+}

@@ -156,3 +156,25 @@ pub(crate) fn clip(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let y = l.g.clip(&name, xt, min, max);
     Ok(vec![Value::Tensor(Tensor { t: y, shape: x.shape })])
 }
+
+/// Expand of a weight to a batch (ViT's class token [1, 1, D] to [B, 1, D]): a `mul` of
+/// a fed ones tensor by the weight, so that the weight is one parameter and its
+/// gradient the sum over the batch.
+pub(crate) fn expand_weight(l: &mut Lowerer<'_>, node: &NodeProto, w: &Constant) -> Lowered {
+    let target: Vec<u64> = super::consts::int_operand(l, node, 1)?.iter().map(|&d| d.max(0) as u64).collect();
+    let shape = broadcast_all(&[&w.shape, &target])?;
+    let ones = Value::Data(Constant {
+        shape: shape.clone(),
+        elem: Elem::Float(DType::F32),
+        data: None,
+        origin: format!("{}.ones", node.output[0]),
+    });
+    combine(
+        l,
+        Kind::Mul,
+        &ones,
+        &Value::Const(w.clone()),
+        &node.output[0],
+        "Expand of a weight imported as a fed ones tensor times the weight",
+    )
+}

@@ -107,7 +107,7 @@ fn tensor_value(l: &Lowerer<'_>, name: &str) -> Result<crate::values::Tensor, Fa
 }
 
 /// The elements of a small constant `name`, from an initializer or a Constant node.
-fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
+pub(crate) fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
     if let Some(init) = l.initializers.get(name) {
         return constant_of(init, name).data;
     }

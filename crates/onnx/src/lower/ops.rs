@@ -32,6 +32,10 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
             l.note_transpose(node);
             Ok(values)
         }
+        "Expand" if matches!(l.value(&node.input[0]), Some(Value::Const(c)) if elementwise::is_weight(l, c)) => {
+            let Some(Value::Const(w)) = l.value(&node.input[0]).cloned() else { return bad("Expand without a weight") };
+            elementwise::expand_weight(l, node, &w)
+        }
         _ if derive::is_data_node(l, node) => derive::data_node(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
         "Cast" => cast(l, node),
@@ -325,6 +329,12 @@ fn global_avg_pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 /// the gradient reaches every position, as the framework's scatter does.
 fn pick(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: i64) -> Lowered {
     let rank = x.shape.len();
+    let index = l.const_operand(node, 1)?.scalar().map(|i| i as i64);
+    if let Some(index) = index
+        && let Some(done) = super::slice::gather_all(l, node, x, axis(ax, rank)?, index)
+    {
+        return done;
+    }
     if rank < 2 || axis(ax, rank)? != rank - 2 {
         return unsupported("Gather of one element of an activation along an axis other than the one before the last");
     }

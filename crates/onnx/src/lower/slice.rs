@@ -68,3 +68,49 @@ pub(crate) fn slice(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         None => unsupported("Slices of one activation at bounds that do not line up"),
     }
 }
+
+/// Whether the Gathers reading `value` along `ax` pick every one of its `dim` positions,
+/// each by a constant scalar index (the q, k and v of a fused projection).
+fn every_position_gathered(l: &Lowerer<'_>, value: &str, ax: usize, rank: usize, dim: u64) -> bool {
+    let mut seen = vec![false; dim as usize];
+    for &r in l.topo.readers_of(value) {
+        let node = &l.graph.node[r];
+        let a = crate::values::Attrs(node).int("axis", 0);
+        if node.op_type() != "Gather" || axis(a, rank).ok() != Some(ax) {
+            continue;
+        }
+        let Some(&[i]) = node.input.get(1).and_then(|n| super::fuse::small(l, n)).as_deref() else { return false };
+        let i = if i < 0.0 { i + dim as f64 } else { i } as usize;
+        if let Some(s) = seen.get_mut(i) {
+            *s = true;
+        }
+    }
+    seen.iter().all(|&s| s)
+}
+
+/// Gather of one position `index` along `ax` when every position is gathered: one split
+/// into unit parts, each part a view without that axis.
+pub(crate) fn gather_all(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: usize, index: i64) -> Option<Lowered> {
+    let dim = x.shape[ax];
+    if !every_position_gathered(l, &node.input[0], ax, x.shape.len(), dim) {
+        return None;
+    }
+    let key = (node.input[0].clone(), ax);
+    let parts = match l.slices.get(&key) {
+        Some(parts) => parts.clone(),
+        None => {
+            let xt = l.exact(x);
+            let name = l.name_for(&format!("{}.split", node.input[0]));
+            let ts = l.g.split(&name, xt, ax, &vec![1; dim as usize]);
+            l.note("Gathers of every position along an axis imported as one split");
+            let parts: Parts = ts.into_iter().enumerate().map(|(i, t)| (i as u64, i as u64 + 1, t)).collect();
+            l.slices.insert(key, parts.clone());
+            parts
+        }
+    };
+    let i = if index < 0 { index + dim as i64 } else { index } as u64;
+    let &(_, _, t) = parts.iter().find(|&&(s, e, _)| s == i && e == i + 1)?;
+    let mut shape = x.shape.clone();
+    shape.remove(ax);
+    Some(Ok(vec![Value::Tensor(Tensor { t, shape })]))
+}
