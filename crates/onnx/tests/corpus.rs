@@ -13,8 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Files that do not import yet, and a part of the error each one gives.
-const EXPECTED_FAILURES: &[(&str, &str)] =
-    &[("mobilenet_v3_small.ts.onnx", "HardSigmoid ×9"), ("vit_b_16.ts.onnx", "Concat with a constant operand 0 ×1")];
+const EXPECTED_FAILURES: &[(&str, &str)] = &[("mobilenet_v3_small.ts.onnx", "HardSigmoid ×9")];
 
 /// Files whose graph is not the framework's network parameter for parameter, with the
 /// count they must have and why. The dynamo exporter folds every batch norm into the
