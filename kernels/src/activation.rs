@@ -1,7 +1,7 @@
-//! Activations and their backward passes: ReLU, GELU, tanh, sigmoid, clip (elementwise)
-//! and softmax (over the last axis). Each backward takes the forward tensor the zoo saves
-//! (docs/ops.md): ReLU, tanh, sigmoid and softmax the forward **output** `y`, GELU and
-//! clip the forward **input** `x`.
+//! Activations and their backward passes: ReLU, GELU, tanh, sigmoid, clip, hard sigmoid,
+//! hard swish (elementwise) and softmax (over the last axis). Each backward takes the
+//! forward tensor the zoo saves (docs/ops.md): ReLU, tanh, sigmoid and softmax the forward
+//! **output** `y`, GELU, clip, hard sigmoid and hard swish the forward **input** `x`.
 
 use crate::fastmath::{exp, fmadd, normal_cdf};
 use crate::tensor_ops::{Rows, for_row_groups, map_binary, map_binary_chunks, map_unary, map_unary_chunks, sum_f64};
@@ -122,6 +122,53 @@ pub fn clip(p: Clip, x: &[f32], y: &mut [f32]) {
 pub fn clip_backward(p: Clip, dy: &[f32], x: &[f32], dx: &mut [f32]) {
     let Clip { min, max } = p;
     map_binary(dy, x, dx, |g, v| if v >= min && v <= max { g } else { 0.0 });
+}
+
+/// The slope and offset of [`hard_sigmoid`] (the op's `alpha` and `beta` attributes).
+/// ONNX's defaults are `alpha` 0.2, `beta` 0.5; PyTorch's `hardsigmoid` is 1/6 and 0.5.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HardSigmoid {
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+/// `y = max(0, min(1, alpha · x + beta))`. A NaN input gives NaN.
+pub fn hard_sigmoid(p: HardSigmoid, x: &[f32], y: &mut [f32]) {
+    let HardSigmoid { alpha, beta } = p;
+    map_unary(x, y, |v| (alpha * v + beta).clamp(0.0, 1.0));
+}
+
+/// `dx = dy · alpha` where `0 < alpha · x + beta < 1` (both ends open: the gradient is
+/// 0 at the kinks, as PyTorch's `hardsigmoid_backward` has it), else 0; from the forward
+/// **input** `x`. A NaN `x` gives 0.
+pub fn hard_sigmoid_backward(p: HardSigmoid, dy: &[f32], x: &[f32], dx: &mut [f32]) {
+    let HardSigmoid { alpha, beta } = p;
+    map_binary(dy, x, dx, |g, v| {
+        let t = alpha * v + beta;
+        if t > 0.0 && t < 1.0 { g * alpha } else { 0.0 }
+    });
+}
+
+/// `y = x · max(0, min(1, x/6 + 1/2))` (ONNX's HardSwish, PyTorch's `hardswish`: 0 for
+/// x ≤ −3, x for x ≥ 3). A NaN input gives NaN.
+pub fn hard_swish(x: &[f32], y: &mut [f32]) {
+    map_unary(x, y, |v| v * (v * (1.0 / 6.0) + 0.5).clamp(0.0, 1.0));
+}
+
+/// The backward of [`hard_swish`], from the forward **input** `x`, with the boundary
+/// conventions of PyTorch's `hardswish_backward` since 2.7 (the torch that made the
+/// corpus): `dx = 0` for `x ≤ −3`, `dx = dy · (2x + 3)/6` for `−3 < x < 3`, `dx = dy`
+/// for `x ≥ 3` (the outer pieces at the kinks). A NaN `x` gives `dy`.
+pub fn hard_swish_backward(dy: &[f32], x: &[f32], dx: &mut [f32]) {
+    map_binary(dy, x, dx, |g, v| {
+        if v <= -3.0 {
+            0.0
+        } else if v < 3.0 {
+            g * (v * (1.0 / 3.0) + 0.5)
+        } else {
+            g
+        }
+    });
 }
 
 /// Softmax over the last axis of `shape`, numerically stable (the row maximum is

@@ -234,6 +234,10 @@ fn clip_params(a: AttrReader<'_>) -> activation::Clip {
     activation::Clip { min: a.float("min", f64::NEG_INFINITY) as f32, max: a.float("max", f64::INFINITY) as f32 }
 }
 
+fn hard_sigmoid_params(a: AttrReader<'_>) -> activation::HardSigmoid {
+    activation::HardSigmoid { alpha: a.float("alpha", 0.2) as f32, beta: a.float("beta", 0.5) as f32 }
+}
+
 /// Floats of scratch space `op` needs for these input and output shapes.
 pub fn scratch_len(op: Op, attrs: &Attrs, inputs: &[&[u64]], outputs: &[&[u64]]) -> usize {
     let geometry = match (op, inputs, outputs) {
@@ -375,7 +379,7 @@ pub fn run(
             let inv_rms = f32_in(op, input(3)?)?;
             norm::rms_norm_backward(rows, dy, x, scale, inv_rms, f32_out(op, dx)?, f32_out(op, dscale)?);
         }
-        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Clip => {
+        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Clip | Op::HardSigmoid | Op::HardSwish => {
             let [y] = exactly(op, "outputs", outputs)?;
             let (x, y) = (f32_in(op, x0()?)?, f32_out(op, y)?);
             match op {
@@ -383,6 +387,8 @@ pub fn run(
                 Op::Gelu => activation::gelu(x, y),
                 Op::Tanh => activation::tanh(x, y),
                 Op::Sigmoid => activation::sigmoid(x, y),
+                Op::HardSigmoid => activation::hard_sigmoid(hard_sigmoid_params(a), x, y),
+                Op::HardSwish => activation::hard_swish(x, y),
                 _ => activation::clip(clip_params(a), x, y),
             }
         }
@@ -391,6 +397,8 @@ pub fn run(
         | Op::TanhBackward
         | Op::SigmoidBackward
         | Op::ClipBackward
+        | Op::HardSigmoidBackward
+        | Op::HardSwishBackward
         | Op::SoftmaxBackward => {
             let [out] = exactly(op, "outputs", outputs)?;
             let (p, q) = (f32_in(op, x0()?)?, f32_in(op, x1()?)?);
@@ -405,6 +413,8 @@ pub fn run(
                 Op::TanhBackward => activation::tanh_backward(p, q, out),
                 Op::SigmoidBackward => activation::sigmoid_backward(p, q, out),
                 Op::ClipBackward => activation::clip_backward(clip_params(a), p, q, out),
+                Op::HardSigmoidBackward => activation::hard_sigmoid_backward(hard_sigmoid_params(a), p, q, out),
+                Op::HardSwishBackward => activation::hard_swish_backward(p, q, out),
                 _ => activation::softmax_backward(rows, p, q, out),
             }
         }
@@ -590,6 +600,29 @@ mod tests {
         let mut outputs = [Arg { shape: &sa, data: Out::F32(&mut c) }];
         let err = run(Op::Add, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect_err("no broadcast");
         assert_eq!(err.to_string(), "add: [2] does not broadcast to [2, 3]");
+    }
+
+    #[test]
+    fn hard_sigmoid_reads_its_parameters_and_hard_swish_needs_none() {
+        let a = attrs(&[("alpha", AttrValue::Float(0.25)), ("beta", AttrValue::Int(1))]);
+        let (x, dy) = ([-8.0f32, -1.5, 0.0, 4.0], [1.0f32; 4]);
+        let shape = [2u64, 2];
+        let mut y = [9.0f32; 4];
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut y) }];
+        run(Op::HardSigmoid, &a, &[Arg { shape: &shape, data: In::F32(&x) }], &mut [], &mut outputs, &mut [])
+            .expect("runs");
+        assert_eq!(y, [0.0, 0.625, 1.0, 1.0]);
+        let inputs = [Arg { shape: &shape, data: In::F32(&dy) }, Arg { shape: &shape, data: In::F32(&x) }];
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut y) }];
+        run(Op::HardSigmoidBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(y, [0.0, 0.25, 0.0, 0.0]);
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut y) }];
+        run(Op::HardSwish, &Attrs::new(), &[Arg { shape: &shape, data: In::F32(&x) }], &mut [], &mut outputs, &mut [])
+            .expect("runs");
+        assert_eq!(y, [0.0, -0.375, 0.0, 4.0]);
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut y) }];
+        run(Op::HardSwishBackward, &Attrs::new(), &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(y, [0.0, 0.0, 0.5, 1.0]);
     }
 
     #[test]

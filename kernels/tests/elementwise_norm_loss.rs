@@ -15,8 +15,9 @@ mod common;
 use common::noise;
 use placer_kernels::KernelError;
 use placer_kernels::activation::{
-    Clip, clip, clip_backward, gelu, gelu_backward, relu, relu_backward, sigmoid, sigmoid_backward, softmax,
-    softmax_backward, tanh, tanh_backward,
+    Clip, HardSigmoid, clip, clip_backward, gelu, gelu_backward, hard_sigmoid, hard_sigmoid_backward, hard_swish,
+    hard_swish_backward, relu, relu_backward, sigmoid, sigmoid_backward, softmax, softmax_backward, tanh,
+    tanh_backward,
 };
 use placer_kernels::dropout::{Dropout, dropout, dropout_backward};
 use placer_kernels::loss::{softmax_cross_entropy, softmax_cross_entropy_backward};
@@ -1409,4 +1410,144 @@ fn broadcast_and_rms_norm_parallel_paths_match_the_references() {
     let mut s = vec![0.0; x.len()];
     sigmoid(&x, &mut s);
     assert_close("sigmoid", &s, &x.iter().map(|&v| ref_sigmoid(f64::from(v))).collect::<Vec<_>>(), 1e-6);
+}
+
+// ---------------------------------------------------------------------------------------
+// Hard sigmoid and hard swish: references (f64, from the definitions), property tests
+// that include the kinks themselves, gradient checks away from them, and the parallel
+// path.
+
+/// ONNX's defaults (kinks at ±2.5), PyTorch's `hardsigmoid` (±3), and a negative slope
+/// (t = 0 at x = 1, t = 1 at x = −3). Every kink is a multiple of 1/64, and alpha · kink
+/// + beta rounds to exactly 0 or 1 in f32, so the grid below holds them all.
+const HARD_SIGMOIDS: [HardSigmoid; 3] = [
+    HardSigmoid { alpha: 0.2, beta: 0.5 },
+    HardSigmoid { alpha: 1.0 / 6.0, beta: 0.5 },
+    HardSigmoid { alpha: -0.25, beta: 0.25 },
+];
+
+fn ref_hard_sigmoid(p: HardSigmoid, x: f64) -> f64 {
+    (f64::from(p.alpha) * x + f64::from(p.beta)).clamp(0.0, 1.0)
+}
+
+/// `alpha` inside the open band `0 < alpha · x + beta < 1`, else 0. With alpha widened to
+/// f64, `t` at a kink of [`HARD_SIGMOIDS`] misses 0 or 1 by ~1e-8, always on the outside
+/// (as the kernel's exact 0 or 1 is), and every other value of [`kinked_values`] is at
+/// least |alpha|/64 from a kink.
+fn ref_hard_sigmoid_grad(p: HardSigmoid, x: f64) -> f64 {
+    let t = f64::from(p.alpha) * x + f64::from(p.beta);
+    if 0.0 < t && t < 1.0 { f64::from(p.alpha) } else { 0.0 }
+}
+
+fn ref_hard_swish(x: f64) -> f64 {
+    x * (x / 6.0 + 0.5).clamp(0.0, 1.0)
+}
+
+/// PyTorch's `hardswish_backward` (since 2.7): 0 up to −3, (2x + 3)/6 strictly between,
+/// 1 from 3.
+fn ref_hard_swish_grad(x: f64) -> f64 {
+    if x <= -3.0 {
+        0.0
+    } else if x >= 3.0 {
+        1.0
+    } else {
+        (2.0 * x + 3.0) / 6.0
+    }
+}
+
+/// Multiples of 1/64 in [−8, 8] (exact in f32), with every kink of [`HARD_SIGMOIDS`] and
+/// of hard swish drawn often on its own.
+fn kinked_values(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<f32>> {
+    let kinks = vec![-3.0f32, 3.0, -2.5, 2.5, 1.0];
+    vec(prop_oneof![3 => (-512i32..=512).prop_map(|k| k as f32 / 64.0), 1 => prop::sample::select(kinks)], n)
+}
+
+/// Values at least 0.1 from the kinks at ±k, on both sides of each.
+fn away_from_kinks(k: f32, n: usize) -> impl Strategy<Value = Vec<f32>> {
+    vec(prop_oneof![-2.0 * k..-k - 0.1, -k + 0.1..k - 0.1, k + 0.1..2.0 * k], n)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn hard_sigmoid_and_hard_swish_match_reference(x in kinked_values(0..40), seed in vec(-1.0f32..1.0, 40)) {
+        let n = x.len();
+        let dy = &seed[..n];
+        let (mut y, mut dx) = (vec![0.0; n], vec![0.0; n]);
+
+        for p in HARD_SIGMOIDS {
+            hard_sigmoid(p, &x, &mut y);
+            assert_close("hard_sigmoid", &y, &x.iter().map(|&v| ref_hard_sigmoid(p, f64::from(v))).collect::<Vec<_>>(), 1e-6);
+            hard_sigmoid_backward(p, dy, &x, &mut dx);
+            let want: Vec<f64> =
+                x.iter().zip(dy).map(|(&v, &g)| f64::from(g) * ref_hard_sigmoid_grad(p, f64::from(v))).collect();
+            assert_close("hard_sigmoid_backward", &dx, &want, 1e-6);
+        }
+
+        hard_swish(&x, &mut y);
+        assert_close("hard_swish", &y, &x.iter().map(|&v| ref_hard_swish(f64::from(v))).collect::<Vec<_>>(), 1e-6);
+        hard_swish_backward(dy, &x, &mut dx);
+        let want: Vec<f64> = x.iter().zip(dy).map(|(&v, &g)| f64::from(g) * ref_hard_swish_grad(f64::from(v))).collect();
+        assert_close("hard_swish_backward", &dx, &want, 1e-6);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn hard_sigmoid_backward_is_the_gradient((x, g) in (1usize..30).prop_flat_map(|n| (away_from_kinks(2.5, n), vec(-1.0f32..1.0, n)))) {
+        let p = HARD_SIGMOIDS[0];
+        let fwd = |x: &[f32]| { let mut y = vec![0.0; x.len()]; hard_sigmoid(p, x, &mut y); y };
+        let mut dx = vec![0.0; x.len()];
+        hard_sigmoid_backward(p, &g, &x, &mut dx);
+        assert_grad("hard_sigmoid", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
+    }
+
+    #[test]
+    fn hard_swish_backward_is_the_gradient((x, g) in (1usize..30).prop_flat_map(|n| (away_from_kinks(3.0, n), vec(-1.0f32..1.0, n)))) {
+        let fwd = |x: &[f32]| { let mut y = vec![0.0; x.len()]; hard_swish(x, &mut y); y };
+        let mut dx = vec![0.0; x.len()];
+        hard_swish_backward(&g, &x, &mut dx);
+        assert_grad("hard_swish", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
+    }
+}
+
+#[test]
+fn hard_activations_take_the_documented_values_at_their_kinks() {
+    // PyTorch's parameters: flat outside (−3, 3); the gradient is 0 at both kinks.
+    let p = HARD_SIGMOIDS[1];
+    let x = [-4.0, -3.0, 0.0, 3.0, 4.0, f32::NAN];
+    let (mut y, mut dx) = ([9.0; 6], [9.0; 6]);
+    hard_sigmoid(p, &x, &mut y);
+    assert_eq!(y[..5], [0.0, 0.0, 0.5, 1.0, 1.0]);
+    assert!(y[5].is_nan());
+    hard_sigmoid_backward(p, &[2.0; 6], &x, &mut dx);
+    assert_eq!(dx, [0.0, 0.0, 2.0 * p.alpha, 0.0, 0.0, 0.0]);
+    // Hard swish: the outer pieces at both kinks, 0 at −3 and dy at 3.
+    hard_swish(&x, &mut y);
+    assert_eq!(y[..5], [0.0, 0.0, 0.0, 3.0, 4.0]);
+    assert!(y[5].is_nan());
+    hard_swish_backward(&[2.0; 6], &x, &mut dx);
+    assert_eq!(dx, [0.0, 0.0, 1.0, 2.0, 2.0, 2.0]);
+}
+
+#[test]
+fn hard_activations_parallel_paths_match_the_references() {
+    let x: Vec<f32> = noise(20_001, 46).iter().map(|v| v * 6.0).collect();
+    let dy = noise(x.len(), 47);
+    let (mut y, mut dx) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+    let p = HARD_SIGMOIDS[0];
+    hard_sigmoid(p, &x, &mut y);
+    assert_close("hard_sigmoid", &y, &x.iter().map(|&v| ref_hard_sigmoid(p, f64::from(v))).collect::<Vec<_>>(), 1e-6);
+    hard_sigmoid_backward(p, &dy, &x, &mut dx);
+    let want: Vec<f64> =
+        x.iter().zip(&dy).map(|(&v, &g)| f64::from(g) * ref_hard_sigmoid_grad(p, f64::from(v))).collect();
+    assert_close("hard_sigmoid_backward", &dx, &want, 1e-6);
+    hard_swish(&x, &mut y);
+    assert_close("hard_swish", &y, &x.iter().map(|&v| ref_hard_swish(f64::from(v))).collect::<Vec<_>>(), 1e-6);
+    hard_swish_backward(&dy, &x, &mut dx);
+    let want: Vec<f64> = x.iter().zip(&dy).map(|(&v, &g)| f64::from(g) * ref_hard_swish_grad(f64::from(v))).collect();
+    assert_close("hard_swish_backward", &dx, &want, 1e-6);
 }

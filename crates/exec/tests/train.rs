@@ -161,7 +161,8 @@ fn a_resident_plan_holds_only_live_tensors_and_computes_the_same_steps() {
 }
 
 /// x → matmul → · scale → RMS norm → sigmoid, clip → dropout → + bias → · gate →
-/// matmul → loss: every newer op (broadcast operands, a u8 mask) in one graph.
+/// hard swish → · its hard sigmoid → matmul → loss: every newer op (broadcast operands,
+/// a u8 mask, the hard activations) in one graph.
 fn newer_ops_model(batch: u64) -> placer_ir::Model {
     use placer_ir::DType;
     let mut g = placer_zoo::GraphBuilder::new();
@@ -178,6 +179,9 @@ fn newer_ops_model(batch: u64) -> placer_ir::Model {
     let b = g.weight("bias", &[32]);
     let h = g.add("biased", h, b);
     let h = g.mul("gated", h, gate);
+    let h = g.hard_swish("hswish", h);
+    let hgate = g.hard_sigmoid("hgate", h, 1.0 / 6.0, 0.5);
+    let h = g.mul("hgated", h, hgate);
     let w2 = g.weight("fc2.weight", &[32, 10]);
     let logits = g.matmul("fc2", h, w2, false, 1.0).expect("shapes fit");
     let loss = g.softmax_cross_entropy("loss", logits, labels);

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Files that do not import yet, and a part of the error each one gives.
-const EXPECTED_FAILURES: &[(&str, &str)] = &[("mobilenet_v3_small.ts.onnx", "HardSigmoid ×9")];
+const EXPECTED_FAILURES: &[(&str, &str)] = &[];
 
 /// Files whose graph is not the framework's network parameter for parameter, with the
 /// count they must have and why. The dynamo exporter folds every batch norm into the

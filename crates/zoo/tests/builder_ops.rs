@@ -1,13 +1,14 @@
 //! The builder's newer ops end to end: a small graph with a broadcast scale and bias,
-//! RMS norm, sigmoid, clip and dropout is differentiated, validated, and has exactly the
-//! backward nodes, saved tensors and gradients the rules in docs/ops.md describe.
+//! RMS norm, sigmoid, clip, dropout, hard swish and hard sigmoid is differentiated,
+//! validated, and has exactly the backward nodes, saved tensors and gradients the rules
+//! in docs/ops.md describe.
 
 use placer_ir::{AttrValue, DType, Model, Op, Role};
 use placer_zoo::{GraphBuilder, Optimizer, ZooError};
 use std::collections::BTreeMap;
 
 /// x [4, 8] → matmul → · scale [16] → RMS norm → sigmoid → clip → dropout → + bias [16]
-/// → · gate (same shape) → matmul → loss.
+/// → · gate (same shape) → hard swish → · its hard sigmoid → matmul → loss.
 fn tiny(g: &mut GraphBuilder) -> placer_zoo::T {
     let x = g.input("x", &[4, 8], DType::F32);
     let labels = g.input("labels", &[4], DType::I32);
@@ -23,6 +24,9 @@ fn tiny(g: &mut GraphBuilder) -> placer_zoo::T {
     let b = g.weight("bias", &[16]);
     let h = g.add("biased", h, b);
     let h = g.mul("gated", h, gate);
+    let h = g.hard_swish("hswish", h);
+    let hgate = g.hard_sigmoid("hgate", h, 1.0 / 6.0, 0.5);
+    let h = g.mul("hgated", h, hgate);
     let w2 = g.weight("fc2.weight", &[16, 10]);
     let logits = g.matmul("fc2", h, w2, false, 1.0).expect("shapes fit");
     g.softmax_cross_entropy("loss", logits, labels)
@@ -59,6 +63,17 @@ fn the_backward_pass_has_a_rule_for_every_new_op() {
     assert_eq!(inputs_of("drop.bwd"), ["biased.grad.from.gated", "drop.mask"]);
     assert_eq!(node(&model, "drop.bwd").attrs.get("ratio"), Some(&AttrValue::Float(0.25)));
     assert!(!node(&model, "drop.bwd").attrs.contains_key("seed"));
+
+    // Hard swish and hard sigmoid save their input; hard sigmoid's backward has its
+    // alpha and beta. Hard swish's output is read twice, so its gradient is a sum.
+    assert_eq!(op_of("hswish.bwd"), Op::HardSwishBackward);
+    assert_eq!(inputs_of("hswish.bwd"), ["hswish.grad.sum1", "gated"]);
+    assert!(node(&model, "hswish.bwd").attrs.is_empty());
+    assert_eq!(op_of("hgate.bwd"), Op::HardSigmoidBackward);
+    assert_eq!(inputs_of("hgate.bwd"), ["hgate.grad.from.hgated", "hswish"]);
+    assert_eq!(node(&model, "hgate.bwd").attrs, node(&model, "hgate").attrs);
+    assert_eq!(node(&model, "hgate").attrs.get("alpha"), Some(&AttrValue::Float(1.0 / 6.0)));
+    assert_eq!(outputs_of("hgate.bwd"), ["hswish.grad.from.hgate"]);
 
     // RMS norm: gradients of x and the scale from x, the scale and the saved inverse RMS.
     assert_eq!(op_of("norm.bwd"), Op::RmsNormBackward);
@@ -127,11 +142,13 @@ fn what_cannot_be_differentiated_or_validated_is_refused() {
     assert!(matches!(err, ZooError::Shape(_)), "{err}");
     assert!(err.to_string().contains("reduced: no backward rule for sum_to"), "{err}");
 
-    // A ratio of 1, reversed clip bounds, a bias that does not broadcast: validation says so.
+    // A ratio of 1, reversed clip bounds, a NaN slope, a bias that does not broadcast:
+    // validation says so.
     type Case = fn(&mut GraphBuilder, placer_zoo::T) -> placer_zoo::T;
-    let cases: [(Case, &str); 3] = [
+    let cases: [(Case, &str); 4] = [
         (|g, x| g.dropout("d", x, 1.0), "dropout: ratio 1 must be in [0, 1)"),
         (|g, x| g.clip("c", x, 6.0, 0.0), "clip: min 6 is greater than max 0"),
+        (|g, x| g.hard_sigmoid("h", x, f64::NAN, 0.5), "hard_sigmoid: alpha NaN and beta 0.5 must both be finite"),
         (
             |g, x| {
                 let b = g.weight("b", &[4]);

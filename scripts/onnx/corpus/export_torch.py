@@ -55,7 +55,8 @@ PLAN = (
     [(m, "ts") for m in CNNS]
     + [(m, "ts") for m in TRANSFORMERS]
     + [(m, "dynamo") for m in ["resnet50", "mobilenet_v2", "bert", "gpt2", "llama"]]
-    + [(m, "train") for m in ["resnet50", "densenet121", "mobilenet_v2", "shufflenet_v2", "bert", "gpt2", "llama"]]
+    # Every model as a training graph too, where onnxruntime-training can make one.
+    + [(m, "train") for m in list(CNNS) + TRANSFORMERS]
 )
 
 
@@ -120,7 +121,8 @@ def build(name, exporter):
         inner.set_attn_implementation("eager")
     except Exception:  # older transformers: the config attribute
         inner.config._attn_implementation = "eager"
-    m = Logits(inner, flatten=train and name in ("gpt2", "llama"))
+    # onnxruntime's cross-entropy takes [N, C]: token-level heads are flattened to rows.
+    m = Logits(inner, flatten=train and name in ("gpt2", "llama", "t5_encoder"))
     ids = torch.randint(0, inner.config.vocab_size, (BATCH, SEQ))
     mask = torch.ones(BATCH, SEQ, dtype=torch.int64)
     mask[1, SEQ // 2:] = 0  # the second sample is padded: the mask matters

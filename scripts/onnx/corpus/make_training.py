@@ -75,14 +75,23 @@ def main():
         if missing:
             raise SystemExit(f"{f}: parameters that are not initializers: {missing[:5]}")
         with tempfile.TemporaryDirectory() as tmp:
-            artifacts.generate_artifacts(
-                model,
-                requires_grad=requires_grad,
-                frozen_params=frozen,
-                loss=artifacts.LossType.CrossEntropyLoss,
-                optimizer=artifacts.OptimType.AdamW,
-                artifact_directory=tmp,
-            )
+            try:
+                artifacts.generate_artifacts(
+                    model,
+                    requires_grad=requires_grad,
+                    frozen_params=frozen,
+                    loss=artifacts.LossType.CrossEntropyLoss,
+                    optimizer=artifacts.OptimType.AdamW,
+                    artifact_directory=tmp,
+                )
+            except Exception as e:  # the tool's own limits: recorded, not fatal
+                # onnxruntime's C++ messages end with the reason after the signature.
+                text = str(e).strip()
+                reason = text.split(" was false. ")[-1] if " was false. " in text else text.splitlines()[-1]
+                log(f"{stem}.ort: onnxruntime-training cannot make a training graph: {reason}")
+                with open(os.path.join(raw, "ort-failures.txt"), "a") as fh:
+                    fh.write(f"{stem}: {reason}\n")
+                continue
             shutil.copy(os.path.join(tmp, "training_model.onnx"), os.path.join(raw, f"{stem}.ort.onnx"))
         meta.update(name=f"{stem}.ort", exporter="ort", requires_grad=None, frozen=None)
         json.dump(meta, open(os.path.join(raw, f"{stem}.ort.json"), "w"), indent=1)

@@ -89,6 +89,11 @@ def main():
         })
         print(f"{f}: {len(m.graph.node)} nodes, {n} tensors ({nbytes:,} bytes) stripped, "
               f"{os.path.getsize(out):,} bytes left", file=sys.stderr)
+    failures = os.path.join(raw, "ort-failures.txt")
+    if os.path.exists(failures):
+        # Models onnxruntime-training could not make a training graph of, and why.
+        with open(failures) as src, open(os.path.join(dest, "ort-failures.txt"), "w") as out:
+            out.write(src.read())
     with open(os.path.join(dest, "manifest.json"), "w") as fh:
         json.dump(manifest, fh, indent=1)
         fh.write("\n")

@@ -47,6 +47,8 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
         Op::MaxPool2dBackward | Op::AvgPool2dBackward | Op::GlobalAvgPoolBackward => per_element(outputs[0].numel(), 1),
         Op::GlobalAvgPool | Op::BiasGrad | Op::Relu | Op::ReluBackward | Op::SumTo => per_element(inputs[0].numel(), 1),
         Op::Clip | Op::ClipBackward => per_element(inputs[0].numel(), 1),
+        Op::HardSigmoid | Op::HardSigmoidBackward => per_element(inputs[0].numel(), 3),
+        Op::HardSwish | Op::HardSwishBackward => per_element(inputs[0].numel(), 4),
         // A broadcast second operand is read more than once: count the output's elements.
         Op::Add | Op::Mul => per_element(outputs[0].numel(), 1),
         Op::Dropout => per_element(inputs[0].numel(), 3),

@@ -211,13 +211,17 @@ pub fn check_shapes(
             expect_shape("input gradient", outputs[0], x.shape)?;
             expect_shape("scale gradient", outputs[1], &param)
         }
-        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid => {
+        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::HardSwish => {
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
-        Op::Clip => {
-            clip_bounds(a)?;
+        Op::Clip | Op::HardSigmoid => {
+            if op == Op::Clip {
+                clip_bounds(a)?;
+            } else {
+                hard_sigmoid_params(a)?;
+            }
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
@@ -266,9 +270,14 @@ pub fn check_shapes(
         | Op::TanhBackward
         | Op::SigmoidBackward
         | Op::ClipBackward
+        | Op::HardSigmoidBackward
+        | Op::HardSwishBackward
         | Op::SoftmaxBackward => {
             if op == Op::ClipBackward {
                 clip_bounds(a)?;
+            }
+            if op == Op::HardSigmoidBackward {
+                hard_sigmoid_params(a)?;
             }
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
@@ -452,6 +461,16 @@ fn clip_bounds(a: AttrReader<'_>) -> Result<(f64, f64), String> {
     Ok((min, max))
 }
 
+/// `hard_sigmoid`'s `alpha` and `beta`, checked: both finite (a file cannot hold an
+/// infinity or a NaN, but a builder can).
+fn hard_sigmoid_params(a: AttrReader<'_>) -> Result<(f64, f64), String> {
+    let (alpha, beta) = (a.float("alpha", f64::NAN), a.float("beta", f64::NAN));
+    if !alpha.is_finite() || !beta.is_finite() {
+        return Err(format!("alpha {alpha} and beta {beta} must both be finite"));
+    }
+    Ok((alpha, beta))
+}
+
 /// `dropout`'s `ratio`, checked: in `[0, 1)`.
 fn dropout_ratio(a: AttrReader<'_>) -> Result<f64, String> {
     let ratio = a.float("ratio", 0.0);
@@ -589,7 +608,7 @@ fn same_dtype(operands: &[Operand<'_>]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::cost;
+    use crate::ops::{Arity, AttrKind, Cost, cost};
     use crate::types::AttrValue;
 
     fn op(shape: &[u64]) -> Operand<'_> {
@@ -731,6 +750,52 @@ mod tests {
             shape_err(Op::DropoutBackward, &ratio(0.1), &[op(&x), small], &[op(&x)]),
             "mask has shape [3] but the op needs [3, 5]"
         );
+    }
+
+    #[test]
+    fn hard_sigmoid_needs_finite_parameters_and_hard_swish_none() {
+        let x = [3, 5];
+        let params =
+            |alpha: f64, beta: f64| attrs(&[("alpha", AttrValue::Float(alpha)), ("beta", AttrValue::Float(beta))]);
+        let torch = params(1.0 / 6.0, 0.5);
+        assert!(check_shapes(Op::HardSigmoid, &torch, &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert!(check_shapes(Op::HardSigmoidBackward, &torch, &[op(&x), op(&x)], &[], &[op(&x)]).is_ok());
+        // Any finite slope, zero and negative ones included.
+        assert!(check_shapes(Op::HardSigmoid, &params(0.0, 2.0), &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert!(check_shapes(Op::HardSigmoid, &params(-0.2, 0.5), &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert_eq!(
+            shape_err(Op::HardSigmoid, &params(f64::INFINITY, 0.5), &[op(&x)], &[op(&x)]),
+            "alpha inf and beta 0.5 must both be finite"
+        );
+        assert_eq!(
+            shape_err(Op::HardSigmoidBackward, &params(0.2, f64::NAN), &[op(&x), op(&x)], &[op(&x)]),
+            "alpha 0.2 and beta NaN must both be finite"
+        );
+        assert_eq!(
+            shape_err(Op::HardSigmoid, &torch, &[op(&x)], &[op(&[5, 3])]),
+            "output has shape [5, 3] but the op needs [3, 5]"
+        );
+        assert!(check_shapes(Op::HardSwish, &Attrs::new(), &[op(&x)], &[], &[op(&x)]).is_ok());
+        assert!(check_shapes(Op::HardSwishBackward, &Attrs::new(), &[op(&x), op(&x)], &[], &[op(&x)]).is_ok());
+        assert_eq!(
+            shape_err(Op::HardSwishBackward, &Attrs::new(), &[op(&x), op(&[15])], &[op(&x)]),
+            "second input has shape [15] but the op needs [3, 5]"
+        );
+        let i = Operand { shape: &x, dtype: DType::I32 };
+        assert_eq!(shape_err(Op::HardSwish, &Attrs::new(), &[i], &[i]), "expected a floating-point tensor, got i32");
+        // Nominal costs: 3 per element for hard sigmoid, 4 for hard swish, backward alike.
+        for (o, a, k) in [
+            (Op::HardSigmoid, &torch, 3),
+            (Op::HardSigmoidBackward, &torch, 3),
+            (Op::HardSwish, &Attrs::new(), 4),
+            (Op::HardSwishBackward, &Attrs::new(), 4),
+        ] {
+            let inputs: &[Operand<'_>] =
+                if o.signature().inputs == Arity::Exactly(1) { &[op(&x)] } else { &[op(&x), op(&x)] };
+            assert_eq!(cost(o, a, inputs, &[op(&x)]), Cost { macs: 0, flops: 15 * k }, "{o}");
+        }
+        assert!(Op::HardSigmoid.signature().attrs.iter().all(|s| s.required && s.kind == AttrKind::Float));
+        assert!(Op::HardSwish.signature().attrs.is_empty() && Op::HardSwishBackward.signature().attrs.is_empty());
     }
 
     #[test]

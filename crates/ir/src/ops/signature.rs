@@ -84,6 +84,7 @@ const SPLIT_ATTRS: &[AttrSpec] = &[attr("axis", AttrKind::Int, true), attr("size
 const TRANSPOSE_ATTRS: &[AttrSpec] = &[attr("perm", AttrKind::Ints(None), true)];
 const EPSILON: &[AttrSpec] = &[attr("epsilon", AttrKind::Float, false)];
 const CLIP_ATTRS: &[AttrSpec] = &[attr("min", AttrKind::Float, true), attr("max", AttrKind::Float, true)];
+const HARD_SIGMOID_ATTRS: &[AttrSpec] = &[attr("alpha", AttrKind::Float, true), attr("beta", AttrKind::Float, true)];
 const DROPOUT_ATTRS: &[AttrSpec] = &[attr("ratio", AttrKind::Float, true), attr("seed", AttrKind::Int, false)];
 const RATIO: &[AttrSpec] = &[attr("ratio", AttrKind::Float, true)];
 const SGD_ATTRS: &[AttrSpec] = &[attr("lr", AttrKind::Float, true), attr("weight_decay", AttrKind::Float, false)];
@@ -115,16 +116,21 @@ impl Op {
             Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
             Op::RmsNorm => sig(2, 2, EPSILON),
             Op::RmsNormBackward => sig(4, 2, EPSILON),
-            Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Reshape | Op::SumTo => sig(1, 1, &[]),
+            Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::HardSwish | Op::Softmax | Op::Reshape | Op::SumTo => {
+                sig(1, 1, &[])
+            }
             Op::ReluBackward
             | Op::GeluBackward
             | Op::TanhBackward
             | Op::SigmoidBackward
+            | Op::HardSwishBackward
             | Op::SoftmaxBackward
             | Op::Add
             | Op::Mul => sig(2, 1, &[]),
             Op::Clip => sig(1, 1, CLIP_ATTRS),
             Op::ClipBackward => sig(2, 1, CLIP_ATTRS),
+            Op::HardSigmoid => sig(1, 1, HARD_SIGMOID_ATTRS),
+            Op::HardSigmoidBackward => sig(2, 1, HARD_SIGMOID_ATTRS),
             Op::Dropout => sig(1, 2, DROPOUT_ATTRS),
             Op::DropoutBackward => sig(2, 1, RATIO),
             Op::Concat => Signature { inputs: AtLeast(1), updates: 0, outputs: Exactly(1), attrs: AXIS },

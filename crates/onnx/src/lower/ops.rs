@@ -65,6 +65,15 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Split" | "Neg" | "Size" => super::ort::lower(l, node).unwrap_or_else(|| unsupported(op_label(node))),
         "Clip" => elementwise::clip(l, node),
         "Sigmoid" => unary(l, node, |g, name, x| g.sigmoid(name, x)),
+        "HardSwish" => unary(l, node, |g, name, x| g.hard_swish(name, x)),
+        "HardSigmoid" => {
+            let x = l.tensor_operand(node, 0)?;
+            let (alpha, beta) = (Attrs(node).float("alpha", 0.2), Attrs(node).float("beta", 0.5));
+            let xt = l.exact(&x);
+            let name = l.name_for(&node.output[0]);
+            let y = l.g.hard_sigmoid(&name, xt, alpha, beta);
+            Ok(vec![tensor(y, x.shape)])
+        }
         "Sum" => sum(l, node),
         "Concat" => concat(l, node),
         "Transpose" => transpose(l, node),
@@ -109,6 +118,8 @@ const KNOWN: &[&str] = &[
     "Slice",
     "Clip",
     "Sigmoid",
+    "HardSigmoid",
+    "HardSwish",
     "ReduceMean",
     "Pow",
     "Sqrt",
@@ -158,12 +169,35 @@ fn constant_of_shape(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![Value::Const(Constant { shape, elem, data, origin: node.output[0].clone() })])
 }
 
+/// Dropout in training mode (the `training_mode` operand true, as a training-mode export
+/// writes it) is placer's `dropout`, whose mask the backward reads; in inference mode it
+/// passes its input on, as the exported model does.
 fn dropout(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    if node.output.get(1).is_some_and(|m| !m.is_empty() && !l.topo.readers_of(m).is_empty()) {
-        return unsupported("Dropout whose mask is used");
+    let training = match l.optional(node, 2)? {
+        Some(Value::Const(c)) => c.scalar().is_some_and(|t| t != 0.0),
+        Some(_) => return unsupported("Dropout with a computed training_mode"),
+        None => false,
+    };
+    if !training {
+        if node.output.get(1).is_some_and(|m| !m.is_empty() && !l.topo.readers_of(m).is_empty()) {
+            return unsupported("Dropout in inference mode whose mask is used");
+        }
+        l.note("Dropout in inference mode imported as identity, as the exported model runs it");
+        return Ok(vec![l.operand(node, 0)?, Value::Poisoned]);
     }
-    l.note("Dropout imported as identity (placer has no dropout op)");
-    Ok(vec![l.operand(node, 0)?, Value::Poisoned])
+    let x = l.tensor_operand(node, 0)?;
+    let ratio = match l.optional(node, 1)? {
+        None => 0.5,
+        Some(Value::Const(c)) => {
+            c.scalar().map_or_else(|| unsupported("a dropout ratio the importer does not know"), Ok)?
+        }
+        Some(_) => return unsupported("a computed dropout ratio"),
+    };
+    let xt = l.exact(&x);
+    let name = l.name_for(&node.output[0]);
+    let y = l.g.dropout(&name, xt, ratio);
+    l.note("Dropout in training mode imported as dropout with its u8 mask");
+    Ok(vec![tensor(y, x.shape), Value::Poisoned])
 }
 
 fn cast(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {

@@ -268,6 +268,10 @@ fn labels(l: &mut Lowerer<'_>, node: &NodeProto, k: usize, logits: &[u64]) -> Re
 
 fn loss(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let logits = l.tensor_operand(node, 0)?;
+    if logits.shape.len() != 2 {
+        // ONNX's classes are on axis 1 ([N, C, d1, ...]); placer's on the last of [N, C].
+        return unsupported("SoftmaxCrossEntropyLoss of logits that are not [N, C]");
+    }
     let labels = labels(l, node, 1, &logits.shape)?;
     if Attrs(node).string("reduction").is_some_and(|r| r != "mean") || node.input.len() > 2 {
         return unsupported("SoftmaxCrossEntropyLoss other than a mean without weights");

@@ -187,16 +187,19 @@ impl Backward<'_> {
                 let db = self.emit(bwd, Op::BiasGrad, e.attrs.clone(), &[dy], &[b], "")[0];
                 self.accumulate(b, db);
             }
-            Op::Relu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Gelu | Op::Clip => {
+            Op::Relu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Gelu | Op::Clip | Op::HardSigmoid | Op::HardSwish => {
                 let (op, saved) = match e.op {
                     Op::Relu => (Op::ReluBackward, e.outputs[0]),
                     Op::Tanh => (Op::TanhBackward, e.outputs[0]),
                     Op::Sigmoid => (Op::SigmoidBackward, e.outputs[0]),
                     Op::Softmax => (Op::SoftmaxBackward, e.outputs[0]),
                     Op::Clip => (Op::ClipBackward, x),
+                    Op::HardSigmoid => (Op::HardSigmoidBackward, x),
+                    Op::HardSwish => (Op::HardSwishBackward, x),
                     _ => (Op::GeluBackward, x),
                 };
-                // Only clip has attributes (its bounds), which its backward takes too.
+                // Only clip (its bounds) and hard sigmoid (its alpha and beta) have
+                // attributes, which their backward takes too.
                 let dx = self.emit(bwd, op, e.attrs.clone(), &[dy, saved], &[x], &from)[0];
                 self.accumulate(x, dx);
             }

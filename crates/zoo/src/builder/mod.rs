@@ -292,6 +292,24 @@ impl GraphBuilder {
         self.unary(name, Op::Clip, attrs, &[x], shape)
     }
 
+    /// `max(0, min(1, alpha · x + beta))` (ONNX's HardSigmoid, whose defaults are
+    /// `alpha` 0.2 and `beta` 0.5; PyTorch's `hardsigmoid` is `alpha` 1/6, `beta` 0.5);
+    /// its backward reads the input. A non-finite `alpha` or `beta` fails validation in
+    /// `finish`.
+    pub fn hard_sigmoid(&mut self, name: &str, x: T, alpha: f64, beta: f64) -> T {
+        let shape = self.shape(x).to_vec();
+        let attrs =
+            Attrs::from([("alpha".to_string(), AttrValue::Float(alpha)), ("beta".to_string(), AttrValue::Float(beta))]);
+        self.unary(name, Op::HardSigmoid, attrs, &[x], shape)
+    }
+
+    /// `x · max(0, min(1, x/6 + 1/2))` (ONNX's HardSwish, MobileNet-v3's activation); its
+    /// backward reads the input.
+    pub fn hard_swish(&mut self, name: &str, x: T) -> T {
+        let shape = self.shape(x).to_vec();
+        self.unary(name, Op::HardSwish, Attrs::new(), &[x], shape)
+    }
+
     /// Dropout with probability `ratio` (in [0, 1), else `finish` refuses the graph):
     /// `y = x · mask / (1 − ratio)`. The mask is a second output, `{name}.mask`: u8, x's
     /// shape, a workspace tensor (saved for the backward, like max pooling's indices)
