@@ -69,6 +69,9 @@ fn elementwise(inputs: &[Constant], elem: Elem, out: &str, f: &dyn Fn(&[f64]) ->
     Ok(Constant { shape, elem, data, origin: out.to_string() })
 }
 
+/// An elementwise function of two operands.
+type Binary = fn(f64, f64) -> f64;
+
 fn flag(b: bool) -> f64 {
     f64::from(u8::from(b))
 }
@@ -109,24 +112,24 @@ pub(crate) fn evaluate(node: &NodeProto, inputs: &[Constant]) -> Option<Result<V
     if let Some(f) = logic {
         return Some(elementwise(&inputs[..1], Elem::Bool, out, &|v| flag(f(v[0]))).map(|c| vec![c]));
     }
-    let binary: Option<(Elem, Box<dyn Fn(f64, f64) -> f64>)> = match node.op_type() {
-        "Add" => Some((same, Box::new(|p, q| p + q))),
-        "Sub" => Some((same, Box::new(|p, q| p - q))),
-        "Mul" => Some((same, Box::new(|p, q| p * q))),
-        "Div" if int => Some((same, Box::new(|p: f64, q: f64| if q == 0.0 { 0.0 } else { (p / q).floor() }))),
-        "Div" => Some((same, Box::new(|p, q| p / q))),
-        "Pow" => Some((same, Box::new(f64::powf))),
-        "Mod" => Some((same, Box::new(|p: f64, q: f64| if q == 0.0 { 0.0 } else { p - (p / q).floor() * q }))),
-        "Min" => Some((same, Box::new(f64::min))),
-        "Max" => Some((same, Box::new(f64::max))),
-        "And" | "BitwiseAnd" => Some((Elem::Bool, Box::new(|p, q| flag(p != 0.0 && q != 0.0)))),
-        "Or" | "BitwiseOr" => Some((Elem::Bool, Box::new(|p, q| flag(p != 0.0 || q != 0.0)))),
-        "Xor" => Some((Elem::Bool, Box::new(|p, q| flag((p != 0.0) != (q != 0.0))))),
-        "Equal" => Some((Elem::Bool, Box::new(|p, q| flag(p == q)))),
-        "Less" => Some((Elem::Bool, Box::new(|p, q| flag(p < q)))),
-        "Greater" => Some((Elem::Bool, Box::new(|p, q| flag(p > q)))),
-        "LessOrEqual" => Some((Elem::Bool, Box::new(|p, q| flag(p <= q)))),
-        "GreaterOrEqual" => Some((Elem::Bool, Box::new(|p, q| flag(p >= q)))),
+    let binary: Option<(Elem, Binary)> = match node.op_type() {
+        "Add" => Some((same, |p, q| p + q)),
+        "Sub" => Some((same, |p, q| p - q)),
+        "Mul" => Some((same, |p, q| p * q)),
+        "Div" if int => Some((same, |p: f64, q: f64| if q == 0.0 { 0.0 } else { (p / q).floor() })),
+        "Div" => Some((same, |p, q| p / q)),
+        "Pow" => Some((same, f64::powf)),
+        "Mod" => Some((same, |p: f64, q: f64| if q == 0.0 { 0.0 } else { p - (p / q).floor() * q })),
+        "Min" => Some((same, f64::min)),
+        "Max" => Some((same, f64::max)),
+        "And" | "BitwiseAnd" => Some((Elem::Bool, |p, q| flag(p != 0.0 && q != 0.0))),
+        "Or" | "BitwiseOr" => Some((Elem::Bool, |p, q| flag(p != 0.0 || q != 0.0))),
+        "Xor" => Some((Elem::Bool, |p, q| flag((p != 0.0) != (q != 0.0)))),
+        "Equal" => Some((Elem::Bool, |p, q| flag(p == q))),
+        "Less" => Some((Elem::Bool, |p, q| flag(p < q))),
+        "Greater" => Some((Elem::Bool, |p, q| flag(p > q))),
+        "LessOrEqual" => Some((Elem::Bool, |p, q| flag(p <= q))),
+        "GreaterOrEqual" => Some((Elem::Bool, |p, q| flag(p >= q))),
         _ => None,
     };
     if let Some((elem, f)) = binary {
