@@ -132,12 +132,8 @@ pub(crate) fn reshape(l: &mut Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value
     };
     let allow_zero = Attrs(node).int("allowzero", 0) == 1;
     // Exporters that fix the batch write it into Reshape targets; follow `--batch`.
-    if let Some((file, new)) = l.rebatch
-        && target.first() == Some(&(file as i64))
-        && from.first() == Some(&new)
-    {
-        target[0] = new as i64;
-        l.note(format!("Reshape targets with the file's batch {file} rewritten to batch {new}"));
+    if let Some((file, new)) = l.rebatch {
+        rebatch_target(l, &mut target, &from, numel, file, new);
     }
     let mut shape = Vec::with_capacity(target.len());
     let mut infer = None;
@@ -166,6 +162,31 @@ pub(crate) fn reshape(l: &mut Lowerer<'_>, node: &NodeProto) -> Result<Vec<Value
         return bad(format!("cannot reshape {from:?} ({numel} elements) to {target:?}"));
     }
     Ok(vec![with_shape(v, shape)])
+}
+
+/// A Reshape target that a file with a fixed batch wrote for it: its first dimension is
+/// the file's batch where the input's is `--batch`; otherwise the first dimension that
+/// is a multiple of the file's batch (rows of batch·sequence, or the batch after the
+/// sequence) is scaled to `--batch` when that makes the element counts agree.
+fn rebatch_target(l: &mut Lowerer<'_>, target: &mut [i64], from: &[u64], numel: u64, file: u64, new: u64) {
+    let (file, new) = (file as i64, new as i64);
+    // A 0 (copy the input's) or -1 (inferred) leaves the count to the input: no rewrite.
+    let fits = |t: &[i64]| t.contains(&-1) || t.contains(&0) || t.iter().product::<i64>() == numel as i64;
+    if target.first() == Some(&file) && from.first() == Some(&(new as u64)) {
+        target[0] = new;
+    } else if !fits(target) {
+        let Some(i) = (0..target.len()).find(|&i| {
+            let mut t = target.to_vec();
+            t[i] = target[i] / file * new;
+            target[i] > 0 && target[i] % file == 0 && fits(&t)
+        }) else {
+            return;
+        };
+        target[i] = target[i] / file * new;
+    } else {
+        return;
+    }
+    l.note(format!("Reshape targets with the file's batch {file} rewritten to batch {new}"));
 }
 
 /// Ops on constants only, evaluated when their data is known; otherwise the result is a

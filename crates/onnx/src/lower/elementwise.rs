@@ -51,6 +51,7 @@ pub(crate) fn is_weight(l: &Lowerer<'_>, c: &Constant) -> bool {
 /// `a ∘ b` with numpy broadcasting, as one placer `add` or `mul` whose second operand
 /// is the one that broadcasts.
 fn combine(l: &mut Lowerer<'_>, kind: Kind, a: &Value, b: &Value, out: &str, note: &str) -> Lowered {
+    let (a, b) = (&l.rebatched(a), &l.rebatched(b));
     let (sa, sb) = (super::consts::shape_of(a).to_vec(), super::consts::shape_of(b).to_vec());
     let shape = broadcast_all(&[&sa, &sb])?;
     // The operand with the full shape goes first; the other broadcasts.

@@ -451,6 +451,23 @@ impl<'m> Lowerer<'m> {
         t
     }
 
+    /// A data value or non-weight constant whose first dimension is the batch the file
+    /// fixed, with `--batch` in its place: a mask that a static export computed from its
+    /// own shapes.
+    pub fn rebatched(&self, v: &Value) -> Value {
+        let Some((file, new)) = self.rebatch else { return v.clone() };
+        let weight = matches!(v, Value::Const(c) if elementwise::is_weight(self, c));
+        match v {
+            Value::Data(c) | Value::Const(c) if c.shape.first() == Some(&file) && !weight => {
+                let mut c = c.clone();
+                c.shape[0] = new;
+                c.data = None;
+                Value::Data(c)
+            }
+            other => other.clone(),
+        }
+    }
+
     /// Remembers a 2-D Transpose of a stored weight, so that a matmul reading the
     /// transpose reads the weight itself with its transpose flag flipped: one parameter,
     /// as in the framework.

@@ -358,6 +358,17 @@ fn global_avg_pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(y, vec![x.shape[0], x.shape[1], 1, 1])])
 }
 
+/// The fed input of embedding ids that are data or a constant, with `--batch` where the
+/// file fixed its batch. One row the file broadcasts ([1, S] position ids) stays one
+/// row: its lookup is added to every sample by a broadcasting `add`, as in the file.
+/// An embedding and its onnxruntime gradient share it.
+pub(crate) fn fed_ids(l: &mut Lowerer<'_>, ids: &Value) -> Result<T, Fail> {
+    let (Value::Data(c) | Value::Const(c)) = l.rebatched(ids) else {
+        return bad("embedding ids that are neither data nor a constant");
+    };
+    Ok(l.feed(&c, placer_ir::DType::I32))
+}
+
 /// One position of an activation along the axis before its last (BERT's pooler takes
 /// token 0 of [B, S, D]): a batched matmul by a fed one-hot selector [.., 1, S], so that
 /// the gradient reaches every position, as the framework's scatter does.
@@ -667,25 +678,19 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         }
         // Fixed ids (positions, token types) into a trained table: still an embedding
         // (the table gets its gradient), with the ids fed as data, one row per sample.
-        (Value::Const(c), Value::Const(i), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
+        (Value::Const(c), Value::Const(_), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
             let w = l.weight(c, &c.shape)?;
-            let mut shape = i.shape.clone();
-            let batch = l.batch();
-            if shape.len() >= 2 && shape[0] == 1 && batch > 1 {
-                shape[0] = batch;
-            }
-            let ids_name = l.name_for(&format!("{}.ids", c.origin));
-            let ids = l.g.input(&ids_name, &shape, placer_ir::DType::I32);
-            l.note("constant ids into an embedding table (positions, token types) fed as an input, one row per sample");
+            let ids = fed_ids(l, &ids)?;
+            l.note("constant ids into an embedding table (positions, token types) fed as an input");
             let name = l.name_for(&node.output[0]);
             let y = l.g.embedding(&name, ids, w);
             let shape = l.g.shape(y).to_vec();
             Ok(vec![tensor(y, shape)])
         }
         // Ids the step is fed (token ids) or computes from them (RoBERTa's positions).
-        (Value::Const(c), Value::Data(i), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
+        (Value::Const(c), Value::Data(_), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
             let w = l.weight(c, &c.shape)?;
-            let it = l.feed(i, placer_ir::DType::I32);
+            let it = fed_ids(l, &ids)?;
             let name = l.name_for(&node.output[0]);
             let y = l.g.embedding(&name, it, w);
             let shape = l.g.shape(y).to_vec();

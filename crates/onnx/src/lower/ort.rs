@@ -303,7 +303,7 @@ fn gather_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         return pick_grad(l, node, &shape, ax);
     }
     let ids = match l.operand(node, 1)? {
-        Value::Data(c) | Value::Const(c) => l.feed(&c, DType::I32),
+        v @ (Value::Data(_) | Value::Const(_)) => super::ops::fed_ids(l, &v)?,
         Value::Tensor(t) => l.exact(&t),
         _ => return Err(Fail::Poisoned),
     };
