@@ -17,7 +17,6 @@ import os
 import shutil
 import sys
 import tempfile
-import types
 
 import onnx
 
@@ -27,18 +26,12 @@ def log(msg):
 
 
 def import_artifacts():
-    """onnxruntime.training.artifacts without the package __init__, which imports torch."""
-    import onnxruntime
+    """onnxruntime.training.artifacts without the package __init__, which imports torch
+    (the same way as the test data's generator, whose helper this reuses)."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from make_ort_training import import_ort_training
 
-    name = "onnxruntime.training"
-    if name not in sys.modules:
-        pkg = types.ModuleType(name)
-        pkg.__path__ = [os.path.join(os.path.dirname(onnxruntime.__file__), "training")]
-        pkg.__package__ = name
-        sys.modules[name] = pkg
-        onnxruntime.training = pkg
-    from onnxruntime.training import artifacts
-
+    artifacts, _api = import_ort_training()
     return artifacts
 
 
