@@ -162,7 +162,8 @@ fn host_code(e: &HostError) -> Option<u8> {
         | HostError::UnknownDevice { .. }
         | HostError::UnknownWaitModel { .. }
         | HostError::NotThisHost { .. }
-        | HostError::Usage { .. } => Some(BAD_INPUT),
+        | HostError::Usage { .. }
+        | HostError::NotQuiet { .. } => Some(BAD_INPUT),
         HostError::Pool(_) => None,
         HostError::Hwloc { .. } | HostError::NoDram | HostError::Probe { .. } | HostError::Cache { .. } => {
             Some(FAILURE)
@@ -180,7 +181,9 @@ fn profile_code(e: &ProfileError) -> Option<u8> {
         | ProfileError::NoCheckpoint { .. }
         | ProfileError::ModelSource { .. } => Some(BAD_INPUT),
         ProfileError::CreateDir { .. } => Some(FAILURE),
-        ProfileError::Exec(_) | ProfileError::Host(_) => None,
+        ProfileError::Exec(_) => None,
+        // Transparent: the inner error is not a cause of its own in the chain.
+        ProfileError::Host(e) => host_code(e),
     }
 }
 

@@ -1,6 +1,7 @@
 //! End-to-end tests of `placer profile`: a whole profile, exports, refusing another
-//! setting's checkpoint, refusing a second profiler on one checkpoint, and resuming
-//! after SIGKILL (whose lock blocks nobody) with nothing lost or measured twice.
+//! setting's checkpoint (in words) while still exporting it, refusing a second profiler
+//! on one checkpoint, and resuming after SIGKILL (whose lock blocks nobody) with nothing
+//! lost or measured twice.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -79,8 +80,10 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
-        err.contains("other pools (dram, pmem EMULATED as optane-dcpmm:additive; now dram, pmem EMULATED as optane-dcpmm:overlap)")
-            && err.lines().count() == 1,
+        err.contains(
+            "pools differ: pmem EMULATED as optane-dcpmm:additive in the checkpoint, EMULATED as \
+             optane-dcpmm:overlap now"
+        ) && err.lines().count() == 1,
         "{err}"
     );
     let file = only_checkpoint(&ckpt);
@@ -100,13 +103,16 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
-        err.contains("was measured on another protocol") && err.contains("--fresh") && err.lines().count() == 1,
+        err.contains("protocol differs: reps 3 in the checkpoint, 4 now; max reps 3 in the checkpoint, 4 now")
+            && err.contains("--fresh")
+            && err.lines().count() == 1,
         "{err}"
     );
     // Whole steps are another protocol too: their figures are not mixed with picked ones.
     let out = profile_full(tmp.path(), m, c, "3", &["--steps", "whole"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("was measured on another protocol"), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("protocol differs: steps picked in the checkpoint, whole now"), "{err}");
     let out = profile_full(tmp.path(), m, c, "4", &["--fresh"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
@@ -118,6 +124,64 @@ fn profile_measures_every_configuration_and_exports_them() {
     let profile = placer_profile::checkpoint::load(&only_checkpoint(&live)).expect("checkpoint loads");
     assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Live);
     assert_eq!(profile.merged().len(), tasks.tasks.len());
+}
+
+#[test]
+fn another_protocol_is_refused_in_words_and_its_checkpoint_still_exports() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = zoo_file(tmp.path(), "mlp", "2");
+    let ckpt = tmp.path().join("ckpt");
+    let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
+    let out = profile_full(tmp.path(), m, c, "2", &["--rounds", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = only_checkpoint(&ckpt);
+    let bytes = std::fs::read(&file).expect("checkpoint");
+    let profile = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    assert!(profile.is_complete() && !profile.measurements.is_empty());
+
+    // Three rounds on the same checkpoint: refused, on one line naming the field and both
+    // values, and the checkpoint is left as it was.
+    let out = profile_full(tmp.path(), m, c, "2", &["--rounds", "3"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "error: checkpoint {}: protocol differs: rounds 1 in the checkpoint, 3 now; use --fresh to start over \
+             (it will be replaced)\n",
+            file.display()
+        )
+    );
+    assert_eq!(std::fs::read(&file).expect("checkpoint"), bytes);
+
+    // Exporting needs no match: the checkpoint is exported as it is, measuring nothing.
+    let out = profile_full(tmp.path(), m, c, "2", &["--rounds", "3", "--export", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(json["header"]["protocol"]["rounds"], 1);
+    assert_eq!(json["header"]["model_hash"], profile.header.model_hash.as_str());
+    assert_eq!(json["measurements"].as_array().map(Vec::len), Some(profile.measurements.len()));
+    assert_eq!(std::fs::read(&file).expect("checkpoint"), bytes);
+
+    // So is an unfinished one of other settings, with a note of what differs.
+    let mut unfinished = profile.clone();
+    unfinished.passes_total += 1;
+    placer_profile::checkpoint::save(&file, &unfinished).expect("save");
+    let bytes = std::fs::read(&file).expect("checkpoint");
+    let out = profile_full(tmp.path(), m, c, "3", &["--rounds", "1", "--export", "csv"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "note: exporting checkpoint {} as it is ({} of {} passes measured), measuring nothing: protocol \
+             differs: reps 2 in the checkpoint, 3 now; max reps 2 in the checkpoint, 3 now\n",
+            file.display(),
+            unfinished.passes_done,
+            unfinished.passes_total
+        )
+    );
+    assert_eq!(text(&out.stdout).lines().count(), profile.measurements.len() + 1);
+    assert_eq!(std::fs::read(&file).expect("checkpoint"), bytes);
 }
 
 #[test]

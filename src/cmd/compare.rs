@@ -40,6 +40,12 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let a = checkpoint::load(&args.a)?;
     let b = checkpoint::load(&args.b)?;
+    // A profile taken on a busy host disagrees with its repeat for reasons of the host.
+    for (path, profile) in [(&args.a, &a), (&args.b, &b)] {
+        if profile.busy_intervals().0 > 0 {
+            errln!("warning: {} was measured on a busy host: {}", path.display(), profile.activity_note());
+        }
+    }
     let options = CompareOptions { tolerance: args.tolerance, min_us: args.min_us, share: args.share };
     let mut c = compare(&a, &b, &options)
         .with_context(|| format!("cannot compare {} with {}", args.a.display(), args.b.display()))?;

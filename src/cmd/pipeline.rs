@@ -56,6 +56,10 @@ pub struct Args {
     /// the pools' read and write bandwidth instead.
     #[arg(long)]
     no_probe: bool,
+    /// Stop with an error (exit 2) instead of a warning when the host is busy, while
+    /// profiling or before the plans are timed.
+    #[arg(long)]
+    require_quiet: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -85,11 +89,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         time_limit: args.time_limit,
         profile: ProfileOptions {
             model_source: file,
+            require_quiet: args.require_quiet,
             ..ProfileOptions::pipeline(args.reps, args.rounds)
                 .with_steps(Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)))
         },
         checkpoint_dir: &args.checkpoint_dir,
-        measure: MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: 0x5EED },
+        measure: MeasureOptions {
+            warmup: args.warmup,
+            iterations: args.iterations as usize,
+            seed: 0x5EED,
+            require_quiet: args.require_quiet,
+        },
         sweep: args.sweep,
         no_probe: args.no_probe,
         output: &dir,

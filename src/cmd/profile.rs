@@ -5,7 +5,7 @@ use crate::render::progress::PassBar;
 use crate::table::{Table, count};
 use placer_profile::design::verdict::DesignRecord;
 use placer_profile::profiler::{self, PassPlan, ProfileOptions};
-use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps, export};
+use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps, checkpoint, export};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -98,16 +98,21 @@ pub struct Args {
     #[arg(long)]
     plan_only: bool,
     /// Print the finished profile's measurements as CSV or JSON instead of the summary.
+    /// An existing checkpoint that is finished, or was made with other settings, is
+    /// exported as it is, without measuring.
     #[arg(long, value_parser = ["csv", "json"])]
     export: Option<String>,
+    /// Stop with an error (exit 2) instead of a warning when the host is busy: other
+    /// processes competing for the CPUs, stolen time, or unexplained jitter, before the
+    /// first pass or during one. The checkpoint keeps what was measured.
+    #[arg(long)]
+    require_quiet: bool,
     #[command(flatten)]
     host: HostArgs,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let model = placer_ir::load_model(&args.model)?;
-    let mut host = args.host.open()?;
-    let pools = host.pool_set()?;
     if args.max_reps < args.reps {
         return Err(placer_profile::ProfileError::Usage {
             reason: format!("--max-reps {} is below --reps {}", args.max_reps, args.reps),
@@ -140,12 +145,37 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         pins: args.pin.clone(),
         model_source: Some(args.model.clone()),
+        require_quiet: args.require_quiet,
     };
-    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
     let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode));
+    // Exporting needs no match: a checkpoint that is finished, or that was made with
+    // other settings (protocol, host, pools...), is exported as it is, measuring nothing.
+    let export_as_is = match args.export.as_deref() {
+        Some(format) if !args.fresh && !args.plan_only && path.exists() => Some((format, checkpoint::load(&path)?)),
+        _ => None,
+    };
+    if let Some((format, profile)) = &export_as_is
+        && profiler::is_finished(profile)
+    {
+        return write_export(format, profile);
+    }
+    let mut host = args.host.open()?;
+    let pools = host.pool_set()?;
+    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
     if args.plan_only {
         out!("{}", plan_table(&plan, options.protocol.rounds).render())?;
         return Ok(());
+    }
+    if let Some((format, profile)) = &export_as_is
+        && let Some(why) = placer_profile::mismatch::mismatch(&profile.header, &plan.header)
+    {
+        errln!(
+            "note: exporting checkpoint {} as it is ({} of {} passes measured), measuring nothing: {why}",
+            path.display(),
+            profile.passes_done,
+            profile.passes_total
+        );
+        return write_export(format, profile);
     }
     let started = Instant::now();
     let bar =
@@ -153,10 +183,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let outcome = profiler::run_to_checkpoint(&model, pools, &plan, &path, args.fresh, &mut |p| bar.update(p))?;
     bar.finish();
     let profile = &outcome.profile;
+    if let Some(warning) = profile.capped_warning() {
+        errln!("warning: {warning}");
+    }
     match args.export.as_deref() {
-        Some("csv") => out!("{}", export::csv(profile))?,
-        Some(_) => outln!("{}", export::json(profile)?)?,
+        Some(format) => write_export(format, profile)?,
         None => out!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64()))?,
+    }
+    Ok(())
+}
+
+/// `--export csv|json`: the profile's measurements (and, as JSON, all of it).
+fn write_export(format: &str, profile: &placer_profile::Profile) -> anyhow::Result<()> {
+    match format {
+        "csv" => out!("{}", export::csv(profile))?,
+        _ => outln!("{}", export::json(profile)?)?,
     }
     Ok(())
 }
@@ -308,6 +349,7 @@ fn render(
     let h = &profile.header;
     let p = &h.protocol;
     let mut t = plan_table(plan, p.rounds);
+    t.row(vec!["host activity".into(), profile.activity_note()]);
     t.row(vec![
         "protocol".into(),
         format!(

@@ -44,6 +44,10 @@ pub struct Args {
     /// Print the summary as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Stop with an error (exit 2) instead of a warning when the host is busy before the
+    /// run (other processes competing for the CPUs, stolen time, unexplained jitter).
+    #[arg(long)]
+    require_quiet: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -56,7 +60,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
     let options = RunOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
-    let run = placer_eval::run_plain(&model, pools, &args.place, &options)?;
+    let run = placer_eval::run_plain(&model, pools, &args.place, &options, args.require_quiet)?;
+    if let Some(warning) = run.host.and_then(|a| a.warning("before the run")) {
+        errln!("warning: {warning}");
+    }
     let summary = RunSummary::new(&model, &run.report, args.top).ok_or_else(|| anyhow::anyhow!("no timed steps"))?;
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&summary)?)?;
@@ -69,7 +76,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     let plan = Plan::load(path)?;
     let mut host = args.host.open()?;
-    let options = MeasureOptions { warmup: args.warmup, iterations: args.iterations as usize, seed: args.seed };
+    let options = MeasureOptions {
+        warmup: args.warmup,
+        iterations: args.iterations as usize,
+        seed: args.seed,
+        require_quiet: args.require_quiet,
+    };
     // With --json, stdout carries only the JSON.
     let json = args.json;
     let mut printed = Deferred::default();

@@ -17,6 +17,8 @@ pub fn inputs_event(event: InputsEvent) -> std::io::Result<()> {
 #[derive(Debug)]
 pub struct PassBar {
     bar: indicatif::ProgressBar,
+    /// Whether a busy host was already reported: one warning line per run.
+    warned: std::cell::Cell<bool>,
 }
 
 impl PassBar {
@@ -29,10 +31,21 @@ impl PassBar {
                 .progress_chars("=> "),
         );
         bar.set_prefix(if single { "single" } else { "simultaneous" });
-        Ok(PassBar { bar })
+        Ok(PassBar { bar, warned: std::cell::Cell::new(false) })
     }
 
     pub fn update(&self, p: Progress) {
+        if let Some(activity) = p.busy.filter(|_| !self.warned.replace(true)) {
+            let when = if p.passes_done == p.resumed {
+                "before profiling".to_string()
+            } else {
+                format!("during pass {}", p.passes_done)
+            };
+            if let Some(warning) = activity.warning(&when) {
+                // Above the bar, which stays; later busy passes are counted in the summary.
+                self.bar.suspend(|| errln!("warning: {warning}"));
+            }
+        }
         if p.passes_done == p.resumed {
             // The first report: passes resumed from the checkpoint took no time in this
             // run, so they must not count towards the ETA.

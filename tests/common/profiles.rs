@@ -72,6 +72,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         measurements,
         design: None,
         interference: None,
+        host_activity: Vec::new(),
     }
 }
 

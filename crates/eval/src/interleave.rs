@@ -25,11 +25,14 @@ pub struct MeasureOptions {
     /// Timed steps of each plan.
     pub iterations: usize,
     pub seed: u64,
+    /// A busy host before the timed steps is an error instead of a warning
+    /// ([`crate::check_host`]).
+    pub require_quiet: bool,
 }
 
 impl Default for MeasureOptions {
     fn default() -> Self {
-        MeasureOptions { warmup: 2, iterations: 10, seed: 0x5EED }
+        MeasureOptions { warmup: 2, iterations: 10, seed: 0x5EED, require_quiet: false }
     }
 }
 
@@ -52,6 +55,8 @@ pub struct Measured {
     pub dram_bytes: Vec<u64>,
     pub budget_bytes: u64,
     pub report: PlanRunReport,
+    /// The host's activity just before the timed steps (the same for every plan of one run).
+    pub host_before: Option<placer_host::HostActivity>,
 }
 
 impl Measured {
@@ -97,6 +102,12 @@ pub fn run_interleaved(
     let step = |exec: &mut PlanExecutor<'_>, name: &str| {
         exec.step().map_err(|source| EvalError::Exec { strategy: name.to_string(), error: Box::new(source) })
     };
+    // After every plan is known to fit, before any step: a refusal costs no run.
+    let when = "before the runs";
+    let host = crate::check_host(when, options.require_quiet)?;
+    if let Some(warning) = host.and_then(|a| a.warning(when)) {
+        progress(&format!("warning: {warning}"));
+    }
     let clock = ClockInfo::measure();
     let mut times: Vec<Vec<PlanStepTimes>> = vec![Vec::with_capacity(options.iterations); contenders.len()];
     let mut losses: Vec<Vec<f32>> = vec![Vec::new(); contenders.len()];
@@ -119,7 +130,7 @@ pub fn run_interleaved(
     }
     let mut out = Vec::with_capacity(n);
     for (((exec, c), steps), losses) in executors.iter().zip(contenders).zip(times).zip(losses) {
-        out.push(summarise(c, exec.report(clock, steps, losses))?);
+        out.push(Measured { host_before: host, ..summarise(c, exec.report(clock, steps, losses))? });
     }
     Ok(out)
 }
@@ -144,5 +155,6 @@ fn summarise(c: &Contender, report: PlanRunReport) -> Result<Measured, EvalError
         dram_bytes: steps.last().map(|s| s.dram_bytes.clone()).unwrap_or_default(),
         budget_bytes: c.plan.budget_bytes,
         report,
+        host_before: None,
     })
 }

@@ -55,6 +55,16 @@ impl EvalError {
     }
 }
 
+/// Watches the host before plans are timed ([`placer_host::HostActivity::watch`]): its
+/// activity, or `NotQuiet` when it was busy and `require_quiet`. `None` without `/proc`.
+pub fn check_host(when: &str, require_quiet: bool) -> Result<Option<placer_host::HostActivity>, EvalError> {
+    let activity = placer_host::HostActivity::watch(placer_profile::profiler::QUIET_CHECK);
+    if let (true, Some(a)) = (require_quiet, activity) {
+        a.require_quiet(when)?;
+    }
+    Ok(activity)
+}
+
 impl From<placer_profile::ProfileError> for EvalError {
     fn from(e: placer_profile::ProfileError) -> Self {
         EvalError::Profile(Box::new(e))

@@ -108,7 +108,11 @@ pub fn pipeline(
     let sweep = if req.sweep { Some(sweep(req, host, &inputs, &checkpoint, events)?) } else { None };
 
     events(PipelineEvent::Stage(Stage::Report));
-    let facts = facts(req, &inputs, &result, &checkpoint, &profile_note, &measured);
+    let mut facts = facts(req, &inputs, &result, &checkpoint, &profile_note, &measured);
+    if let Some(a) = measured.first().and_then(|m| m.host_before) {
+        let state = if a.busy().is_some() { "BUSY" } else { "quiet" };
+        facts.push(("host before the runs".to_string(), format!("{state}: {}", a.describe())));
+    }
     let report = Report { model, plan: &result.plan, measured: &measured, facts, sweep: sweep.as_deref() };
     let written = report.write(req.output)?;
     Ok(PipelineOutcome { result, measured, sweep, written })
@@ -126,13 +130,15 @@ fn profile(
     let on_pass = &mut |p: Progress| events(PipelineEvent::ProfilePass(p));
     let outcome = profile_into_dir(req.model, pools, &host.fingerprint, &req.profile, req.checkpoint_dir, on_pass)?;
     let total = outcome.passes_total;
+    let capped = outcome.profile.capped_warning().map_or(String::new(), |w| format!("; {w}"));
     let note = format!(
-        "{}: {} measurements, {} passes ({} resumed from the checkpoint), {:.1} s",
+        "{}: {} measurements, {} passes ({} resumed from the checkpoint), {:.1} s; host {}{capped}",
         outcome.path.display(),
         fmt_count(outcome.profile.measurements.len() as u64),
         total,
         outcome.resumed.min(total),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        outcome.profile.activity_note(),
     );
     Ok((outcome.path, note))
 }

@@ -44,6 +44,8 @@ pub fn assign_roles(model: &Model, pools: &PoolSet, rules: &[String]) -> Result<
 pub struct PlainRun<'m> {
     pub report: RunReport,
     pub executor: Executor<'m>,
+    /// The host's activity just before the timed steps ([`crate::check_host`]).
+    pub host: Option<placer_host::HostActivity>,
 }
 
 /// Runs `options.warmup` untimed and `options.iterations` timed training steps of
@@ -53,11 +55,13 @@ pub fn run_plain<'m>(
     pools: PoolSet,
     rules: &[String],
     options: &RunOptions,
+    require_quiet: bool,
 ) -> Result<PlainRun<'m>, EvalError> {
     let assignment = assign_roles(model, &pools, rules)?;
     let mut executor = Executor::new(model, pools, &assignment, options.seed).map_err(EvalError::run)?;
+    let host = crate::check_host("before the run", require_quiet)?;
     let report = executor.run(options).map_err(EvalError::run)?;
-    Ok(PlainRun { report, executor })
+    Ok(PlainRun { report, executor, host })
 }
 
 /// What running a plan tells its caller before it is done.

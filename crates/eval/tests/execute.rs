@@ -66,7 +66,7 @@ fn solved(model: &Model, budget: &str, formulation: Formulation) -> SolveResult 
 
 fn run(model: &Model, plans: Vec<(String, Plan)>, iterations: usize) -> Result<Vec<placer_eval::Measured>, EvalError> {
     let contenders: Vec<Contender> = plans.into_iter().map(|(name, plan)| Contender { name, plan }).collect();
-    let options = MeasureOptions { warmup: 1, iterations, seed: 7 };
+    let options = MeasureOptions { warmup: 1, iterations, seed: 7, require_quiet: false };
     run_interleaved(model, &mut || Ok(pools()), &contenders, &options, &mut |_| {})
 }
 

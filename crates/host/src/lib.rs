@@ -8,6 +8,7 @@
 //! - [`Host`]: ties them together and turns a layout into a live
 //!   [`placer_pools::PoolSet`].
 
+pub mod activity;
 pub mod bandwidth;
 pub mod cache;
 mod classify;
@@ -19,6 +20,7 @@ pub mod probe;
 
 mod host;
 
+pub use activity::HostActivity;
 pub use cache::{DramBaseline, HostCache};
 pub use device::DeviceModel;
 pub use discover::{HostTopology, MemAttrs, NumaNode, Source};
@@ -55,6 +57,9 @@ pub enum HostError {
     Cache { path: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// `--require-quiet` and the host was busy ([`HostActivity::busy`]).
+    #[error("busy host {when}: {why} ({figures}); refused by --require-quiet")]
+    NotQuiet { when: String, why: String, figures: String },
     #[error(transparent)]
     Pool(#[from] placer_pools::PoolError),
 }

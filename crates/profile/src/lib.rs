@@ -9,6 +9,7 @@ pub mod engine;
 pub mod export;
 pub mod interference;
 pub mod lock;
+pub mod mismatch;
 pub mod pass_run;
 pub mod passes;
 pub mod profiler;
@@ -18,7 +19,7 @@ pub mod tasks;
 
 pub use design::{Design, DesignSpec};
 pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
-pub use record::{Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Steps};
+pub use record::{ActivitySample, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Steps};
 
 use std::path::PathBuf;
 

@@ -7,19 +7,24 @@ use crate::design::verdict::{self, DesignRecord, Judgement};
 use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::engine::Engine;
 use crate::interference;
+use crate::mismatch::mismatch;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
-    self, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE,
-    RoundCheck, Steps,
+    self, ActivitySample, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol,
+    ROUND_NOISE, RoundCheck, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, PoolAssignment};
+use placer_host::activity::{CpuTimes, HostActivity, calibrate};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// How long the host is watched before a run's first pass.
+pub const QUIET_CHECK: Duration = Duration::from_millis(300);
 
 #[derive(Debug, Clone)]
 pub struct ProfileOptions {
@@ -29,6 +34,9 @@ pub struct ProfileOptions {
     pub pins: Vec<String>,
     /// The model file profiled, if the model came from one; recorded in the header.
     pub model_source: Option<PathBuf>,
+    /// A busy host ([`HostActivity::busy`]) stops the profile with an error instead of a
+    /// warning (the checkpoint keeps what was measured).
+    pub require_quiet: bool,
 }
 
 impl ProfileOptions {
@@ -59,6 +67,7 @@ impl ProfileOptions {
             },
             pins: Vec::new(),
             model_source: None,
+            require_quiet: false,
         }
     }
 }
@@ -99,6 +108,8 @@ pub struct PassPlan {
     pub passes: Vec<Vec<Pick>>,
     pub stats: PlanStats,
     pub header: ProfileHeader,
+    /// See [`ProfileOptions::require_quiet`]; not part of the checkpoint's identity.
+    pub require_quiet: bool,
 }
 
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
@@ -191,50 +202,7 @@ pub fn plan(
         pins: options.pins.clone(),
         plan_hash,
     };
-    Ok(PassPlan { tasks: list, measured, families, pins, passes, stats, header })
-}
-
-/// The first `n` characters: a checkpoint's header comes from a file and may be short.
-fn prefix(text: &str, n: usize) -> &str {
-    text.char_indices().nth(n).map_or(text, |(i, _)| &text[..i])
-}
-
-/// Which setting of an existing checkpoint differs from this run's, if any.
-fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
-    if old.model_hash != new.model_hash {
-        return Some(format!(
-            "model {} ({}), not this model ({})",
-            old.model_name,
-            prefix(&old.model_hash, 12),
-            prefix(&new.model_hash, 12)
-        ));
-    }
-    if old.host_fingerprint != new.host_fingerprint {
-        return Some(format!(
-            "another host (fingerprint {}, this host is {})",
-            old.host_fingerprint, new.host_fingerprint
-        ));
-    }
-    if old.pools != new.pools {
-        let names = |h: &ProfileHeader| {
-            let pool = |p: &PoolInfo| match &p.emulated_as {
-                Some(e) => format!("{} EMULATED as {e}", p.name),
-                None => p.name.clone(),
-            };
-            h.pools.iter().map(pool).collect::<Vec<_>>().join(", ")
-        };
-        return Some(format!("other pools ({}; now {})", names(old), names(new)));
-    }
-    if old.protocol != new.protocol {
-        return Some(format!("another protocol ({:?}; now {:?})", old.protocol, new.protocol));
-    }
-    if old.mode != new.mode || old.pins != new.pins {
-        return Some(format!("another mode or pins ({}, pins {:?})", old.mode.label(), old.pins));
-    }
-    if old.plan_hash != new.plan_hash {
-        return Some("another pass plan (the task list changed)".to_string());
-    }
-    None
+    Ok(PassPlan { tasks: list, measured, families, pins, passes, stats, header, require_quiet: options.require_quiet })
 }
 
 /// Progress after each pass, for a progress bar.
@@ -245,6 +213,9 @@ pub struct Progress {
     /// Passes that were already in the checkpoint when this run started.
     pub resumed: usize,
     pub measurements: usize,
+    /// The host's activity over the check before the first pass, or over the pass just
+    /// measured, when it was busy ([`HostActivity::busy`]).
+    pub busy: Option<HostActivity>,
 }
 
 /// What a profiling run leaves behind.
@@ -301,7 +272,7 @@ pub fn run_to_checkpoint(
             if let Some(why) = mismatch(&old.header, &plan.header) {
                 return Err(ProfileError::Mismatch {
                     reason: format!(
-                        "checkpoint {} was measured on {why}; use --fresh to start over (it will be replaced)",
+                        "checkpoint {}: {why}; use --fresh to start over (it will be replaced)",
                         path.display()
                     ),
                 });
@@ -322,19 +293,31 @@ pub fn run_to_checkpoint(
             measurements: Vec::new(),
             design: None,
             interference: None,
+            host_activity: Vec::new(),
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
     profile.clock_overhead_ns = clock.overhead_ns;
     let resumed = profile.passes_done as usize;
+    // The latest sample's activity goes with each report when it was busy.
     let report = |profile: &Profile, on_pass: &mut dyn FnMut(Progress)| {
+        let busy = profile.host_activity.last().map(|s| s.activity).filter(|a| a.busy().is_some());
         on_pass(Progress {
             passes_done: profile.passes_done as usize,
             passes_total: profile.passes_total as usize,
             resumed,
             measurements: profile.measurements.len(),
+            busy,
         })
     };
+    if profile.passes_done < profile.passes_total
+        && let Some(activity) = HostActivity::watch(QUIET_CHECK)
+    {
+        profile.host_activity.push(ActivitySample { pass: None, activity });
+        if plan.require_quiet {
+            activity.require_quiet("before profiling")?;
+        }
+    }
     report(&profile, on_pass);
     let mut runner: Option<Runner<'_>> = None;
     let first = Stage { tasks: &plan.measured, passes: &plan.passes, first_pass: 0 };
@@ -379,6 +362,12 @@ pub fn run_to_checkpoint(
 /// tensor resident (a live engine runs whole steps only, not one kernel beside a copy).
 pub fn calibrates_interference(header: &ProfileHeader) -> bool {
     header.pools.len() > 1 && header.protocol.steps != Steps::Live
+}
+
+/// Whether resuming `profile` would measure nothing more: every pass done (a screening
+/// design's first stage judged), and the interference calibrated where it is due.
+pub fn is_finished(profile: &Profile) -> bool {
+    profile.is_complete() && (profile.interference.is_some() || !calibrates_interference(&profile.header))
 }
 
 /// The first stage's verdicts, from the first stage's measurements only (so a resumed
@@ -473,7 +462,12 @@ fn run_stage<'m>(
             };
             for i in todo {
                 let started = Instant::now();
+                let cpu = CpuTimes::now().map(|t| (t, started));
                 let result = run_pass(&mut runner.engine, &cx, &stage.passes[i - start], i as u32)?;
+                // The calibration kernel costs ~15 ms: after every pass that took a second,
+                // and every eighth pass of short ones.
+                let calibration = (started.elapsed().as_secs_f64() > 1.0 || i % 8 == 0).then(calibrate);
+                let activity = cpu.and_then(|start| HostActivity::since(&start, calibration));
                 profile.measurements.extend(result.measurements);
                 profile.pass_drift.push(result.drift);
                 profile.passes_done = i as u32 + 1;
@@ -488,8 +482,14 @@ fn run_stage<'m>(
                     }
                     profile.round_checks.push(check);
                 }
+                if let Some(activity) = activity {
+                    profile.host_activity.push(ActivitySample { pass: Some(i as u32), activity });
+                }
                 checkpoint::save(path, profile)?;
                 report(profile);
+                if let (true, Some(activity)) = (plan.require_quiet, activity) {
+                    activity.require_quiet(&format!("during pass {}", i + 1))?;
+                }
                 if checked && profile.round_checks.last().is_some_and(|k| k.quiet) {
                     return Ok(start + c);
                 }

@@ -5,11 +5,12 @@ use crate::design::verdict::{DesignRecord, Prediction};
 use crate::design::{Design, DesignSpec};
 use crate::interference::Interference;
 use placer_exec::Stats;
+use placer_host::HostActivity;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,6 +226,65 @@ pub struct Profile {
     /// ([`crate::interference`]); `None` until then, and for profiles that do not
     /// measure it ([`crate::profiler::calibrates_interference`]).
     pub interference: Option<Interference>,
+    /// The host's activity before the first pass of each run and during every pass:
+    /// whether other processes, a hypervisor or unexplained jitter competed with the
+    /// measurements ([`placer_host::activity`]).
+    pub host_activity: Vec<ActivitySample>,
+}
+
+/// The host's activity over one interval of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ActivitySample {
+    /// The pass measured over the interval; `None` for the check before a run's first pass.
+    pub pass: Option<u32>,
+    pub activity: HostActivity,
+}
+
+impl Profile {
+    /// Intervals that were busy, of all recorded.
+    pub fn busy_intervals(&self) -> (usize, usize) {
+        let busy = self.host_activity.iter().filter(|s| s.activity.busy().is_some()).count();
+        (busy, self.host_activity.len())
+    }
+
+    /// Passes in which some kernel ran to the protocol's repetition cap (its median was
+    /// not known to the precision asked), of all passes with measurements.
+    pub fn capped_passes(&self) -> (usize, usize) {
+        let cap = self.header.protocol.max_reps;
+        let mut passes: std::collections::BTreeMap<u32, bool> = std::collections::BTreeMap::new();
+        for m in &self.measurements {
+            *passes.entry(m.pass).or_default() |= m.count >= cap;
+        }
+        (passes.values().filter(|&&c| c).count(), passes.len())
+    }
+
+    /// What the host did while this profile was measured, in one line: quiet, or busy
+    /// in how many intervals and how (the first busy one's figures).
+    pub fn activity_note(&self) -> String {
+        let (busy, total) = self.busy_intervals();
+        let first = self.host_activity.iter().find_map(|s| Some((s.pass, s.activity.busy()?, s.activity)));
+        match first {
+            _ if total == 0 => "not recorded".to_string(),
+            None => format!("quiet in all {total} intervals checked"),
+            Some((pass, why, a)) => {
+                let when = pass.map_or("before the first pass".to_string(), |p| format!("pass {}", p + 1));
+                format!("BUSY in {busy} of {total} intervals checked; first {when}: {why} ({})", a.describe())
+            }
+        }
+    }
+
+    /// The warning when most passes ran to the repetition cap, with the figures.
+    pub fn capped_warning(&self) -> Option<String> {
+        let (capped, total) = self.capped_passes();
+        (total > 0 && 2 * capped > total).then(|| {
+            format!(
+                "{capped} of {total} passes ran to the {}-step cap: kernels did not settle to ±{:.0}% \
+                 (a noisy host, or --precision tighter than this host allows)",
+                self.header.protocol.max_reps,
+                100.0 * self.header.protocol.precision
+            )
+        })
+    }
 }
 
 /// A round check compares kernels at least this long (those the design's goals are

@@ -76,6 +76,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         measurements,
         design: None,
         interference: None,
+        host_activity: Vec::new(),
     }
 }
 

@@ -69,5 +69,6 @@ pub fn profile(model: &str, records: usize) -> Profile {
             .collect(),
         design: None,
         interference: None,
+        host_activity: Vec::new(),
     }
 }
