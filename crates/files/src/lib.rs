@@ -79,8 +79,7 @@ pub fn write_atomic(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), WriteErr
 pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(), WriteError> {
     let fail = |step: Step| move |io: io::Error| WriteError { path: path.to_path_buf(), step, io };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let prefix = format!(".{name}.");
+    let prefix = temp_prefix(path);
     let mut builder = tempfile::Builder::new();
     builder.prefix(&prefix).suffix(".tmp");
     // tempfile creates private (0o600) files; a model or a plan should be as readable as
@@ -97,6 +96,30 @@ pub fn write_atomic_with(path: &Path, write: impl FnOnce(&mut dyn Write) -> io::
     // On failure the returned error owns the temporary file, and dropping it removes it.
     tmp.persist(path).map_err(|e| fail(Step::Rename)(e.error))?;
     sync_dir(dir).map_err(fail(Step::SyncDir(dir.to_path_buf())))
+}
+
+/// The temporary-file name prefix [`write_atomic_with`] uses for `path`.
+fn temp_prefix(path: &Path) -> String {
+    format!(".{}.", path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+}
+
+/// Removes the temporary files that writes of `path` left when their process was killed
+/// between creating and renaming them, and returns how many. Only for a caller that
+/// knows no write of `path` is under way (it holds the file's lock): a live writer's
+/// temporary file would go too.
+pub fn remove_stale_temps(path: &Path) -> io::Result<usize> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let prefix = temp_prefix(path);
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&prefix) && name.ends_with(".tmp") && entry.file_type()?.is_file() {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 #[cfg(unix)]

@@ -138,3 +138,17 @@ fn racing_writers_leave_one_complete_file() {
     assert!(bytes.iter().all(|&b| b == bytes[0]));
     assert_eq!(others(dir.path(), &["race.bin"]), Vec::<String>::new());
 }
+
+#[test]
+fn stale_temporary_files_of_one_target_are_removed_and_nothing_else() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("m.ckpt");
+    write_atomic(&path, b"kept").expect("create");
+    // What a process killed between creating and renaming leaves, and bystanders.
+    for name in [".m.ckpt.Ab12Cd.tmp", ".m.ckpt.Zz99Yy.tmp", ".other.ckpt.Ab12Cd.tmp", "m.ckpt.tmp", ".m.ckpt.keep"] {
+        std::fs::write(dir.path().join(name), b"half").expect("write");
+    }
+    assert_eq!(placer_files::remove_stale_temps(&path).expect("removes"), 2);
+    assert_eq!(others(dir.path(), &["m.ckpt"]), [".m.ckpt.keep", ".other.ckpt.Ab12Cd.tmp", "m.ckpt.tmp"]);
+    assert_eq!(std::fs::read(&path).expect("read"), b"kept");
+}

@@ -169,8 +169,8 @@ pub fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profiler::ProfileOptions;
     use crate::Design;
+    use crate::profiler::ProfileOptions;
     use crate::record::{FORMAT_NAME, FORMAT_VERSION, Steps};
 
     /// A header as `placer pipeline` would write it on a host with an emulated pmem pool.

@@ -265,6 +265,11 @@ pub fn run_to_checkpoint(
 ) -> Result<ProfileOutcome, ProfileError> {
     // Held until this returns: every pass and save below is this process's alone.
     let _lock = crate::lock::lock(path)?;
+    // So no write is under way: temporary files are what killed runs left mid-save.
+    if path.parent().is_some_and(Path::exists) {
+        placer_files::remove_stale_temps(path)
+            .map_err(|e| ProfileError::Checkpoint { path: path.to_path_buf(), reason: e.to_string() })?;
+    }
     let rounds = plan.header.protocol.rounds.max(1) as usize;
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
@@ -514,11 +519,20 @@ fn live<'r, 'm>(
     }
     let base = base_placement(model, &plan.pins);
     let mut engine = Engine::new(model, pools.clone(), &base, &plan.header.protocol)?;
+    let start = Instant::now();
     if profile.reference_ns.is_empty() {
-        let start = Instant::now();
         profile.reference_ns = reference_pass(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
         checkpoint::save(path, profile)?;
+    } else {
+        // Resumed: the saved reference times stand, but this process's tensors are fresh
+        // allocations. Whole steps fill them as the reference pass did, so that every
+        // pass still reads the values training gives its kernels, not zeros.
+        engine.start(&base)?;
+        for _ in 0..plan.header.protocol.warmup.max(1) {
+            engine.step(model.schedule())?;
+        }
+        profile.wall_seconds += start.elapsed().as_secs_f64();
     }
     Ok(runner.insert(Runner { engine, base, conflicts: passes::conflicts(model, false) }))
 }
