@@ -120,20 +120,27 @@ impl HostTopology {
             return Err(bad("no such file".into()));
         }
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        HostTopology::from_xml_str(&text, path)
+    }
+
+    /// A topology from the text of an hwloc 2.x XML export (`path` names it in messages).
+    pub fn from_xml_str(text: &str, path: &Path) -> Result<HostTopology, HostError> {
+        let bad = |reason: String| HostError::Topology { path: path.to_path_buf(), reason };
         if text.contains("<topology version=\"3.") {
             return Err(bad("hwloc 3.x XML; this build reads hwloc 2.x exports (lstopo --of xml from hwloc 2)".into()));
         }
         if !text.contains("<topology") {
             return Err(bad("not an hwloc XML export: no <topology> element".into()));
         }
-        let builder = Topology::builder().from_xml_file(path).map_err(|e| bad(e.to_string()))?;
+        check_xml(text).map_err(bad)?;
+        let builder = Topology::builder().from_xml(text).map_err(|e| bad(e.to_string()))?;
         let topology = keep_memory_caches(builder).map_err(bad)?.build().map_err(|_| {
             bad(format!(
                 "hwloc rejected it as malformed (HWLOC_XML_VERBOSE=1 lstopo-no-graphics --input {} shows where)",
                 path.display()
             ))
         })?;
-        let host = HostTopology::from_hwloc(&topology, Source::Xml { path: path.to_path_buf() }, &text);
+        let host = HostTopology::from_hwloc(&topology, Source::Xml { path: path.to_path_buf() }, text);
         if host.nodes.is_empty() {
             return Err(bad("it has no NUMA nodes".into()));
         }
@@ -243,6 +250,118 @@ fn memory_cache_size(source: &Source, os_index: u32, xml_text: &str) -> u64 {
             })
             .unwrap_or(0),
     }
+}
+
+/// What hwloc's own XML reader (Debian builds hwloc without libxml2) trusts and does
+/// not check, refused here first. Each of these killed placer inside hwloc 2.9 (found
+/// by scripts/fuzz.sh): malformed XML, or an object with a `cpuset` and no
+/// `complete_cpuset` (a NULL read); a bitmap hwloc does not write, such as one starting
+/// with a comma (an assertion); an object type hwloc does not write (it matches the
+/// first letters); a memory-side cache with no NUMA node below it, or a
+/// NUMA node whose sets are not within its parent's (hwloc drops it, then asserts
+/// that the machine has NUMA nodes). Exports always write the sets in pairs, each
+/// object's within its parent's, and a cache only in front of memory.
+fn check_xml(text: &str) -> Result<(), String> {
+    // Exports name hwloc's DTD (`<!DOCTYPE topology SYSTEM "hwloc2.dtd">`).
+    let options = roxmltree::ParsingOptions { allow_dtd: true, ..roxmltree::ParsingOptions::default() };
+    let doc =
+        roxmltree::Document::parse_with_options(text, options).map_err(|e| format!("not well-formed XML: {e}"))?;
+    let at = |node: roxmltree::Node<'_, '_>| {
+        let pos = doc.text_pos_at(node.range().start);
+        format!("the <{}> at line {}, column {}", node.tag_name().name(), pos.row, pos.col)
+    };
+    for node in doc.descendants() {
+        for attr in node.attributes().filter(|a| a.name().ends_with("cpuset") || a.name().ends_with("nodeset")) {
+            if bitmap(attr.value()).is_none() {
+                let value: String = attr.value().chars().take(40).collect();
+                return Err(format!(
+                    "{}: {}=\"{value}\" is not a bitmap as hwloc writes them (0x0000000f,0x...)",
+                    at(node),
+                    attr.name()
+                ));
+            }
+        }
+    }
+    let set = |node: roxmltree::Node<'_, '_>, name: &str| node.attribute(name).and_then(bitmap);
+    let is_type =
+        |node: roxmltree::Node<'_, '_>, ty: &str| node.has_tag_name("object") && node.attribute("type") == Some(ty);
+    for object in doc.descendants().filter(|n| n.has_tag_name("object")) {
+        match object.attribute("type") {
+            Some(ty) if OBJECT_TYPES.contains(&ty) => {}
+            Some(ty) => {
+                let ty: String = ty.chars().take(40).collect();
+                return Err(format!("{}: type \"{ty}\" is not an hwloc object type", at(object)));
+            }
+            None => return Err(format!("{}: no type", at(object))),
+        }
+        if is_type(object, "MemCache") && !object.descendants().any(|n| is_type(n, "NUMANode")) {
+            return Err(format!("{}: a memory-side cache with no NUMA node below it", at(object)));
+        }
+        let parent = object.ancestors().skip(1).find(|n| n.has_tag_name("object"));
+        for (name, complete) in [("cpuset", "complete_cpuset"), ("nodeset", "complete_nodeset")] {
+            let Some(own) = set(object, name) else { continue };
+            let Some(whole) = set(object, complete) else {
+                return Err(format!("{}: a {name} and no {complete}", at(object)));
+            };
+            if !own.within(&whole) {
+                return Err(format!("{}: its {name} is not within its {complete}", at(object)));
+            }
+            if let Some(parent) = parent
+                && let Some(theirs) = set(parent, name)
+                && !own.within(&theirs)
+            {
+                return Err(format!("{}: its {name} is not within its parent's ({})", at(object), at(parent)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The object types hwloc writes, as it writes them (hwloc 2.x, and 1.x's `Cache`,
+/// `Socket` and `System`). hwloc reads a type by its first letters, whatever follows:
+/// `MemCa;he` was a memory-side cache to it.
+const OBJECT_TYPES: [&str; 23] = [
+    "Machine", "Package", "Die", "Core", "PU", "L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache", "L1iCache",
+    "L2iCache", "L3iCache", "Group", "NUMANode", "MemCache", "Bridge", "PCIDev", "OSDev", "Misc", "Cache", "Socket",
+    "System",
+];
+
+/// A bitmap from hwloc XML: its 32-bit words, lowest first, and whether every bit
+/// above them is set.
+struct Bitmap {
+    words: Vec<u32>,
+    infinite: bool,
+}
+
+impl Bitmap {
+    fn bit(&self, i: usize) -> bool {
+        self.words.get(i / 32).map_or(self.infinite, |w| w >> (i % 32) & 1 == 1)
+    }
+
+    fn within(&self, other: &Bitmap) -> bool {
+        (!self.infinite || other.infinite)
+            && (0..self.words.len().max(other.words.len()) * 32).all(|i| !self.bit(i) || other.bit(i))
+    }
+}
+
+/// A bitmap as hwloc writes them: comma-separated words of 1 to 8 hex digits, each
+/// after `0x`, highest first, after an optional `0xf...f,` (every bit above them set),
+/// or `0xf...f` alone. `None` for anything else.
+fn bitmap(value: &str) -> Option<Bitmap> {
+    let (words, infinite) = match value.strip_prefix("0xf...f") {
+        Some("") => return Some(Bitmap { words: Vec::new(), infinite: true }),
+        Some(rest) => (rest.strip_prefix(',')?, true),
+        None => (value, false),
+    };
+    let words = words
+        .split(',')
+        .rev()
+        .map(|w| {
+            let hex = w.strip_prefix("0x").filter(|h| (1..=8).contains(&h.len()))?;
+            u32::from_str_radix(hex, 16).ok().filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+        .collect::<Option<Vec<u32>>>()?;
+    Some(Bitmap { words, infinite })
 }
 
 fn xml_attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {

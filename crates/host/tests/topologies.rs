@@ -223,6 +223,37 @@ fn bad_topology_files_are_clear_errors() {
     }
 }
 
+/// Found by `scripts/fuzz.sh` (target `hwloc_xml`, minimised): hwloc 2.9's own XML
+/// reader (Debian's, without libxml2) killed placer on each of these: SIGSEGV (a NULL
+/// read) on the first two, an assertion's abort on the others (a bitmap starting with
+/// a comma; a machine left without NUMA nodes: a cache in front of none, hwloc having
+/// dropped the one outside its parent, or read `MemCa;he` as a cache). They are now
+/// refused before hwloc sees them.
+#[test]
+fn fuzz_xml_that_crashed_hwloc_is_refused_before_it() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let cases = [
+        ("fuzz-hwloc-unterminated.xml", "not well-formed XML"),
+        ("fuzz-hwloc-no-complete-cpuset.xml", "<object> at line 2, column 3: a cpuset and no complete_cpuset"),
+        ("fuzz-hwloc-bitmap-leading-comma.xml", "allowed_nodeset=\",0x00000001\" is not a bitmap"),
+        ("fuzz-hwloc-memcache-without-numa.xml", "line 3, column 7: a memory-side cache with no NUMA node below it"),
+        ("fuzz-hwloc-numa-outside-parent.xml", "line 4, column 7: its cpuset is not within its parent's"),
+        ("fuzz-hwloc-type-prefix.xml", "line 3, column 7: type \"MemCa;he\" is not an hwloc object type"),
+    ];
+    for (name, expected) in cases {
+        let path = fixtures.join(name);
+        let msg = HostTopology::from_xml_file(&path).expect_err(name).to_string();
+        assert!(msg.starts_with("topology ") && msg.contains(name) && msg.contains(expected), "{name}: {msg}");
+    }
+    // Every committed export writes its sets in pairs, and still loads.
+    for entry in std::fs::read_dir(topology("")).expect("configs/topologies") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "xml") {
+            HostTopology::from_xml_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
+
 #[test]
 fn this_machine_gets_dram_plus_an_emulated_pmem_pool_by_default() {
     let cache = tempfile::tempdir().expect("tempdir");

@@ -13,8 +13,43 @@ use std::path::Path;
 
 const MAGIC: &[u8] = b"placer-profile\n";
 
-fn config() -> impl bincode::config::Config {
+fn config() -> bincode::config::Configuration<bincode::config::LittleEndian, bincode::config::Varint> {
     bincode::config::standard().with_little_endian().with_variable_int_encoding()
+}
+
+/// Runs `$decode` with `$config` set to [`config`] under a byte limit of at least
+/// `$len`, the length of what is decoded. bincode allocates a string's bytes before it
+/// reads them, so a damaged length would be allocated whole (or overflow the allocator,
+/// a panic); under the limit it is refused. A real checkpoint is never refused: every
+/// string is stored whole in its bytes, so all of them add up to at most `$len`.
+macro_rules! with_limit_for {
+    ($len:expr, |$config:ident| $decode:expr) => {{
+        let len: u64 = $len;
+        if len <= 1 << 20 {
+            let $config = config().with_limit::<{ 1 << 20 }>();
+            $decode
+        } else if len <= 1 << 24 {
+            let $config = config().with_limit::<{ 1 << 24 }>();
+            $decode
+        } else if len <= 1 << 28 {
+            let $config = config().with_limit::<{ 1 << 28 }>();
+            $decode
+        } else if len <= 1 << 32 {
+            let $config = config().with_limit::<{ 1 << 32 }>();
+            $decode
+        } else {
+            let $config = config().with_limit::<{ 1 << 40 }>();
+            $decode
+        }
+    }};
+}
+
+/// What a decoding error says in `damaged: ...`.
+fn damage(e: bincode::error::DecodeError) -> String {
+    match e {
+        bincode::error::DecodeError::LimitExceeded => "damaged: a length runs past the end of the file".into(),
+        e => format!("damaged: {e}"),
+    }
 }
 
 pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
@@ -44,7 +79,8 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
     let body = body(bytes, path)?;
     let (profile, read): (Profile, usize) =
-        bincode::serde::decode_from_slice(body, config()).map_err(|e| bad(format!("damaged: {e}")))?;
+        with_limit_for!(body.len() as u64, |config| bincode::serde::decode_from_slice(body, config))
+            .map_err(|e| bad(damage(e)))?;
     if read != body.len() {
         return Err(bad(format!("damaged: {} trailing bytes", body.len() - read)));
     }
@@ -62,11 +98,12 @@ pub fn load(path: &Path) -> Result<Profile, ProfileError> {
 pub fn load_header(path: &Path) -> Result<ProfileHeader, ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
     let file = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let len = file.metadata().map_err(|e| bad(e.to_string()))?.len();
     let mut reader = std::io::BufReader::new(file);
     let mut prefix = Vec::with_capacity(MAGIC.len() + 4);
     (&mut reader).take((MAGIC.len() + 4) as u64).read_to_end(&mut prefix).map_err(|e| bad(e.to_string()))?;
     body(&prefix, path)?;
-    bincode::serde::decode_from_std_read(&mut reader, config()).map_err(|e| bad(format!("damaged: {e}")))
+    with_limit_for!(len, |config| bincode::serde::decode_from_std_read(&mut reader, config)).map_err(|e| bad(damage(e)))
 }
 
 /// Replaces `path` with `profile` so that a crash at any moment leaves either the old

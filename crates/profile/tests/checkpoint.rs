@@ -48,3 +48,42 @@ fn an_unwritable_directory_is_an_error_and_the_old_file_survives() {
     assert!(checkpoint::save(&blocked, &profile("m", 5)).is_err());
     assert_eq!(checkpoint::load(&path).expect("still there").measurements.len(), 5);
 }
+
+/// Found by `scripts/fuzz.sh` (target `checkpoint`, minimised): a string length of
+/// 3.9 GB (and, before minimising, one past `isize::MAX`) in a 24-byte file. bincode
+/// allocates a string before reading it, so decoding panicked with "capacity overflow"
+/// or tried to allocate gigabytes; the decoder's byte limit now refuses it.
+#[test]
+fn fuzz_a_string_length_past_the_end_is_refused_not_allocated() {
+    let header = [&b"placer-profile\n"[..], &placer_profile::record::FORMAT_VERSION.to_le_bytes()].concat();
+    let cases: [(&str, &[u8]); 3] = [
+        ("fuzz-u32-length.ckpt", &[0xfc, 0xff, 0xff, 0xff, 0xe9]),
+        ("fuzz-u64-length.ckpt", &[0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),
+        ("fuzz-max-length.ckpt", &[0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (name, body) in cases {
+        let bytes = [&header[..], body].concat();
+        let path = dir.path().join(name);
+        let err = checkpoint::decode(&bytes, &path).expect_err(name).to_string();
+        assert!(err.contains("damaged: a length runs past the end of the file"), "{name}: {err}");
+        std::fs::write(&path, &bytes).expect("write");
+        let err = checkpoint::load_header(&path).expect_err(name).to_string();
+        assert!(err.contains("damaged: a length runs past the end of the file"), "{name}: {err}");
+    }
+}
+
+/// The byte limit grows with the file: checkpoints over each step of it still load.
+#[test]
+fn large_checkpoints_pass_the_decoders_byte_limit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.ckpt");
+    let mut p = profile("m", 40_000);
+    for m in &mut p.measurements {
+        m.node = format!("{}-{}", m.node, "n".repeat(24));
+    }
+    checkpoint::save(&path, &p).expect("saves");
+    assert!(std::fs::metadata(&path).expect("size").len() > 1 << 20, "the test must cross the first limit");
+    assert_eq!(checkpoint::load(&path).expect("loads"), p);
+    assert_eq!(checkpoint::load_header(&path).expect("header loads"), p.header);
+}

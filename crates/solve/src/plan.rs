@@ -349,9 +349,16 @@ impl Plan {
     }
 
     pub fn load(path: &Path) -> Result<Plan, SolveError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| SolveError::PlanFile { path: path.to_path_buf(), reason: e.to_string() })?;
+        Plan::parse(&text, path)
+    }
+
+    /// A plan from plan.json text (`path` names it in messages), refused when it is
+    /// not this placer's plan format and version.
+    pub fn parse(text: &str, path: &Path) -> Result<Plan, SolveError> {
         let err = |reason: String| SolveError::PlanFile { path: path.to_path_buf(), reason };
-        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let plan: Plan = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let plan: Plan = serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
         if plan.format != PLAN_FORMAT || plan.version != PLAN_VERSION {
             return Err(err(format!(
                 "not a {PLAN_FORMAT} version {PLAN_VERSION} file (format '{}', version {})",
