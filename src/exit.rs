@@ -177,6 +177,7 @@ fn profile_code(e: &ProfileError) -> Option<u8> {
         ProfileError::Checkpoint { .. }
         | ProfileError::Mismatch { .. }
         | ProfileError::Usage { .. }
+        | ProfileError::Merge { .. }
         | ProfileError::Busy { .. }
         | ProfileError::NoCheckpoint { .. }
         | ProfileError::ModelSource { .. } => Some(BAD_INPUT),

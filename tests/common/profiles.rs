@@ -60,6 +60,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
             },
             pins: vec![],
             plan_hash: format!("plan-{max_simultaneous}"),
+            shard: None,
         },
         passes_total: 4,
         passes_done: 4,
@@ -73,6 +74,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         design: None,
         interference: None,
         host_activity: Vec::new(),
+        merged_from: Vec::new(),
     }
 }
 

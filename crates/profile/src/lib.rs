@@ -9,6 +9,7 @@ pub mod engine;
 pub mod export;
 pub mod interference;
 pub mod lock;
+pub mod merge;
 pub mod mismatch;
 pub mod pass_run;
 pub mod passes;
@@ -19,7 +20,9 @@ pub mod tasks;
 
 pub use design::{Design, DesignSpec};
 pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
-pub use record::{ActivitySample, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Steps};
+pub use record::{
+    ActivitySample, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Shard, ShardSource, Steps,
+};
 
 use std::path::PathBuf;
 
@@ -37,6 +40,9 @@ pub enum ProfileError {
     ModelSource { checkpoint: PathBuf, reason: String },
     #[error("{reason}")]
     Usage { reason: String },
+    /// Shards that cannot be merged into one profile.
+    #[error("{reason}")]
+    Merge { reason: String },
     /// Another profiler holds the checkpoint's lock.
     #[error("checkpoint {path} is being written by {holder}: wait for it, or use another --checkpoint-dir", path = path.display())]
     Busy { path: PathBuf, holder: String },

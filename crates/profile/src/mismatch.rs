@@ -1,20 +1,38 @@
-//! Why an existing checkpoint cannot be resumed by this run, in words: each part of
-//! the header that differs, and each of its fields with both values.
+//! Why an existing checkpoint cannot be resumed by this run, or two shards cannot be
+//! merged, in words: each part of the header that differs, and each of its fields with
+//! both values.
 
 use crate::DesignSpec;
-use crate::record::{Mode, PoolInfo, ProfileHeader, Protocol};
+use crate::record::{Mode, PoolInfo, ProfileHeader, Protocol, Shard};
+
+/// What the two headers compared are called in the words: `rounds 1 {a}, 3 {b}`.
+#[derive(Debug, Clone, Copy)]
+pub struct Sides<'a> {
+    pub a: &'a str,
+    pub b: &'a str,
+}
+
+/// A checkpoint against the run that would resume it.
+pub const RESUME: Sides<'static> = Sides { a: "in the checkpoint", b: "now" };
 
 /// The first `n` characters: a checkpoint's header comes from a file and may be short.
 fn prefix(text: &str, n: usize) -> &str {
     text.char_indices().nth(n).map_or(text, |(i, _)| &text[..i])
 }
 
-/// `NAME OLD in the checkpoint, NEW now` into `out` when `old` and `new` differ, each
-/// value shown by `show`.
-fn differs<T: PartialEq + ?Sized>(out: &mut Vec<String>, name: &str, old: &T, new: &T, show: impl Fn(&T) -> String) {
+/// `NAME OLD in the checkpoint, NEW now` (with `sides`' words) into `out` when `old` and
+/// `new` differ, each value shown by `show`.
+fn differs<T: PartialEq + ?Sized>(
+    out: &mut Vec<String>,
+    sides: Sides<'_>,
+    name: &str,
+    old: &T,
+    new: &T,
+    show: impl Fn(&T) -> String,
+) {
     if old != new {
         let space = if name.is_empty() { "" } else { " " };
-        out.push(format!("{name}{space}{} in the checkpoint, {} now", show(old), show(new)));
+        out.push(format!("{name}{space}{} {}, {} {}", show(old), sides.a, show(new), sides.b));
     }
 }
 
@@ -44,7 +62,7 @@ fn emulation(e: &Option<String>) -> String {
 
 /// The pools' differences: the list when pools were added, removed or renamed, else
 /// each pool's kind and emulation.
-fn pool_fields(old: &[PoolInfo], new: &[PoolInfo]) -> Vec<String> {
+fn pool_fields(sides: Sides<'_>, old: &[PoolInfo], new: &[PoolInfo]) -> Vec<String> {
     let mut f = Vec::new();
     if old.len() != new.len() || old.iter().zip(new).any(|(a, b)| a.name != b.name) {
         let list = |pools: &[PoolInfo]| {
@@ -57,33 +75,33 @@ fn pool_fields(old: &[PoolInfo], new: &[PoolInfo]) -> Vec<String> {
                 .collect();
             and_list(&named)
         };
-        differs(&mut f, "", old, new, list);
+        differs(&mut f, sides, "", old, new, list);
         return f;
     }
     for (a, b) in old.iter().zip(new) {
         let PoolInfo { name, kind, emulated_as } = a;
-        differs(&mut f, &format!("{name} kind"), kind, &b.kind, show);
-        differs(&mut f, name, emulated_as, &b.emulated_as, emulation);
+        differs(&mut f, sides, &format!("{name} kind"), kind, &b.kind, show);
+        differs(&mut f, sides, name, emulated_as, &b.emulated_as, emulation);
     }
     f
 }
 
-fn protocol_fields(old: &Protocol, new: &Protocol) -> Vec<String> {
+fn protocol_fields(sides: Sides<'_>, old: &Protocol, new: &Protocol) -> Vec<String> {
     // Destructured whole, so a field added to the protocol cannot be left out here.
     let Protocol { warmup, reps, max_reps, precision, seed, rounds, round_noise, steps } = old;
     let mut f = Vec::new();
-    differs(&mut f, "warm-up steps", warmup, &new.warmup, show);
-    differs(&mut f, "reps", reps, &new.reps, show);
-    differs(&mut f, "max reps", max_reps, &new.max_reps, show);
-    differs(&mut f, "precision", precision, &new.precision, show);
-    differs(&mut f, "data seed", seed, &new.seed, show);
-    differs(&mut f, "rounds", rounds, &new.rounds, show);
-    differs(&mut f, "round noise", round_noise, &new.round_noise, show);
-    differs(&mut f, "steps", steps, &new.steps, |s| s.as_str().to_string());
+    differs(&mut f, sides, "warm-up steps", warmup, &new.warmup, show);
+    differs(&mut f, sides, "reps", reps, &new.reps, show);
+    differs(&mut f, sides, "max reps", max_reps, &new.max_reps, show);
+    differs(&mut f, sides, "precision", precision, &new.precision, show);
+    differs(&mut f, sides, "data seed", seed, &new.seed, show);
+    differs(&mut f, sides, "rounds", rounds, &new.rounds, show);
+    differs(&mut f, sides, "round noise", round_noise, &new.round_noise, show);
+    differs(&mut f, sides, "steps", steps, &new.steps, |s| s.as_str().to_string());
     f
 }
 
-fn mode_fields(old: &Mode, new: &Mode) -> Vec<String> {
+fn mode_fields(sides: Sides<'_>, old: &Mode, new: &Mode) -> Vec<String> {
     let Mode { max_simultaneous, two_hop, sample, max_configs, negligible, design } = old;
     let DesignSpec { design: kind, tolerance, min_error_ns, seed } = design;
     let on_off = |on: &bool| if *on { "on" } else { "off" }.to_string();
@@ -91,15 +109,15 @@ fn mode_fields(old: &Mode, new: &Mode) -> Vec<String> {
         |s: &Option<(u32, u64)>| s.map_or_else(|| "none".to_string(), |(k, seed)| format!("{k} (seed {seed})"));
     let us = |ns: &f64| format!("{} µs", ns / 1e3);
     let mut f = Vec::new();
-    differs(&mut f, "max simultaneous", max_simultaneous, &new.max_simultaneous, show);
-    differs(&mut f, "2-hop conflicts", two_hop, &new.two_hop, on_off);
-    differs(&mut f, "sample", sample, &new.sample, sampled);
-    differs(&mut f, "max configs", max_configs, &new.max_configs, show);
-    differs(&mut f, "negligible share", negligible, &new.negligible, show);
-    differs(&mut f, "design", kind, &new.design.design, |d| d.as_str().to_string());
-    differs(&mut f, "design tolerance", tolerance, &new.design.tolerance, show);
-    differs(&mut f, "design error floor", min_error_ns, &new.design.min_error_ns, us);
-    differs(&mut f, "design seed", seed, &new.design.seed, show);
+    differs(&mut f, sides, "max simultaneous", max_simultaneous, &new.max_simultaneous, show);
+    differs(&mut f, sides, "2-hop conflicts", two_hop, &new.two_hop, on_off);
+    differs(&mut f, sides, "sample", sample, &new.sample, sampled);
+    differs(&mut f, sides, "max configs", max_configs, &new.max_configs, show);
+    differs(&mut f, sides, "negligible share", negligible, &new.negligible, show);
+    differs(&mut f, sides, "design", kind, &new.design.design, |d| d.as_str().to_string());
+    differs(&mut f, sides, "design tolerance", tolerance, &new.design.tolerance, show);
+    differs(&mut f, sides, "design error floor", min_error_ns, &new.design.min_error_ns, us);
+    differs(&mut f, sides, "design seed", seed, &new.design.seed, show);
     f
 }
 
@@ -109,6 +127,12 @@ fn mode_fields(old: &Mode, new: &Mode) -> Vec<String> {
 /// `; `-separated. `None` when the checkpoint can be resumed. The pass plan's digest
 /// is named only when nothing it is made from (model, pools, mode, pins) differs.
 pub fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
+    differences(old, new, RESUME)
+}
+
+/// [`mismatch`] in `sides`' words: every field of `old` that differs from `new`, or
+/// `None`.
+pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -> Option<String> {
     // Destructured whole, so a field added to the header cannot be left out here.
     let ProfileHeader {
         format,
@@ -125,11 +149,12 @@ pub fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
         mode,
         pins,
         plan_hash,
+        shard,
     } = old;
     let mut parts = Vec::new();
     let mut f = Vec::new();
-    differs(&mut f, "format", format, &new.format, show);
-    differs(&mut f, "version", version, &new.version, show);
+    differs(&mut f, sides, "format", format, &new.format, show);
+    differs(&mut f, sides, "version", version, &new.version, show);
     part(&mut parts, "checkpoint format differs", f);
     if model_hash != &new.model_hash {
         let model = |name: &str, hash: &str| format!("{name} (hash {})", prefix(hash, 12));
@@ -140,29 +165,32 @@ pub fn mismatch(old: &ProfileHeader, new: &ProfileHeader) -> Option<String> {
         ));
     }
     let mut f = Vec::new();
-    differs(&mut f, "fingerprint", host_fingerprint, &new.host_fingerprint, show);
+    differs(&mut f, sides, "fingerprint", host_fingerprint, &new.host_fingerprint, show);
     part(&mut parts, "host differs", f);
-    part(&mut parts, "pools differ", pool_fields(pools, &new.pools));
-    part(&mut parts, "protocol differs", protocol_fields(protocol, &new.protocol));
-    part(&mut parts, "mode differs", mode_fields(mode, &new.mode));
+    part(&mut parts, "pools differ", pool_fields(sides, pools, &new.pools));
+    part(&mut parts, "protocol differs", protocol_fields(sides, protocol, &new.protocol));
+    part(&mut parts, "mode differs", mode_fields(sides, mode, &new.mode));
     let mut f = Vec::new();
-    differs(
-        &mut f,
-        "",
-        pins.as_slice(),
-        new.pins.as_slice(),
-        |p| if p.is_empty() { "none".into() } else { p.join(", ") },
-    );
+    differs(&mut f, sides, "", pins.as_slice(), new.pins.as_slice(), |p| {
+        if p.is_empty() { "none".into() } else { p.join(", ") }
+    });
     part(&mut parts, "pins differ", f);
     let planned_alike =
         model_hash == &new.model_hash && pools.len() == new.pools.len() && mode == &new.mode && pins == &new.pins;
     if planned_alike && plan_hash != &new.plan_hash {
         parts.push(format!(
-            "pass plan differs: digest {} in the checkpoint, {} now (the same settings planned other passes)",
+            "pass plan differs: digest {} {}, {} {} (the same settings planned other passes)",
             prefix(plan_hash, 12),
-            prefix(&new.plan_hash, 12)
+            sides.a,
+            prefix(&new.plan_hash, 12),
+            sides.b
         ));
     }
+    let mut f = Vec::new();
+    differs(&mut f, sides, "", shard, &new.shard, |s: &Option<Shard>| {
+        s.map_or_else(|| "none (the whole plan)".to_string(), |s| s.label())
+    });
+    part(&mut parts, "shard differs", f);
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
@@ -194,6 +222,7 @@ mod tests {
             mode: options.mode,
             pins: Vec::new(),
             plan_hash: "feedfacecafe00001111".into(),
+            shard: None,
         }
     }
 
@@ -291,6 +320,10 @@ mod tests {
             (
                 |h| h.pins = vec!["role=weight:dram".into(), "tensor=x:pmem".into()],
                 "pins differ: none in the checkpoint, role=weight:dram, tensor=x:pmem now".into(),
+            ),
+            (
+                |h| h.shard = Some(Shard { index: 2, count: 3, plan_passes: 7 }),
+                "shard differs: none (the whole plan) in the checkpoint, 2/3 now".into(),
             ),
             (
                 |h| h.plan_hash = "0000aaaa1111bbbb".into(),

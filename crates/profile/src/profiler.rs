@@ -12,7 +12,7 @@ use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
     self, ActivitySample, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol,
-    ROUND_NOISE, RoundCheck, Steps,
+    ROUND_NOISE, RoundCheck, Shard, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, PoolAssignment};
@@ -37,6 +37,9 @@ pub struct ProfileOptions {
     /// A busy host ([`HostActivity::busy`]) stops the profile with an error instead of a
     /// warning (the checkpoint keeps what was measured).
     pub require_quiet: bool,
+    /// `--shard I/N` as (I, N): measure only shard I's share of the first stage's
+    /// passes ([`Shard`]), to be merged with the others' ([`crate::merge`]).
+    pub shard: Option<(u32, u32)>,
 }
 
 impl ProfileOptions {
@@ -68,6 +71,7 @@ impl ProfileOptions {
             pins: Vec::new(),
             model_source: None,
             require_quiet: false,
+            shard: None,
         }
     }
 }
@@ -113,8 +117,18 @@ pub struct PassPlan {
 }
 
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
-/// simultaneous profiles of one model sit side by side.
-pub fn checkpoint_name(model: &Model, mode: &Mode) -> String {
+/// simultaneous profiles of one model sit side by side; a shard's ends in
+/// `-shardIofN.ckpt`.
+pub fn checkpoint_name(model: &Model, mode: &Mode, shard: Option<(u32, u32)>) -> String {
+    let name = checkpoint_name_of(model.name(), &model.content_hash(), mode);
+    match shard {
+        Some((i, n)) => format!("{}-shard{i}of{n}.ckpt", name.trim_end_matches(".ckpt")),
+        None => name,
+    }
+}
+
+/// [`checkpoint_name`] of a whole profile, from a header's model name and hash.
+pub fn checkpoint_name_of(model_name: &str, model_hash: &str, mode: &Mode) -> String {
     let mut tag =
         if mode.max_simultaneous == 1 { "single".to_string() } else { format!("sim{}", mode.max_simultaneous) };
     if mode.two_hop {
@@ -126,7 +140,8 @@ pub fn checkpoint_name(model: &Model, mode: &Mode) -> String {
     if mode.design.design == Design::Screen {
         tag.push_str("-screen");
     }
-    format!("{}-{}-{tag}.ckpt", model.name(), &model.content_hash()[..12])
+    let hash = model_hash.get(..12).unwrap_or(model_hash);
+    format!("{model_name}-{hash}-{tag}.ckpt")
 }
 
 pub fn plan(
@@ -157,7 +172,7 @@ pub fn plan(
         }
     };
     let max_per_pass = options.mode.max_simultaneous as usize;
-    let passes = passes::plan(model, &measured, max_per_pass, options.mode.two_hop);
+    let mut passes = passes::plan(model, &measured, max_per_pass, options.mode.two_hop);
     let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass, options.mode.two_hop));
     let mut h = Sha256::new();
     for t in &measured {
@@ -172,6 +187,26 @@ pub fn plan(
         }
     }
     let plan_hash: String = h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect();
+    // A shard plans the whole profile, as every other shard does, and keeps its share.
+    let shard = options
+        .shard
+        .map(|(index, count)| {
+            if count as usize > passes.len() {
+                return Err(ProfileError::Usage {
+                    reason: format!(
+                        "--shard {index}/{count}: the plan has {} passes per round, too few for {count} shards; use \
+                         at most {}",
+                        passes.len(),
+                        passes.len()
+                    ),
+                });
+            }
+            Ok(Shard { index, count, plan_passes: passes.len() as u32 })
+        })
+        .transpose()?;
+    if let Some(shard) = shard {
+        passes = (0..shard.len()).map(|local| std::mem::take(&mut passes[shard.global(local)])).collect();
+    }
     let header = ProfileHeader {
         format: FORMAT_NAME.to_string(),
         version: FORMAT_VERSION,
@@ -201,6 +236,7 @@ pub fn plan(
         mode: options.mode.clone(),
         pins: options.pins.clone(),
         plan_hash,
+        shard,
     };
     Ok(PassPlan { tasks: list, measured, families, pins, passes, stats, header, require_quiet: options.require_quiet })
 }
@@ -242,7 +278,7 @@ pub fn profile_into_dir(
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
     let plan = plan(model, &pools, host_fingerprint, options)?;
-    let path = dir.join(checkpoint_name(model, &options.mode));
+    let path = dir.join(checkpoint_name(model, &options.mode, options.shard));
     std::fs::create_dir_all(dir).map_err(|source| ProfileError::CreateDir { path: dir.to_path_buf(), source })?;
     run_to_checkpoint(model, pools, &plan, &path, false, on_pass)
 }
@@ -299,6 +335,7 @@ pub fn run_to_checkpoint(
             design: None,
             interference: None,
             host_activity: Vec::new(),
+            merged_from: Vec::new(),
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
@@ -328,7 +365,9 @@ pub fn run_to_checkpoint(
     let first = Stage { tasks: &plan.measured, passes: &plan.passes, first_pass: 0 };
     let first_total =
         run_stage(model, &pools, plan, &first, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
-    if plan.header.mode.design.design == Design::Screen {
+    // A shard stops after its share of the first stage: the design is judged, and the
+    // second stage planned, from every shard's measurements once they are merged.
+    if plan.header.mode.design.design == Design::Screen && plan.header.shard.is_none() {
         let judgement = judge_first_stage(model, plan, &profile, first_total as u32);
         let second = passes::plan(
             model,
@@ -365,8 +404,9 @@ pub fn run_to_checkpoint(
 /// Whether a profile with `header` measures what background copies cost its kernels
 /// ([`interference`]): when there is a second pool to copy to, and its engine keeps every
 /// tensor resident (a live engine runs whole steps only, not one kernel beside a copy).
+/// A shard does not: the merged profile measures it once, when it is resumed.
 pub fn calibrates_interference(header: &ProfileHeader) -> bool {
-    header.pools.len() > 1 && header.protocol.steps != Steps::Live
+    header.pools.len() > 1 && header.protocol.steps != Steps::Live && header.shard.is_none()
 }
 
 /// Whether resuming `profile` would measure nothing more: every pass done (a screening

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,7 +167,57 @@ pub struct ProfileHeader {
     /// The `--pin` rules, as given.
     pub pins: Vec<String>,
     /// A digest of the task list and pass plan: a resumed run must follow the same plan.
+    /// A shard records the whole plan's digest, so every shard of one plan records the
+    /// same.
     pub plan_hash: String,
+    /// The share of the plan's first-stage passes this profile measures (`--shard I/N`);
+    /// `None` for a whole profile, and for shards merged into one.
+    pub shard: Option<Shard>,
+}
+
+/// `--shard I/N`: one of `count` profiles that measure disjoint shares of one pass
+/// plan, to be merged into one ([`crate::merge`]). Shard `index` (1-based) measures the
+/// plan's first-stage passes `index - 1`, `index - 1 + count`, ... of every round:
+/// interleaved, so every shard gets passes from the whole plan (which is packed most
+/// constrained first) and shares differ in length by one pass at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub index: u32,
+    pub count: u32,
+    /// Passes per round of the whole plan's first stage.
+    pub plan_passes: u32,
+}
+
+impl Shard {
+    /// `I/N` with 1 <= I <= N <= 10,000.
+    pub fn parse(text: &str) -> Result<(u32, u32), String> {
+        let bad = || format!("expected a shard as I/N with 1 <= I <= N, such as 2/3; got '{text}'");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (i, n) = (i.trim().parse::<u32>().map_err(|_| bad())?, n.trim().parse::<u32>().map_err(|_| bad())?);
+        if i == 0 || i > n || n > 10_000 {
+            return Err(bad());
+        }
+        Ok((i, n))
+    }
+
+    /// The whole plan's index of this shard's `local`-th pass within a round.
+    pub fn global(&self, local: usize) -> usize {
+        (self.index as usize - 1) + local * self.count as usize
+    }
+
+    /// How many of a round's passes this shard measures.
+    pub fn len(&self) -> usize {
+        (self.plan_passes as usize).saturating_sub(self.index as usize - 1).div_ceil(self.count as usize)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `2/3`.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.index, self.count)
+    }
 }
 
 /// One kernel signature in one configuration, measured.
@@ -230,6 +280,30 @@ pub struct Profile {
     /// whether other processes, a hypervisor or unexplained jitter competed with the
     /// measurements ([`placer_host::activity`]).
     pub host_activity: Vec<ActivitySample>,
+    /// The shards this profile was merged from, in shard order (empty for a profile
+    /// measured as one).
+    pub merged_from: Vec<ShardSource>,
+}
+
+/// One shard of a merged profile: where and how it was measured, and how fast its host
+/// ran the reference kernels every shard runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardSource {
+    pub shard: Shard,
+    /// The shard's checkpoint file, as given to the merge.
+    pub file: String,
+    pub host_fingerprint: String,
+    /// Passes it measured (all rounds), and measurements.
+    pub passes: u32,
+    pub measurements: u32,
+    pub wall_seconds: f64,
+    /// Median over the reference kernels of this shard's reference-pass time over the
+    /// other shards' median time for the same kernel: 1.10 is a host 10% slower than
+    /// the others.
+    pub relative_time: f64,
+    /// The host's own noise floor for that figure, the host against itself minutes
+    /// apart ([`crate::merge::noise_floor`]).
+    pub noise: f64,
 }
 
 /// The host's activity over one interval of a profile.
@@ -360,8 +434,10 @@ impl RoundCheck {
 impl Profile {
     /// Every planned pass is measured (and a screening design's first stage judged).
     pub fn is_complete(&self) -> bool {
+        // A shard measures its share of the first stage only: the design is judged on
+        // the merge of every shard, when the merged profile is resumed.
         self.passes_done >= self.passes_total
-            && (self.header.mode.design.design == Design::Full || self.design.is_some())
+            && (self.header.mode.design.design == Design::Full || self.design.is_some() || self.header.shard.is_some())
     }
 
     /// The configurations a design predicted instead of measuring (none for a full

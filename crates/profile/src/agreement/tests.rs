@@ -41,6 +41,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         },
         pins: vec![],
         plan_hash: "plan".into(),
+        shard: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         design: None,
         interference: None,
         host_activity: Vec::new(),
+        merged_from: Vec::new(),
     }
 }
 

@@ -40,6 +40,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             },
             pins: vec![],
             plan_hash: "cafe".into(),
+            shard: None,
         },
         passes_total: 3000,
         passes_done: 3000,
@@ -70,5 +71,6 @@ pub fn profile(model: &str, records: usize) -> Profile {
         design: None,
         interference: None,
         host_activity: Vec::new(),
+        merged_from: Vec::new(),
     }
 }

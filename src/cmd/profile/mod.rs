@@ -1,4 +1,7 @@
-//! `placer profile MODEL [--max-simultaneous N] [--reps R] [--sample K] [--pin RULE] ...`
+//! `placer profile MODEL [--max-simultaneous N] [--reps R] [--sample K] [--pin RULE]
+//! [--shard I/N] ...`, and `placer profile merge SHARD...` (merge.rs).
+
+mod merge;
 
 use crate::args::HostArgs;
 use crate::render::progress::PassBar;
@@ -10,9 +13,13 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
     /// The model file (model.json).
-    model: PathBuf,
+    #[arg(required = true)]
+    model: Option<PathBuf>,
     /// Most (node, configuration) pairs measured in one pass; 1 is single-config mode.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_simultaneous: u32,
@@ -107,12 +114,30 @@ pub struct Args {
     /// first pass or during one. The checkpoint keeps what was measured.
     #[arg(long)]
     require_quiet: bool,
+    /// Measure only shard I of N: every Nth first-stage pass of the plan, from pass I.
+    /// Every shard plans the whole profile and records its digest; `placer profile
+    /// merge` makes one profile of the N shards' checkpoints.
+    #[arg(long, value_name = "I/N", value_parser = shard)]
+    shard: Option<(u32, u32)>,
     #[command(flatten)]
     host: HostArgs,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Action {
+    /// Merge the checkpoints of `--shard` profiles into one profile, after checking that
+    /// they belong together.
+    Merge(merge::Args),
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let model = placer_ir::load_model(&args.model)?;
+    if let Some(Action::Merge(merge)) = args.action {
+        return merge::run(merge);
+    }
+    let Some(model_path) = args.model.clone() else {
+        return Err(placer_profile::ProfileError::Usage { reason: "placer profile needs a model file".into() }.into());
+    };
+    let model = placer_ir::load_model(&model_path)?;
     if args.max_reps < args.reps {
         return Err(placer_profile::ProfileError::Usage {
             reason: format!("--max-reps {} is below --reps {}", args.max_reps, args.reps),
@@ -144,10 +169,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             steps: Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)),
         },
         pins: args.pin.clone(),
-        model_source: Some(args.model.clone()),
+        model_source: Some(model_path),
         require_quiet: args.require_quiet,
+        shard: args.shard,
     };
-    let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode));
+    let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode, options.shard));
     // Exporting needs no match: a checkpoint that is finished, or that was made with
     // other settings (protocol, host, pools...), is exported as it is, measuring nothing.
     let export_as_is = match args.export.as_deref() {
@@ -284,6 +310,23 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
             plan.stats.mean_per_pass
         ),
     ]);
+    if let Some(shard) = h.shard {
+        t.row(vec![
+            "shard".into(),
+            format!(
+                "{}: {} of the {} first-stage passes per round (passes {}, {}, {}, ...), plan digest {}; the \
+                 design is judged, and the interference calibrated, once the shards are merged \
+                 (placer profile merge)",
+                shard.label(),
+                shard.len(),
+                shard.plan_passes,
+                shard.index,
+                shard.index + shard.count,
+                shard.index + 2 * shard.count,
+                h.plan_hash
+            ),
+        ]);
+    }
     t
 }
 
@@ -430,6 +473,11 @@ fn abbreviate(names: &[String], shown: usize) -> String {
 
 fn big(n: u128) -> String {
     u64::try_from(n).map_or_else(|_| n.to_string(), count)
+}
+
+/// `I/N`.
+fn shard(text: &str) -> Result<(u32, u32), String> {
+    placer_profile::Shard::parse(text)
 }
 
 /// A share of a kernel's bytes, in [0, 1).
