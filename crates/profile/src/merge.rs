@@ -247,12 +247,13 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
                 activity: s.activity,
             }),
         );
-        // Against the other shards' median, so that a host is not half compared with itself.
+        // Against the median host: the shards' median time per kernel; with two shards,
+        // against the other one (a median of two would put each half against itself).
         let others: Vec<f64> = (0..nodes)
             .map(|n| {
                 let times: Vec<f64> = shards
                     .iter()
-                    .filter(|(q, _)| q != path)
+                    .filter(|(q, _)| shards.len() > 2 || q != path)
                     .filter_map(|(_, o)| o.reference_ns.get(n).copied())
                     .collect();
                 Stats::of(&times).map_or(0.0, |s| s.median)
@@ -263,7 +264,7 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         let floor = noise.max(MIN_FLOOR);
         if relative_time.ln().abs() > NOISE_FACTOR * floor {
             disagreements.push(format!(
-                "{} (host {}) ran the reference kernels at {relative_time:.3}x the other shards' median time, \
+                "{} (host {}) ran the reference kernels at {relative_time:.3}x the median shard's time, \
                  beyond {NOISE_FACTOR}x its noise floor of ±{:.1}%",
                 who(shard, path),
                 p.header.host_fingerprint,
@@ -309,8 +310,8 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
 }
 
 /// Median over the reference kernels (of at least [`SPEED_KERNEL_NS`] in both) of
-/// `mine[n] / others[n]`, `others` being the other shards' median times; 1 when no
-/// kernel is that long.
+/// `mine[n] / others[n]`, `others` being the shards' median times (the other shard's,
+/// with two); 1 when no kernel is that long.
 pub fn relative_time(mine: &[f64], others: &[f64]) -> f64 {
     let ratios: Vec<f64> = mine
         .iter()

@@ -159,9 +159,11 @@ pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -
     if model_hash != &new.model_hash {
         let model = |name: &str, hash: &str| format!("{name} (hash {})", prefix(hash, 12));
         parts.push(format!(
-            "model differs: {} in the checkpoint, {} now",
+            "model differs: {} {}, {} {}",
             model(model_name, model_hash),
-            model(&new.model_name, &new.model_hash)
+            sides.a,
+            model(&new.model_name, &new.model_hash),
+            sides.b
         ));
     }
     let mut f = Vec::new();

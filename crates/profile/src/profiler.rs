@@ -40,6 +40,10 @@ pub struct ProfileOptions {
     /// `--shard I/N` as (I, N): measure only shard I's share of the first stage's
     /// passes ([`Shard`]), to be merged with the others' ([`crate::merge`]).
     pub shard: Option<(u32, u32)>,
+    /// Resume a checkpoint begun on a host with another fingerprint (a merge of shards
+    /// measured on a cluster's nodes, resumed on one of them or on a node like them),
+    /// when nothing else differs.
+    pub mixed_hosts: bool,
 }
 
 impl ProfileOptions {
@@ -72,6 +76,7 @@ impl ProfileOptions {
             model_source: None,
             require_quiet: false,
             shard: None,
+            mixed_hosts: false,
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct PassPlan {
     pub header: ProfileHeader,
     /// See [`ProfileOptions::require_quiet`]; not part of the checkpoint's identity.
     pub require_quiet: bool,
+    /// See [`ProfileOptions::mixed_hosts`].
+    pub mixed_hosts: bool,
 }
 
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
@@ -238,7 +245,17 @@ pub fn plan(
         plan_hash,
         shard,
     };
-    Ok(PassPlan { tasks: list, measured, families, pins, passes, stats, header, require_quiet: options.require_quiet })
+    Ok(PassPlan {
+        tasks: list,
+        measured,
+        families,
+        pins,
+        passes,
+        stats,
+        header,
+        require_quiet: options.require_quiet,
+        mixed_hosts: options.mixed_hosts,
+    })
 }
 
 /// Progress after each pass, for a progress bar.
@@ -310,10 +327,20 @@ pub fn run_to_checkpoint(
     let clock = ClockInfo::measure();
     let mut profile = match (path.exists() && !fresh).then(|| checkpoint::load(path)).transpose()? {
         Some(mut old) => {
-            if let Some(why) = mismatch(&old.header, &plan.header) {
+            let mut ours = plan.header.clone();
+            if plan.mixed_hosts {
+                // The checkpoint keeps the host it began on; this host vouches it is alike.
+                ours.host_fingerprint.clone_from(&old.header.host_fingerprint);
+            }
+            if let Some(why) = mismatch(&old.header, &ours) {
+                let hint = if why.starts_with("host differs") && !old.merged_from.is_empty() {
+                    " (a merge of shards from several hosts resumes elsewhere with --mixed-hosts)"
+                } else {
+                    ""
+                };
                 return Err(ProfileError::Mismatch {
                     reason: format!(
-                        "checkpoint {}: {why}; use --fresh to start over (it will be replaced)",
+                        "checkpoint {}: {why}{hint}; use --fresh to start over (it will be replaced)",
                         path.display()
                     ),
                 });

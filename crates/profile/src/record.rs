@@ -298,8 +298,8 @@ pub struct ShardSource {
     pub measurements: u32,
     pub wall_seconds: f64,
     /// Median over the reference kernels of this shard's reference-pass time over the
-    /// other shards' median time for the same kernel: 1.10 is a host 10% slower than
-    /// the others.
+    /// shards' median time for the same kernel (the other shard's, when there are two):
+    /// 1.10 is a host 10% slower than the median host.
     pub relative_time: f64,
     /// The host's own noise floor for that figure, the host against itself minutes
     /// apart ([`crate::merge::noise_floor`]).

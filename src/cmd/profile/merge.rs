@@ -42,7 +42,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     out!("{}", t.render())?;
     outln!(
-        "ref. time: each host's reference-pass time over the other shards' median, kernels of {:.0} µs or more; \
+        "ref. time: each host's reference-pass time over the median shard's (the other's, with two), kernels of \
+         {:.0} µs or more; \
          noise floor: the same figure for the host against itself minutes apart (its round checks, A against A')",
         merge::SPEED_KERNEL_NS / 1e3
     )?;

@@ -119,6 +119,11 @@ pub struct Args {
     /// merge` makes one profile of the N shards' checkpoints.
     #[arg(long, value_name = "I/N", value_parser = shard)]
     shard: Option<(u32, u32)>,
+    /// Resume a checkpoint begun on a host with another fingerprint when nothing else
+    /// differs: a merge of shards measured on a cluster's nodes, finished on one like
+    /// them. The checkpoint keeps the fingerprint it began with.
+    #[arg(long)]
+    mixed_hosts: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -172,6 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         model_source: Some(model_path),
         require_quiet: args.require_quiet,
         shard: args.shard,
+        mixed_hosts: args.mixed_hosts,
     };
     let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode, options.shard));
     // Exporting needs no match: a checkpoint that is finished, or that was made with

@@ -74,3 +74,45 @@ pub fn profile(model: &str, records: usize) -> Profile {
         merged_from: Vec::new(),
     }
 }
+
+/// `count` complete one-round shards of a plan of `plan_passes` passes per round, each
+/// pass measuring `per_pass` keys of its own (so the merged keys are every pass's), the
+/// reference pass 50 µs per kernel on every shard but `slow`'s, `slow_by` times that.
+#[allow(dead_code)] // not every test binary that includes this module makes shards
+pub fn shards(count: u32, plan_passes: u32, per_pass: usize, slow: u32, slow_by: f64) -> Vec<Profile> {
+    use placer_profile::Shard;
+    (1..=count)
+        .map(|index| {
+            let mut p = profile("m", 0);
+            let shard = Shard { index, count, plan_passes };
+            p.header.shard = Some(shard);
+            p.header.protocol.rounds = 1;
+            let len = shard.len();
+            p.passes_total = len as u32;
+            p.passes_done = len as u32;
+            p.wall_seconds = 10.0;
+            p.reference_ns = vec![if index == slow { 50_000.0 * slow_by } else { 50_000.0 }; 40];
+            p.pass_drift = (0..len).map(|l| 1.0 + 0.001 * (l % 3) as f64).collect();
+            p.measurements = (0..len)
+                .flat_map(|local| {
+                    let global = shard.global(local);
+                    (0..per_pass).map(move |k| Measurement {
+                        signature: (global * per_pass + k) as u64,
+                        config: vec![(k % 2) as u16, 1],
+                        node: format!("n{}", k % 40),
+                        op: "matmul".into(),
+                        pass: local as u32,
+                        count: 3,
+                        median_ns: 1000.0,
+                        drift_corrected_ns: 1000.0,
+                        mad_ns: 10.0,
+                        min_ns: 990.0,
+                        max_ns: 1100.0,
+                        cv: 0.0148,
+                    })
+                })
+                .collect();
+            p
+        })
+        .collect()
+}
