@@ -23,10 +23,20 @@
 # reference kernels. --sbatch adds options to every job (a partition, --constraint for
 # identical nodes, a time limit). Job output goes to DIR/slurm-logs/. Prints one line:
 # array=ID merge=ID finish=ID [solve=ID].
+#
+# A failed or cancelled task leaves the merge job pending forever (its dependency can
+# no longer be met). Resubmit that one shard, with the same options, and point the merge
+# job at it; the shard resumes its checkpoint, losing at most the pass it was in:
+#
+#   scripts/slurm/submit.sh --resume-shard I --merge-job MERGE_ID [options] MODEL [-- ...]
+#
+# prints shard=ID.
 set -euo pipefail
-shards=4 ckpt="" placer="" mixed="" budget="" extra=""
+shards=4 ckpt="" placer="" mixed="" budget="" extra="" resume="" merge_job=""
 while [ $# -gt 0 ]; do
     case $1 in
+        --resume-shard) resume=$2; shift 2 ;;
+        --merge-job) merge_job=$2; shift 2 ;;
         --shards) shards=$2; shift 2 ;;
         --checkpoint-dir) ckpt=$2; shift 2 ;;
         --placer) placer=$2; shift 2 ;;
@@ -56,10 +66,21 @@ ckpt=$(realpath "$ckpt")
 logs=$ckpt/slurm-logs
 
 q() { printf '%q ' "$@"; }
+tasks="1-$shards"
+if [ -n "$resume" ]; then
+    [ -n "$merge_job" ] || { echo "submit.sh: --resume-shard needs --merge-job" >&2; exit 2; }
+    tasks=$resume
+fi
 # shellcheck disable=SC2086 # $extra is a list of sbatch options
-array=$(sbatch --parsable --array="1-$shards" --exclusive --job-name=placer-shard $extra \
+array=$(sbatch --parsable --array="$tasks" --exclusive --job-name=placer-shard $extra \
     -o "$logs/shard-%a.out" \
     --wrap "exec $(q "$placer" profile "$model" --checkpoint-dir "$ckpt" "${profile_args[@]}") --shard \$SLURM_ARRAY_TASK_ID/$shards")
+if [ -n "$resume" ]; then
+    # The other tasks succeeded already: the merge now waits for this one alone.
+    scontrol update jobid="$merge_job" dependency="afterok:$array"
+    echo "shard=$array"
+    exit 0
+fi
 # shellcheck disable=SC2086
 merge=$(sbatch --parsable --dependency="afterok:$array" --kill-on-invalid-dep=no --exclusive \
     --job-name=placer-merge $extra -o "$logs/merge.out" \

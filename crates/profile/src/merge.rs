@@ -259,8 +259,8 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
                 Stats::of(&times).map_or(0.0, |s| s.median)
             })
             .collect();
-        let relative_time = relative_time(&p.reference_ns, &others);
-        let noise = noise_floor(p);
+        let (relative_time, standard_error) = relative_time(&p.reference_ns, &others);
+        let noise = noise_floor(p, standard_error);
         let floor = noise.max(MIN_FLOOR);
         if relative_time.ln().abs() > NOISE_FACTOR * floor {
             disagreements.push(format!(
@@ -311,31 +311,23 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
 
 /// Median over the reference kernels (of at least [`SPEED_KERNEL_NS`] in both) of
 /// `mine[n] / others[n]`, `others` being the shards' median times (the other shard's,
-/// with two); 1 when no kernel is that long.
-pub fn relative_time(mine: &[f64], others: &[f64]) -> f64 {
-    let ratios: Vec<f64> = mine
+/// with two), and that median's standard error in log terms (1.2533·1.4826·MAD of
+/// ln ratio / √kernels); (1, 0) when no kernel is that long.
+pub fn relative_time(mine: &[f64], others: &[f64]) -> (f64, f64) {
+    let logs: Vec<f64> = mine
         .iter()
         .zip(others)
         .filter(|(m, c)| **m >= SPEED_KERNEL_NS && **c >= SPEED_KERNEL_NS)
-        .map(|(m, c)| m / c)
+        .map(|(m, c)| (m / c).ln())
         .collect();
-    Stats::of(&ratios).map_or(1.0, |s| s.median)
+    Stats::of(&logs).map_or((1.0, 0.0), |s| (s.median.exp(), 1.2533 * 1.4826 * s.mad / (logs.len() as f64).sqrt()))
 }
 
-/// A host's noise floor for [`relative_time`]: the same statistic (a median ratio over
-/// many kernels) taken on the host against itself minutes apart, i.e. the largest
-/// |shift| of its round checks (A against A′); with no round check (one round, or none
-/// re-run), the robust spread (1.4826·MAD) of ln(drift) over its passes that timed
-/// reference kernels (a wider figure: one pass's few kernels, not a median of many).
-pub fn noise_floor(profile: &Profile) -> f64 {
-    if let Some(shift) = profile.round_checks.iter().filter(|k| k.pairs > 0).map(|k| k.shift.abs()).reduce(f64::max) {
-        return shift;
-    }
-    // A pass that timed no reference kernel records a drift of exactly 1.
-    let logs: Vec<f64> =
-        profile.pass_drift.iter().filter(|d| **d > 0.0 && **d != 1.0 && d.is_finite()).map(|d| d.ln()).collect();
-    if logs.len() < 2 {
-        return 0.0;
-    }
-    Stats::of(&logs).map_or(0.0, |s| 1.4826 * s.mad)
+/// A host's noise floor for its relative time: the larger of the figure's own standard
+/// error (how well its kernels agree on it) and the largest |shift| of the host's round
+/// checks, the same kind of figure (a median ratio over many kernels) taken on the host
+/// against itself minutes apart (A against A′), when it ran more than one round.
+pub fn noise_floor(profile: &Profile, standard_error: f64) -> f64 {
+    let shift = profile.round_checks.iter().filter(|k| k.pairs > 0).map(|k| k.shift.abs()).fold(0.0, f64::max);
+    shift.max(standard_error)
 }

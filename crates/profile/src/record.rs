@@ -301,8 +301,8 @@ pub struct ShardSource {
     /// shards' median time for the same kernel (the other shard's, when there are two):
     /// 1.10 is a host 10% slower than the median host.
     pub relative_time: f64,
-    /// The host's own noise floor for that figure, the host against itself minutes
-    /// apart ([`crate::merge::noise_floor`]).
+    /// The noise floor of that figure, in log terms ([`crate::merge::noise_floor`]):
+    /// its standard error, or the host against itself minutes apart if wider.
     pub noise: f64,
 }
 

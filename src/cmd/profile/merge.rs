@@ -44,7 +44,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     outln!(
         "ref. time: each host's reference-pass time over the median shard's (the other's, with two), kernels of \
          {:.0} µs or more; \
-         noise floor: the same figure for the host against itself minutes apart (its round checks, A against A')",
+         noise floor: that median's standard error over the kernels, or the host against itself minutes apart (its \
+         round checks, A against A') when wider",
         merge::SPEED_KERNEL_NS / 1e3
     )?;
     for line in &merged.disagreements {
