@@ -1,6 +1,7 @@
 //! Loading and saving a checkpoint of 1M measurements (a big model's profile over
-//! several rounds), and merging its rounds. Run with
-//! `cargo bench -p placer-profile --bench checkpoint`.
+//! several rounds), merging its rounds, and merging 8 shards of 125,000 measurements
+//! each into one checkpoint (`placer profile merge`: load, check, combine, save). Run
+//! with `cargo bench -p placer-profile --bench checkpoint`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use placer_profile::checkpoint;
@@ -28,5 +29,26 @@ fn bench(c: &mut Criterion) {
     eprintln!("checkpoint of {RECORDS} records: {:.1} MB", bytes.len() as f64 / 1e6);
 }
 
-criterion_group!(benches, bench);
+/// 8 shards of a plan of 8,000 passes, 125 measurements a pass: 1M in all.
+fn shards(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let paths: Vec<std::path::PathBuf> = common::shards(8, 8_000, 125, 0, 1.0)
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let path = dir.path().join(format!("big-shard{}of8.ckpt", i + 1));
+            checkpoint::save(&path, p).expect("saves");
+            path
+        })
+        .collect();
+    let out = dir.path().join("merged.ckpt");
+    let mut group = c.benchmark_group("merge_8_shards_1M");
+    group.sample_size(10).throughput(Throughput::Elements(RECORDS as u64));
+    group.bench_function("merge_files", |b| {
+        b.iter(|| placer_profile::merge::merge_files(&paths, Some(&out), false).expect("merges"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, shards);
 criterion_main!(benches);
