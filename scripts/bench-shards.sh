@@ -23,6 +23,11 @@ export PLACER_CACHE_DIR=$work/cache
 ck=$work/ck
 now() { date +%s.%N; }
 
+# A fresh host cache: the first command measures this host's DRAM baseline, which every
+# new host pays once (emulated pools charge from it).
+t=$(now)
+"$placer" profile "$model" --checkpoint-dir "$ck" --shard "1/$shards" --plan-only "$@" >/dev/null
+first_use=$(awk "BEGIN { print $(now) - $t }")
 : > "$work/shards.txt"
 for i in $(seq 1 "$shards"); do
     t=$(now)
@@ -32,8 +37,7 @@ for i in $(seq 1 "$shards"); do
         > "$work/shard$i.json" 2>/dev/null
     echo "$i $elapsed $work/shard$i.json" >> "$work/shards.txt"
 done
-# Planning alone, on the host cache the first shard filled (a fresh cache measures the
-# host's DRAM baseline first).
+# Planning alone, on the host's cache.
 t=$(now)
 "$placer" profile "$model" --checkpoint-dir "$ck" --shard "1/$shards" --plan-only "$@" >/dev/null
 plan_only=$(awk "BEGIN { print $(now) - $t }")
@@ -45,5 +49,5 @@ t=$(now)
 finish=$(awk "BEGIN { print $(now) - $t }")
 "$placer" profile "$model" --checkpoint-dir "$ck" --export json "$@" > "$work/merged.json" 2>/dev/null
 grep -E 'merged|warning' "$work/merge.log" || true
-python3 "$repo/scripts/shard-wall.py" --plan-only "$plan_only" --merge "$merge" --finish "$finish" \
+python3 "$repo/scripts/shard-wall.py" --first-use "$first_use" --plan-only "$plan_only" --merge "$merge" --finish "$finish" \
     --shards "$work/shards.txt" --merged "$work/merged.json"

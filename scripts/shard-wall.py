@@ -22,6 +22,7 @@ def pass_seconds(profile):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--first-use", type=float, required=True)
     ap.add_argument("--plan-only", type=float, required=True)
     ap.add_argument("--merge", type=float, required=True)
     ap.add_argument("--finish", type=float, required=True)
@@ -57,7 +58,8 @@ def main():
     merged = json.load(open(a.merged))
     design = merged.get("design")
     print()
-    print(f"planning alone (--plan-only, a process): {a.plan_only:.1f} s; merge of "
+    print(f"a host's first use (its DRAM baseline measured, then --plan-only): {a.first_use:.1f} s, once per host; "
+          f"planning alone (--plan-only, a process): {a.plan_only:.1f} s; merge of "
           f"{sum(r[5] for r in rows):,} measurements: {a.merge:.2f} s (a process); finish on one host: "
           f"{a.finish:.1f} s" + (f" ({design['second_stage_passes']} second-stage passes a round and the "
                                  "calibration)" if design else " (the calibration)"))
