@@ -78,6 +78,15 @@ fn shards_merge_into_the_unsharded_profiles_keys_and_solve_takes_them() {
     let p = placer_profile::checkpoint::load(&merged).expect("loads");
     assert!(placer_profile::profiler::is_finished(&p) && p.merged_from.len() == 3);
     assert_eq!(keys(&merged), expected);
+    // compare takes it beside the unsharded profile: agreeing (0) or not (3) is the
+    // host's noise, but every key is joined.
+    let out = run(cache, &["compare", path_str(&merged), path_str(&whole.join(&name))]);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains(&format!("over {} kernel(s) measured by both (0 only in A, 0 only in B)", expected.len())),
+        "{s}"
+    );
     let plan = tmp.path().join("plan.json");
     let out = run(
         cache,

@@ -52,8 +52,8 @@ pub fn default_output(first_shard: &Path, profile: &Profile) -> PathBuf {
 }
 
 /// Loads the shard checkpoints at `paths`, merges them ([`merge`]) and saves the result
-/// at `out` (or [`default_output`]), under `out`'s lock, so no profile writes it
-/// meanwhile. Returns the merge and where it was written.
+/// at `out` (or [`default_output`]), which must not exist yet, under `out`'s lock, so
+/// no profile writes it meanwhile. Returns the merge and where it was written.
 pub fn merge_files(
     paths: &[PathBuf],
     out: Option<&Path>,
@@ -74,6 +74,13 @@ pub fn merge_files(
         )));
     }
     let _lock = crate::lock::lock(&out)?;
+    // What is there may hold more than the shards do (a finished merge's second stage).
+    if out.exists() {
+        return Err(refuse(format!(
+            "{} exists already: merge never replaces a checkpoint; move it aside, or choose another -o",
+            out.display()
+        )));
+    }
     checkpoint::save(&out, &merged.profile)?;
     Ok((merged, out))
 }

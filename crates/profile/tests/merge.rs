@@ -191,6 +191,13 @@ fn files_merge_beside_the_first_shard_and_never_over_one() {
     assert_eq!(out.parent(), Some(dir.path()));
     assert_eq!(out.file_name().and_then(|n| n.to_str()), Some("m-abababababab-sim64.ckpt"));
     assert_eq!(checkpoint::load(&out).expect("loads"), merged.profile);
+    // Never over an existing checkpoint: a finished merge holds more than its shards.
+    let err = merge_files(&paths, None, false).expect_err("refused");
+    assert!(
+        err.to_string()
+            .ends_with("exists already: merge never replaces a checkpoint; move it aside, or choose another -o"),
+        "{err}"
+    );
     let err = merge_files(&paths, Some(&paths[1]), false).expect_err("refused");
     assert!(err.to_string().contains("is one of the shards"), "{err}");
     // The shard is untouched.
