@@ -72,3 +72,21 @@ pub fn onnx_testdata() -> &'static Path {
         dir
     })
 }
+
+/// Runs a check script of scripts/ with `--placer` this build's binary, prints its
+/// report (the test's evidence), and requires its success and its closing line `done`,
+/// with no FAIL line.
+#[allow(clippy::print_stdout)]
+pub fn script_check(script: &str, done: &str) {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(repo.join(script))
+        .args(["--placer", env!("CARGO_BIN_EXE_placer")])
+        .output()
+        .unwrap_or_else(|e| panic!("{script} runs: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    assert!(out.status.success(), "{script} failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains(done), "{stdout}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+}

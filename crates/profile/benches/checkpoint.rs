@@ -32,15 +32,7 @@ fn bench(c: &mut Criterion) {
 /// 8 shards of a plan of 8,000 passes, 125 measurements a pass: 1M in all.
 fn shards(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let paths: Vec<std::path::PathBuf> = common::shards(8, 8_000, 125, 0, 1.0)
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let path = dir.path().join(format!("big-shard{}of8.ckpt", i + 1));
-            checkpoint::save(&path, p).expect("saves");
-            path
-        })
-        .collect();
+    let paths = common::save_shards(dir.path(), "big", &common::shards(8, 8_000, 125, 0, 1.0));
     let out = dir.path().join("merged.ckpt");
     let mut group = c.benchmark_group("merge_8_shards_1M");
     group.sample_size(10).throughput(Throughput::Elements(RECORDS as u64));

@@ -178,15 +178,7 @@ fn incomplete_shards_and_whole_profiles_are_refused() {
 #[test]
 fn files_merge_beside_the_first_shard_and_never_over_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let paths: Vec<PathBuf> = common::shards(2, 4, 2, 0, 1.0)
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let path = dir.path().join(format!("m-shard{}of2.ckpt", i + 1));
-            checkpoint::save(&path, p).expect("saves");
-            path
-        })
-        .collect();
+    let paths = common::save_shards(dir.path(), "m", &common::shards(2, 4, 2, 0, 1.0));
     let (merged, out) = merge_files(&paths, None, false).expect("merges");
     assert_eq!(out.parent(), Some(dir.path()));
     assert_eq!(out.file_name().and_then(|n| n.to_str()), Some("m-abababababab-sim64.ckpt"));

@@ -116,3 +116,18 @@ pub fn shards(count: u32, plan_passes: u32, per_pass: usize, slow: u32, slow_by:
         })
         .collect()
 }
+
+/// Saves `shards` in `dir` as `NAME-shardIofN.ckpt`, returning their paths in order.
+#[allow(dead_code)]
+pub fn save_shards(dir: &std::path::Path, name: &str, shards: &[Profile]) -> Vec<std::path::PathBuf> {
+    let n = shards.len();
+    shards
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let path = dir.join(format!("{name}-shard{}of{n}.ckpt", i + 1));
+            placer_profile::checkpoint::save(&path, p).expect("saves");
+            path
+        })
+        .collect()
+}
