@@ -259,8 +259,11 @@ fn memory_cache_size(source: &Source, os_index: u32, xml_text: &str) -> u64 {
 /// with a comma (an assertion); an object type hwloc does not write (it matches the
 /// first letters); a memory-side cache with no NUMA node below it, or a
 /// NUMA node whose sets are not within its parent's (hwloc drops it, then asserts
-/// that the machine has NUMA nodes). Exports always write the sets in pairs, each
-/// object's within its parent's, and a cache only in front of memory.
+/// that the machine has NUMA nodes); an object with a cpuset and no nodeset (a NULL
+/// compared), or a NUMA node whose nodeset does not hold its own index (an assertion
+/// while guessing memory tiers). Exports always write the sets in pairs, each object's
+/// within its parent's, every object with a cpuset with a nodeset too, a NUMA node's
+/// nodeset as its own index, and a cache only in front of memory.
 fn check_xml(text: &str) -> Result<(), String> {
     // Exports name hwloc's DTD (`<!DOCTYPE topology SYSTEM "hwloc2.dtd">`).
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..roxmltree::ParsingOptions::default() };
@@ -311,6 +314,16 @@ fn check_xml(text: &str) -> Result<(), String> {
                 && !own.within(&theirs)
             {
                 return Err(format!("{}: its {name} is not within its parent's ({})", at(object), at(parent)));
+            }
+        }
+        if object.has_attribute("cpuset") != object.has_attribute("nodeset") {
+            return Err(format!("{}: a cpuset without a nodeset, or a nodeset without a cpuset", at(object)));
+        }
+        if is_type(object, "NUMANode") {
+            let index = object.attribute("os_index").and_then(|i| i.parse::<usize>().ok());
+            let holds = |i: usize| set(object, "nodeset").is_some_and(|own| own.bit(i));
+            if !index.is_some_and(holds) {
+                return Err(format!("{}: a NUMA node whose nodeset does not hold its os_index", at(object)));
             }
         }
     }

@@ -239,6 +239,11 @@ fn fuzz_xml_that_crashed_hwloc_is_refused_before_it() {
         ("fuzz-hwloc-memcache-without-numa.xml", "line 3, column 7: a memory-side cache with no NUMA node below it"),
         ("fuzz-hwloc-numa-outside-parent.xml", "line 4, column 7: its cpuset is not within its parent's"),
         ("fuzz-hwloc-type-prefix.xml", "line 3, column 7: type \"MemCa;he\" is not an hwloc object type"),
+        ("fuzz-hwloc-cpuset-without-nodeset.xml", "line 2, column 3: a cpuset without a nodeset"),
+        (
+            "fuzz-hwloc-numa-empty-nodeset.xml",
+            "line 12, column 9: a NUMA node whose nodeset does not hold its os_index",
+        ),
     ];
     for (name, expected) in cases {
         let path = fixtures.join(name);
