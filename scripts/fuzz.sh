@@ -96,8 +96,8 @@ for t in "${targets[@]}"; do
     asan=detect_odr_violation=0
     extra=()
     if [ "$t" = hwloc_xml ]; then
-        # hwloc 2.9's XML importer leaks a few objects on some bad inputs (reproduced in C
-        # without placer: docs/BENCHMARKS.md, fuzzing the parsers). Leaks are not looked
+        # hwloc 2.9's XML importer leaks a few objects on some bad inputs (shown with
+        # hwloc alone by scripts/fuzz-hwloc/leaks.sh; docs/BENCHMARKS.md). Leaks are not looked
         # for there, neither per input nor at exit; crashes, timeouts and OOMs still are.
         asan=$asan:detect_leaks=0
         extra=(-detect_leaks=0)
