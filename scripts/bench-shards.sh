@@ -10,7 +10,7 @@
 #
 # e.g. scripts/bench-shards.sh resnet50-b32.json 4. PLACER overrides the binary
 # (default target/release/placer); the work happens in a temporary directory, removed
-# at the end.
+# at the end unless KEEP=1 (then its path is printed: shard-wall.py can be rerun on it).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 model=$(realpath "${1:?usage: bench-shards.sh MODEL SHARDS [PROFILE OPTIONS...]}")
@@ -18,7 +18,7 @@ shards=${2:?usage: bench-shards.sh MODEL SHARDS [PROFILE OPTIONS...]}
 shift 2
 placer=${PLACER:-$repo/target/release/placer}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ "${KEEP:-0}" = 1 ]; then echo "bench-shards: work in $work" >&2; else trap 'rm -rf "$work"' EXIT; fi
 export PLACER_CACHE_DIR=$work/cache
 ck=$work/ck
 now() { date +%s.%N; }

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """What sharding a profile costs and saves, from a run of scripts/bench-shards.sh.
 
+At most one shard per pass of a round: past that, hosts idle.
+
 Per shard: the process's wall time, its measuring time (the checkpoint's
 wall_seconds), its passes' time (each pass's interval in the checkpoint's host
 activity), and so its reference pass (measuring minus passes) and its overhead
@@ -74,16 +76,17 @@ def main():
     print("|---:|---:|---:|---:|---:|---:|")
     one = None
     for hosts in (1, 2, 4, 8, 16, 32):
-        if hosts > plan_passes:
-            break
-        shares = [0.0] * hosts
+        # A shard needs a pass of its own: hosts past the plan's passes a round idle.
+        shards = min(hosts, plan_passes)
+        shares = [0.0] * shards
         for plan_pass, secs in seconds_by_plan_pass.items():
-            shares[plan_pass % hosts] += secs
+            shares[plan_pass % shards] += secs
         slowest = overhead + reference + max(shares)
         tail = (a.merge + a.finish) if hosts > 1 else a.finish
         wall = slowest + tail
         one = one or wall
-        print(f"| {hosts} | {slowest:.1f} | {tail:.1f} | {wall:.1f} | {one / wall:.2f}x | "
+        label = f"{hosts}" if shards == hosts else f"{hosts} ({shards} shards)"
+        print(f"| {label} | {slowest:.1f} | {tail:.1f} | {wall:.1f} | {one / wall:.2f}x | "
               f"{max(shares):.1f} / {overhead + reference + tail:.1f} |")
 
 
