@@ -120,7 +120,6 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
     if shards.len() < 2 {
         return Err(refuse(format!("merge needs two shards or more, got {}", shards.len())));
     }
-    let mut specs = Vec::with_capacity(shards.len());
     for (path, p) in &shards {
         let shard = p.header.shard.ok_or_else(|| {
             refuse(format!(
@@ -137,15 +136,16 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
                 shard.label()
             )));
         }
-        specs.push(shard);
     }
     shards.sort_by_key(|(_, p)| p.header.shard.map(|s| s.index));
-    specs.sort_by_key(|s| s.index);
+    // Every one is a shard (checked above), in shard order.
+    let specs: Vec<Shard> = shards.iter().filter_map(|(_, p)| p.header.shard).collect();
     let (first_path, first) = &shards[0];
     let first_shard = specs[0];
     for ((path, p), shard) in shards.iter().zip(&specs).skip(1) {
         let mut theirs = p.header.clone();
         theirs.shard = None;
+        let other_host = theirs.host_fingerprint != first.header.host_fingerprint;
         if mixed_hosts {
             theirs.host_fingerprint.clone_from(&first.header.host_fingerprint);
         }
@@ -153,7 +153,7 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
         ours.shard = None;
         let (a, b) = (format!("in {}", who(&first_shard, first_path)), format!("in {}", who(shard, path)));
         if let Some(why) = differences(&ours, &theirs, Sides { a: &a, b: &b }) {
-            let hint = if why.starts_with("host differs") || why.contains("; host differs") {
+            let hint = if other_host && !mixed_hosts {
                 " (shards measured on other hosts merge with --mixed-hosts)"
             } else {
                 ""
@@ -230,13 +230,7 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         let (round, l) = (local as usize / len, local as usize % len);
         (round * plan_passes + shard.global(l)) as u32
     };
-    let nodes = shards.iter().map(|(_, p)| p.reference_ns.len()).max().unwrap_or(0);
-    let reference_ns: Vec<f64> = (0..nodes)
-        .map(|n| {
-            let times: Vec<f64> = shards.iter().filter_map(|(_, p)| p.reference_ns.get(n).copied()).collect();
-            Stats::of(&times).map_or(0.0, |s| s.median)
-        })
-        .collect();
+    let reference_ns = median_reference(&shards, None);
     let mut measurements: Vec<Measurement> = Vec::new();
     let mut drift: BTreeMap<u32, f64> = BTreeMap::new();
     let mut activity = Vec::new();
@@ -256,17 +250,14 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         );
         // Against the median host: the shards' median time per kernel; with two shards,
         // against the other one (a median of two would put each half against itself).
-        let others: Vec<f64> = (0..nodes)
-            .map(|n| {
-                let times: Vec<f64> = shards
-                    .iter()
-                    .filter(|(q, _)| shards.len() > 2 || q != path)
-                    .filter_map(|(_, o)| o.reference_ns.get(n).copied())
-                    .collect();
-                Stats::of(&times).map_or(0.0, |s| s.median)
-            })
-            .collect();
-        let (relative_time, standard_error) = relative_time(&p.reference_ns, &others);
+        let other;
+        let others = if shards.len() > 2 {
+            &reference_ns
+        } else {
+            other = median_reference(&shards, Some(path));
+            &other
+        };
+        let (relative_time, standard_error) = relative_time(&p.reference_ns, others);
         let noise = noise_floor(p, standard_error);
         let floor = noise.max(MIN_FLOOR);
         if relative_time.ln().abs() > NOISE_FACTOR * floor {
@@ -314,6 +305,22 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         merged_from: sources,
     };
     Merged { profile, disagreements }
+}
+
+/// Each kernel's median reference-pass time over the shards, leaving out the one at
+/// `except`.
+fn median_reference(shards: &[(PathBuf, Profile)], except: Option<&PathBuf>) -> Vec<f64> {
+    let nodes = shards.iter().map(|(_, p)| p.reference_ns.len()).max().unwrap_or(0);
+    (0..nodes)
+        .map(|n| {
+            let times: Vec<f64> = shards
+                .iter()
+                .filter(|(q, _)| Some(q) != except)
+                .filter_map(|(_, p)| p.reference_ns.get(n).copied())
+                .collect();
+            Stats::of(&times).map_or(0.0, |s| s.median)
+        })
+        .collect()
 }
 
 /// Median over the reference kernels (of at least [`SPEED_KERNEL_NS`] in both) of

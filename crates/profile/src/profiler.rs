@@ -333,7 +333,8 @@ pub fn run_to_checkpoint(
                 ours.host_fingerprint.clone_from(&old.header.host_fingerprint);
             }
             if let Some(why) = mismatch(&old.header, &ours) {
-                let hint = if why.starts_with("host differs") && !old.merged_from.is_empty() {
+                let other_host = old.header.host_fingerprint != ours.host_fingerprint;
+                let hint = if other_host && !old.merged_from.is_empty() {
                     " (a merge of shards from several hosts resumes elsewhere with --mixed-hosts)"
                 } else {
                     ""

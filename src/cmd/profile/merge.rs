@@ -59,9 +59,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out.display()
     )?;
     if merged.needs_resume() {
+        // `placer profile` finds it only under the whole profile's name.
+        let whole = merge::default_output(&out, p);
+        let moved = if whole == out { String::new() } else { format!(" after moving it to {}", whole.display()) };
         outln!(
             "still to measure, on one host: {}; resume with placer profile MODEL (the shards' settings, without \
-             --shard) --checkpoint-dir {}",
+             --shard) --checkpoint-dir {}{moved}",
             if p.header.mode.design.design == placer_profile::Design::Screen {
                 "the screening design's second stage and the interference calibration"
             } else {
