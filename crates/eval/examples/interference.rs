@@ -14,8 +14,8 @@ use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_host::{Host, HostOptions};
 use placer_ir::NodeId;
 use placer_pools::PoolId;
+use placer_profile::interference::CopyBench;
 use std::collections::BTreeMap;
-use std::sync::mpsc::channel;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
@@ -39,11 +39,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             *e = n;
         }
     }
-    let largest = *sizes.iter().max().unwrap_or(&(1 << 20));
-    let src = vec![1u8; largest];
-    let mut dst = vec![0u8; largest];
-    let (jobs, inbox) = channel::<usize>();
-    let (done, finished) = channel::<()>();
     println!(
         "memcpy {:.4} ns/B (the calibration's); {rounds} pairs per row, medians; loss = with copy − alone",
         calibration.memcpy_ns_per_byte
@@ -51,17 +46,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("| op | node | share | alone µs | copy MiB | measured loss µs | predicted µs | noise (A′ − A) µs |");
     println!("|---|---|---:|---:|---:|---:|---:|---:|");
     let (mut measured_sum, mut predicted_sum) = (0.0, 0.0);
-    std::thread::scope(|s| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        let (src, dst) = (&src, &mut dst);
-        s.spawn(move || {
-            for bytes in inbox {
-                dst[..bytes].copy_from_slice(&src[..bytes]);
-                std::hint::black_box(&dst[..bytes]);
-                if done.send(()).is_err() {
-                    break;
-                }
-            }
-        });
+    // As a plan's step runs, and as the calibration measured.
+    placer_exec::as_launcher(|launcher| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let copier = CopyBench::start(launcher)?;
         for op in &calibration.ops {
             let measured = model.schedule().iter().copied().find(|&n| model.node(n).name == op.node);
             let mut nodes: Vec<NodeId> = measured.into_iter().chain(shortest.get(&op.op).copied()).collect();
@@ -70,11 +57,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 for &bytes in &sizes {
                     let (mut alone, mut with, mut again) = (Vec::new(), Vec::new(), Vec::new());
                     for _ in 0..rounds {
-                        alone.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
-                        jobs.send(bytes).map_err(|e| e.to_string())?;
-                        with.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
-                        finished.recv().map_err(|e| e.to_string())?;
-                        again.push(exec.step_nodes(&[n]).map_err(|e| e.to_string())?.kernel_ns[0]);
+                        alone.push(exec.step_nodes(&[n])?.kernel_ns[0]);
+                        copier.hand(bytes)?;
+                        with.push(exec.step_nodes(&[n])?.kernel_ns[0]);
+                        copier.done()?;
+                        again.push(exec.step_nodes(&[n])?.kernel_ns[0]);
                     }
                     let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
                     let a = median(&alone);
@@ -97,7 +84,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-        drop(jobs);
         Ok(())
     })
     .map_err(|e| e.to_string())?;

@@ -315,7 +315,8 @@ impl<'m> PlanExecutor<'m> {
             dram_bytes: vec![0; steps],
         };
         let start = Instant::now();
-        rayon::scope(|_| {
+        crate::as_launcher(|launcher| {
+            self.arenas.keep_copies_off(launcher);
             for s in 0..steps {
                 self.moves_before(s, &mut times)?;
                 for i in 0..self.events[s].produced.len() {

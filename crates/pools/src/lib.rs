@@ -11,6 +11,7 @@
 #[allow(unsafe_code)]
 mod alloc;
 mod buffer;
+mod cpus;
 mod emulation;
 mod pool;
 mod set;
@@ -21,6 +22,7 @@ pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{NumaBinder, PagePlacement, node_list};
 pub use buffer::Buffer;
+pub use cpus::{CopyCores, Pinned};
 pub use emulation::{Emulation, WaitModel, busy_wait_ns, busy_wait_until, sleep_until};
 pub use pool::{Backend, PageTally, Pool, PoolKind};
 pub use set::{PoolSet, available_memory, total_memory};

@@ -22,10 +22,12 @@ use crate::ProfileError;
 use crate::engine::Engine;
 use placer_exec::Stats;
 use placer_ir::{Model, NodeId};
+use placer_pools::CopyCores;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::mpsc::channel;
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Alone/with pairs per op.
@@ -86,72 +88,132 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
             *entry = n;
         }
     }
-    let src = vec![1u8; BUFFER];
-    let mut dst = vec![0u8; BUFFER];
-    let (jobs, inbox) = channel::<usize>();
-    let (done, finished) = channel::<Duration>();
-    std::thread::scope(|s| {
-        let (src, dst) = (&src, &mut dst);
-        s.spawn(move || {
-            for bytes in inbox {
-                let start = Instant::now();
-                let mut left = bytes;
-                while left > 0 {
-                    let n = left.min(BUFFER);
-                    dst[..n].copy_from_slice(&src[..n]);
-                    black_box(&dst[..n]);
-                    left -= n;
-                }
-                if done.send(start.elapsed()).is_err() {
-                    break;
-                }
-            }
-        });
-        let copy = |bytes: usize| -> Result<f64, ProfileError> {
-            jobs.send(bytes).map_err(|_| thread_gone())?;
-            finished.recv().map(|d| d.as_nanos() as f64).map_err(|_| thread_gone())
-        };
-        let alone: Vec<f64> = (0..5).map(|_| copy(BUFFER).map(|ns| ns / BUFFER as f64)).collect::<Result<_, _>>()?;
+    // As a plan's step runs (`placer_exec::PlanExecutor::step`): the kernels launched
+    // from a worker of the pool pinned to its core, the copy thread kept off that core.
+    let (memcpy_ns_per_byte, ops) = placer_exec::as_launcher(|launcher| {
+        let copier = CopyBench::start(launcher)?;
+        let alone: Vec<f64> = (0..5)
+            .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
+            .collect::<Result<_, _>>()?;
         let memcpy_ns_per_byte = median(&alone);
-        // As a plan runs: the pool threads are not woken before each kernel, since that
-        // wake-up (outside the timing) would wait for the core the copy holds and hide
-        // part of the loss.
-        engine.set_warm_pool(false);
         let mut ops = Vec::with_capacity(longest.len());
         for (op, &n) in &longest {
-            let nodes = [n];
-            let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
-            let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
-            let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
-            // Timed from before the hand-over to the kernel's end: a copy thread that wakes
-            // on the core of the thread handing it the copy can take that core before the
-            // kernel starts, and a plan's step pays for that stall too.
-            let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..PAIRS {
-                let start = Instant::now();
-                time(engine)?;
-                alone.push(start.elapsed().as_nanos() as f64);
-                let start = Instant::now();
-                jobs.send(bytes).map_err(|_| thread_gone())?;
-                time(engine)?;
-                with.push(start.elapsed().as_nanos() as f64);
-                copies.push(finished.recv().map_err(|_| thread_gone())?.as_nanos() as f64);
-            }
-            let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
-            ops.push(OpInterference {
-                op: op.clone(),
-                node: model.node(n).name.clone(),
-                copy_bytes: bytes as u64,
-                alone_ns,
-                with_ns,
-                copy_ns,
-                share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
-            });
+            ops.push(measure_op(engine, model, op, n, memcpy_ns_per_byte, &copier)?);
         }
-        drop(jobs);
-        engine.set_warm_pool(true);
-        Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
-    })
+        Ok::<_, ProfileError>((memcpy_ns_per_byte, ops))
+    })?;
+    Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
+}
+
+/// A copy thread with two DRAM buffers of its own, as a plan's copy thread memcpys
+/// before it sleeps an emulated pool's wait, kept off the launcher's core as a plan's is.
+/// Copies longer than its buffers repeat over them. Dropping it stops the thread.
+#[derive(Debug)]
+pub struct CopyBench {
+    jobs: Option<Sender<usize>>,
+    finished: Receiver<Duration>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl CopyBench {
+    /// Starts the thread, kept off core `launcher` (from [`placer_exec::as_launcher`]).
+    pub fn start(launcher: Option<usize>) -> Result<CopyBench, ProfileError> {
+        let (jobs, inbox) = channel::<usize>();
+        let (done, finished) = channel::<Duration>();
+        let thread = std::thread::Builder::new()
+            .name("placer-copy-bench".into())
+            .spawn(move || {
+                CopyCores::of_this_thread().keep_off(launcher);
+                let (src, mut dst) = (vec![1u8; BUFFER], vec![0u8; BUFFER]);
+                for bytes in inbox {
+                    let start = Instant::now();
+                    let mut left = bytes;
+                    while left > 0 {
+                        let n = left.min(BUFFER);
+                        dst[..n].copy_from_slice(&src[..n]);
+                        black_box(&dst[..n]);
+                        left -= n;
+                    }
+                    if done.send(start.elapsed()).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| ProfileError::Usage { reason: format!("cannot start a copy thread: {e}") })?;
+        Ok(CopyBench { jobs: Some(jobs), finished, thread: Some(thread) })
+    }
+
+    /// Hands the thread a copy of `bytes` and returns at once.
+    pub fn hand(&self, bytes: usize) -> Result<(), ProfileError> {
+        self.jobs.as_ref().ok_or_else(thread_gone)?.send(bytes).map_err(|_| thread_gone())
+    }
+
+    /// Waits for the oldest copy handed over, and says how long it took.
+    pub fn done(&self) -> Result<Duration, ProfileError> {
+        self.finished.recv().map_err(|_| thread_gone())
+    }
+
+    /// A copy of `bytes`, start to finish.
+    pub fn copy(&self, bytes: usize) -> Result<Duration, ProfileError> {
+        self.hand(bytes)?;
+        self.done()
+    }
+}
+
+impl Drop for CopyBench {
+    fn drop(&mut self) {
+        // Closing the queue stops the thread after the copies handed over.
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One op's pairs, its copies handed to the copy thread through `jobs`.
+fn measure_op(
+    engine: &mut Engine<'_>,
+    model: &Model,
+    op: &str,
+    n: NodeId,
+    memcpy_ns_per_byte: f64,
+    copier: &CopyBench,
+) -> Result<OpInterference, ProfileError> {
+    // As a plan runs: the pool threads are not woken before each kernel, since that
+    // wake-up (outside the timing) would wait for the core the copy holds and hide part
+    // of the loss.
+    engine.set_warm_pool(false);
+    let nodes = [n];
+    let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
+    let result = (|| {
+        let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
+        let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+        // Timed from before the hand-over to the kernel's end, as a plan's step pays for
+        // whatever the hand-over costs the launcher.
+        let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..PAIRS {
+            let start = Instant::now();
+            time(engine)?;
+            alone.push(start.elapsed().as_nanos() as f64);
+            let start = Instant::now();
+            copier.hand(bytes)?;
+            time(engine)?;
+            with.push(start.elapsed().as_nanos() as f64);
+            copies.push(copier.done()?.as_nanos() as f64);
+        }
+        let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
+        Ok(OpInterference {
+            op: op.to_string(),
+            node: model.node(n).name.clone(),
+            copy_bytes: bytes as u64,
+            alone_ns,
+            with_ns,
+            copy_ns,
+            share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
+        })
+    })();
+    engine.set_warm_pool(true);
+    result
 }
 
 fn median(samples: &[f64]) -> f64 {

@@ -9,8 +9,10 @@ use placer_host::HostActivity;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
-/// Bumped whenever the encoding of [`Profile`] changes; older files are refused.
-pub const FORMAT_VERSION: u32 = 8;
+/// Bumped whenever the encoding of [`Profile`] changes, or what a recorded figure means;
+/// older files are refused. 9: interference shares measured with the launcher pinned and
+/// the copy thread kept off its core, as plans now run (`placer_exec::as_launcher`).
+pub const FORMAT_VERSION: u32 = 9;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

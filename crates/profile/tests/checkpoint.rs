@@ -4,6 +4,7 @@ mod common;
 
 use common::profile;
 use placer_profile::checkpoint;
+use placer_profile::record::FORMAT_VERSION;
 
 #[test]
 fn a_saved_profile_loads_back_identical() {
@@ -22,11 +23,12 @@ fn a_saved_profile_loads_back_identical() {
 fn damaged_and_foreign_files_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = checkpoint::encode(&profile("m", 100)).expect("encodes");
+    let other = format!("format version {}", FORMAT_VERSION + 1);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("text.ckpt", b"hello".to_vec(), "not a placer-profile checkpoint"),
         ("truncated.ckpt", good[..good.len() / 2].to_vec(), "damaged"),
         ("trailing.ckpt", [good.clone(), vec![0, 1, 2]].concat(), "trailing bytes"),
-        ("v9.ckpt", [&good[..15], &9u32.to_le_bytes()[..], &good[19..]].concat(), "format version 9"),
+        ("other.ckpt", [&good[..15], &(FORMAT_VERSION + 1).to_le_bytes()[..], &good[19..]].concat(), &other),
     ];
     for (name, bytes, expected) in cases {
         let path = dir.path().join(name);
@@ -55,7 +57,7 @@ fn an_unwritable_directory_is_an_error_and_the_old_file_survives() {
 /// or tried to allocate gigabytes; the decoder's byte limit now refuses it.
 #[test]
 fn fuzz_a_string_length_past_the_end_is_refused_not_allocated() {
-    let header = [&b"placer-profile\n"[..], &placer_profile::record::FORMAT_VERSION.to_le_bytes()].concat();
+    let header = [&b"placer-profile\n"[..], &FORMAT_VERSION.to_le_bytes()].concat();
     let cases: [(&str, &[u8]); 3] = [
         ("fuzz-u32-length.ckpt", &[0xfc, 0xff, 0xff, 0xff, 0xe9]),
         ("fuzz-u64-length.ckpt", &[0xfd, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]),

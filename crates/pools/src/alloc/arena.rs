@@ -122,6 +122,8 @@ pub struct Arenas {
     arenas: Vec<Arena>,
     busy: Vec<Busy>,
     copier: CopyThread,
+    /// The core copies keep off (the launcher's; see [`crate::Pinned`]).
+    copies_off: Option<usize>,
 }
 
 /// A copy on its way to the copy thread. Its pointers never leave this module.
@@ -133,6 +135,8 @@ struct Job {
     len: usize,
     /// What the emulated pools charge for the copy, slept after it.
     extra_ns: f64,
+    /// The core the copy thread keeps off while it runs this copy.
+    keep_off: Option<usize>,
 }
 
 // SAFETY: the pointers refer to arena memory that stays allocated (the arenas join the
@@ -158,7 +162,9 @@ impl CopyThread {
         let thread = std::thread::Builder::new()
             .name("placer-copy".into())
             .spawn(move || {
+                let mut cores = crate::CopyCores::of_this_thread();
                 for job in inbox {
+                    cores.keep_off(job.keep_off);
                     let start = Instant::now();
                     // SAFETY: `start_copy` checked that both slots lie inside their
                     // arenas, are placed, and do not overlap each other; until the job is
@@ -241,7 +247,7 @@ impl Arenas {
                 return Err(e);
             }
         };
-        Ok(Arenas { arenas, busy: Vec::new(), copier })
+        Ok(Arenas { arenas, busy: Vec::new(), copier, copies_off: None })
     }
 
     /// Bytes reserved in each pool.
@@ -379,8 +385,14 @@ impl Arenas {
             return Err(refused(to.pool, format!("bytes at {} are already in a copy", to.offset)));
         }
         let id = NEXT_COPY.fetch_add(1, Ordering::Relaxed);
-        let job =
-            Job { id, src: self.slot_ptr(from).cast_const(), dst: self.slot_ptr(to), len: from.len as usize, extra_ns };
+        let job = Job {
+            id,
+            src: self.slot_ptr(from).cast_const(),
+            dst: self.slot_ptr(to),
+            len: from.len as usize,
+            extra_ns,
+            keep_off: self.copies_off,
+        };
         self.copier.submit(job)?;
         self.busy.push(Busy { job: id, from, to });
         Ok(CopyTicket { id })
@@ -395,6 +407,13 @@ impl Arenas {
         self.copier.wait_for(ticket.id)?;
         self.busy.retain(|b| b.job != ticket.id);
         Ok(())
+    }
+
+    /// Keeps the copies started from now on off core `cpu` (the core of the thread that
+    /// launches kernels, pinned there: see [`crate::Pinned`]), or lets them run on any
+    /// core when `None`.
+    pub fn keep_copies_off(&mut self, cpu: Option<usize>) {
+        self.copies_off = cpu;
     }
 
     /// Copies in flight.

@@ -1,0 +1,93 @@
+//! Which cores a thread may run on: how a background copy is kept off the core of the
+//! thread that launches kernels.
+//!
+//! A plan's steps are driven by one thread, the launcher: it hands copies to the copy
+//! thread and runs every kernel (with the pool's other threads). Left to the scheduler, a
+//! copy thread woken by the launcher is often placed on the launcher's own core, and,
+//! having slept, preempts it and keeps the core for a scheduler slice: on this 2-core
+//! host the launcher then stalled for milliseconds between kernels, in about a third of
+//! a plan's steps (docs/BENCHMARKS.md). No kernel's timing showed it, and no model charged
+//! it. Pinned for the step to the core it is on, with the copy thread kept off that core,
+//! the launcher is never the thread a copy displaces: the copy shares a core with a
+//! worker of the kernel instead, which is the cost the interference calibration measures.
+
+use rustix::thread::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
+
+/// The calling thread pinned to the core it was on; its previous mask is restored when
+/// this is dropped.
+#[derive(Debug)]
+pub struct Pinned {
+    saved: CpuSet,
+    cpu: usize,
+}
+
+impl Pinned {
+    /// Pins the calling thread to the core it is running on, if the thread may run on
+    /// another core as well (with one core there is nothing to keep a copy off). `None`
+    /// when it may not, or when the kernel refuses the mask.
+    pub fn here() -> Option<Pinned> {
+        let saved = sched_getaffinity(None).ok()?;
+        if saved.count() < 2 {
+            return None;
+        }
+        let cpu = sched_getcpu();
+        let mut only = CpuSet::new();
+        only.set(cpu);
+        sched_setaffinity(None, &only).ok()?;
+        Some(Pinned { saved, cpu })
+    }
+
+    /// The core the thread is pinned to.
+    pub fn cpu(&self) -> usize {
+        self.cpu
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // The thread keeps running either way; a mask the kernel refuses now is one it
+        // accepted before, so this cannot fail in practice, and there is no one to tell.
+        let _ = sched_setaffinity(None, &self.saved);
+    }
+}
+
+/// The cores a copy thread may run on as it started, so that it can keep off one of
+/// them (the launcher's) and come back to all of them.
+#[derive(Debug)]
+pub struct CopyCores {
+    allowed: CpuSet,
+    off: Option<usize>,
+}
+
+impl CopyCores {
+    /// The calling thread's cores, every core when they cannot be read.
+    pub fn of_this_thread() -> CopyCores {
+        let allowed = sched_getaffinity(None).unwrap_or_else(|_| {
+            let mut all = CpuSet::new();
+            (0..CpuSet::MAX_CPU).for_each(|c| all.set(c));
+            all
+        });
+        CopyCores { allowed, off: None }
+    }
+
+    /// Keeps the calling thread off core `cpu`, or lets it run on all of its cores again
+    /// when `None`. A core the thread may not use, or its only core, is not given up.
+    pub fn keep_off(&mut self, cpu: Option<usize>) {
+        if cpu == self.off {
+            return;
+        }
+        let mut mask = self.allowed;
+        if let Some(cpu) = cpu
+            && cpu < CpuSet::MAX_CPU
+            && mask.is_set(cpu)
+            && mask.count() > 1
+        {
+            mask.unset(cpu);
+        }
+        // A refused mask leaves the thread where it was, which costs only the stall this
+        // avoids; `off` stays as it was, so the next copy tries again.
+        if sched_setaffinity(None, &mask).is_ok() {
+            self.off = cpu;
+        }
+    }
+}
