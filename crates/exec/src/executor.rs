@@ -330,8 +330,9 @@ impl<'m> Executor<'m> {
         let mut emulated_wait_ns = 0.0;
         // The schedule runs on a worker of the kernels' thread pool, so a parallel
         // kernel starts on this thread at once instead of handing off to the pool and
-        // sleeping until it is done.
-        rayon::scope(|_| {
+        // sleeping until it is done; pinned to its core, as a plan's steps run, so a
+        // profile times kernels as runs launch them.
+        crate::as_launcher(|_| {
             for &n in nodes {
                 let (ns, wait) = self.run_node(n)?;
                 kernel_ns.push(ns);

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes, or what a recorded figure means;
-/// older files are refused. 9: interference shares measured with the launcher pinned and
-/// the copy thread kept off its core, as plans now run (`placer_exec::as_launcher`).
+/// older files are refused. 9: kernels timed from a launcher pinned to its core, and
+/// interference shares with the copy thread kept off that core, as plans now run
+/// (`placer_exec::as_launcher`).
 pub const FORMAT_VERSION: u32 = 9;
 
 /// One pool as the profile saw it.
