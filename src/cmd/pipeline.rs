@@ -39,6 +39,11 @@ pub struct Args {
     /// Untimed steps of each plan first.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// Untimed steps of a plan before each of its timed ones, when several plans run
+    /// interleaved, so each is timed in its own cache state rather than the one the
+    /// plan before it left.
+    #[arg(long, default_value_t = 1)]
+    rewarm: usize,
     /// Profile: timed steps per pass, at least (see `placer profile --reps`); more are
     /// run until every picked kernel's median is known to 2%.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -97,6 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         measure: MeasureOptions {
             warmup: args.warmup,
             iterations: args.iterations as usize,
+            rewarm: args.rewarm,
             seed: 0x5EED,
             require_quiet: args.require_quiet,
         },

@@ -41,6 +41,11 @@ pub struct Args {
     /// interleaved step by step in this process.
     #[arg(long, requires = "plan")]
     compare_baselines: bool,
+    /// Untimed steps of a plan before each of its timed ones, when several plans run
+    /// interleaved, so each is timed in its own cache state rather than the one the
+    /// plan before it left.
+    #[arg(long, default_value_t = 1, requires = "compare_baselines")]
+    rewarm: usize,
     /// Print the summary as JSON instead of tables.
     #[arg(long)]
     json: bool,
@@ -79,6 +84,7 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     let options = MeasureOptions {
         warmup: args.warmup,
         iterations: args.iterations as usize,
+        rewarm: args.rewarm,
         seed: args.seed,
         require_quiet: args.require_quiet,
     };

@@ -3,6 +3,12 @@
 //! along each round) so that a host drifting by tens of percent over a minute moves all
 //! of them alike: ratios measured side by side hold, absolute times do not
 //! (docs/background.md, timing on a shared host).
+//!
+//! A plan's turn starts with an untimed step of its own ([`MeasureOptions::rewarm`]):
+//! a model that fits in the last-level cache otherwise runs its timed step in what the
+//! plan before it left there, not in its own steady state, as a training run would. The
+//! all-DRAM plan of LeNet b256 measured +9% and +16% over its prediction interleaved
+//! without it, +2% and +4% alone (docs/running.md).
 
 use crate::EvalError;
 use placer_exec::{ClockInfo, EmulatedPoolUse, PlanExecutor, PlanRunReport, PlanStepTimes, Stats};
@@ -24,6 +30,9 @@ pub struct MeasureOptions {
     pub warmup: usize,
     /// Timed steps of each plan.
     pub iterations: usize,
+    /// Untimed steps of a plan at the start of each of its turns, when there are
+    /// several plans.
+    pub rewarm: usize,
     pub seed: u64,
     /// A busy host before the timed steps is an error instead of a warning
     /// ([`crate::check_host`]).
@@ -32,7 +41,7 @@ pub struct MeasureOptions {
 
 impl Default for MeasureOptions {
     fn default() -> Self {
-        MeasureOptions { warmup: 2, iterations: 10, seed: 0x5EED, require_quiet: false }
+        MeasureOptions { warmup: 2, iterations: 10, rewarm: 1, seed: 0x5EED, require_quiet: false }
     }
 }
 
@@ -118,11 +127,24 @@ pub fn run_interleaved(
             losses[i].extend(exec.loss());
         }
     }
-    progress(&format!("{} timed steps of each plan, interleaved", options.iterations));
     let n = contenders.len();
+    progress(&format!(
+        "{} timed steps of each plan, interleaved{}",
+        options.iterations,
+        match options.rewarm {
+            _ if n == 1 => String::new(),
+            0 => String::new(),
+            1 => ", each after an untimed one of its own".to_string(),
+            r => format!(", each after {r} untimed ones of its own"),
+        }
+    ));
     for round in 0..options.iterations {
         for k in 0..n {
             let i = (round + k) % n;
+            for _ in 0..if n > 1 { options.rewarm } else { 0 } {
+                step(&mut executors[i], &contenders[i].name)?;
+                losses[i].extend(executors[i].loss());
+            }
             let t = step(&mut executors[i], &contenders[i].name)?;
             losses[i].extend(executors[i].loss());
             times[i].push(t);

@@ -66,7 +66,7 @@ fn solved(model: &Model, budget: &str, formulation: Formulation) -> SolveResult 
 
 fn run(model: &Model, plans: Vec<(String, Plan)>, iterations: usize) -> Result<Vec<placer_eval::Measured>, EvalError> {
     let contenders: Vec<Contender> = plans.into_iter().map(|(name, plan)| Contender { name, plan }).collect();
-    let options = MeasureOptions { warmup: 1, iterations, seed: 7, require_quiet: false };
+    let options = MeasureOptions { warmup: 1, iterations, rewarm: 1, seed: 7, require_quiet: false };
     run_interleaved(model, &mut || Ok(pools()), &contenders, &options, &mut |_| {})
 }
 
@@ -74,7 +74,8 @@ fn run(model: &Model, plans: Vec<(String, Plan)>, iterations: usize) -> Result<V
 fn plans_compute_what_the_plain_executor_computes_within_their_budget() {
     let model = zoo("lenet-mnist", 8);
     let mut plain = Executor::new(&model, pools(), &PoolAssignment::all_in(&model, PoolId(0)), 7).expect("executor");
-    let expected = plain.run(&RunOptions { warmup: 1, iterations: 3, seed: 7 }).expect("plain run").losses;
+    // Each plan's turn is an untimed step of its own, then a timed one: 1 + 3 × 2 steps.
+    let expected = plain.run(&RunOptions { warmup: 1, iterations: 6, seed: 7 }).expect("plain run").losses;
     for formulation in [Formulation::Sync, Formulation::Async] {
         let result = solved(&model, "30%", formulation);
         let plan = &result.plan;
