@@ -5,7 +5,8 @@
 # drift falls on each alike. Prints one row per run: every strategy's raw error, the
 # worst |error|, the ILP plan's time between kernels ("rest": step median minus its
 # kernels, copy waits and blocking copies) against the median rest of the baselines,
-# and the ILP plan against the best baseline (> 1: the plan is faster).
+# and the ILP plan against the best baseline (> 1: the plan is faster; "level" when the
+# medians differ by less than their MADs together, as the pipeline's summary says).
 #   scripts/bench-predictions.sh ROUNDS MODEL.json "PIPELINE ARGS" PLACER [PLACER ...]
 set -euo pipefail
 rounds=$1 model=$2 args=$3
@@ -37,7 +38,8 @@ if first:
 print(f"| {run} | {binary} | " + " | ".join(f"{100*r['error']:+.1f}%" for r in rows) +
       f" | {100*max(abs(r['error']) for r in rows):.1f}%"
       f" | {rest(ilp['name']):.1f} ({statistics.median(rest(b['name']) for b in baselines):.1f})"
-      f" | {best['measured_ms']/ilp['measured_ms']:.3f}× {best['name']} |")
+      f" | {best['measured_ms']/ilp['measured_ms']:.3f}× {best['name']}"
+      f"{' (level: within the MADs)' if abs(best['measured_ms'] - ilp['measured_ms']) < best['mad_ms'] + ilp['mad_ms'] else ''} |")
 PY
     first=0
   done
