@@ -1,15 +1,6 @@
-//! Which cores a thread may run on: how a background copy is kept off the core of the
-//! thread that launches kernels.
-//!
-//! A plan's steps are driven by one thread, the launcher: it hands copies to the copy
-//! thread and runs every kernel (with the pool's other threads). Left to the scheduler, a
-//! copy thread woken by the launcher is often placed on the launcher's own core, and,
-//! having slept, preempts it and keeps the core for a scheduler slice: on this 2-core
-//! host the launcher then stalled for milliseconds between kernels, in about a third of
-//! a plan's steps (docs/BENCHMARKS.md). No kernel's timing showed it, and no model charged
-//! it. Pinned for the step to the core it is on, with the copy thread kept off that core,
-//! the launcher is never the thread a copy displaces: the copy shares a core with a
-//! worker of the kernel instead, which is the cost the interference calibration measures.
+//! Which cores a thread may run on: the thread that launches kernels pinned to its core,
+//! and a copy thread kept off that core, so a copy never preempts the launcher between
+//! kernels (why, and what it measured: `placer_exec::as_launcher`, docs/running.md).
 
 use rustix::thread::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
 
