@@ -128,11 +128,12 @@ pub fn run_interleaved(
         }
     }
     let n = contenders.len();
+    // One plan has no neighbour to warm its cache away.
+    let rewarm = if n > 1 { options.rewarm } else { 0 };
     progress(&format!(
         "{} timed steps of each plan, interleaved{}",
         options.iterations,
-        match options.rewarm {
-            _ if n == 1 => String::new(),
+        match rewarm {
             0 => String::new(),
             1 => ", each after an untimed one of its own".to_string(),
             r => format!(", each after {r} untimed ones of its own"),
@@ -141,7 +142,7 @@ pub fn run_interleaved(
     for round in 0..options.iterations {
         for k in 0..n {
             let i = (round + k) % n;
-            for _ in 0..if n > 1 { options.rewarm } else { 0 } {
+            for _ in 0..rewarm {
                 step(&mut executors[i], &contenders[i].name)?;
                 losses[i].extend(executors[i].loss());
             }

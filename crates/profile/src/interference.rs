@@ -88,9 +88,13 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
             *entry = n;
         }
     }
-    // As a plan's step runs (`placer_exec::PlanExecutor::step`): the kernels launched
-    // from a worker of the pool pinned to its core, the copy thread kept off that core.
-    let (memcpy_ns_per_byte, ops) = placer_exec::as_launcher(|launcher| {
+    // As a plan runs: the pool threads are not woken before each kernel, since that
+    // wake-up (outside the timing) would wait for the core the copy holds and hide part
+    // of the loss. And as a plan's step runs (`placer_exec::PlanExecutor::step`): the
+    // kernels launched from a worker of the pool pinned to its core, the copy thread kept
+    // off that core.
+    engine.set_warm_pool(false);
+    let measured = placer_exec::as_launcher(|launcher| {
         let copier = CopyBench::start(launcher)?;
         let alone: Vec<f64> = (0..5)
             .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
@@ -101,7 +105,9 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
             ops.push(measure_op(engine, model, op, n, memcpy_ns_per_byte, &copier)?);
         }
         Ok::<_, ProfileError>((memcpy_ns_per_byte, ops))
-    })?;
+    });
+    engine.set_warm_pool(true);
+    let (memcpy_ns_per_byte, ops) = measured?;
     Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
 }
 
@@ -170,7 +176,7 @@ impl Drop for CopyBench {
     }
 }
 
-/// One op's pairs, its copies handed to the copy thread through `jobs`.
+/// One op's pairs, its copies handed to `copier`.
 fn measure_op(
     engine: &mut Engine<'_>,
     model: &Model,
@@ -179,41 +185,33 @@ fn measure_op(
     memcpy_ns_per_byte: f64,
     copier: &CopyBench,
 ) -> Result<OpInterference, ProfileError> {
-    // As a plan runs: the pool threads are not woken before each kernel, since that
-    // wake-up (outside the timing) would wait for the core the copy holds and hide part
-    // of the loss.
-    engine.set_warm_pool(false);
     let nodes = [n];
     let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
-    let result = (|| {
-        let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
-        let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
-        // Timed from before the hand-over to the kernel's end, as a plan's step pays for
-        // whatever the hand-over costs the launcher.
-        let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
-        for _ in 0..PAIRS {
-            let start = Instant::now();
-            time(engine)?;
-            alone.push(start.elapsed().as_nanos() as f64);
-            let start = Instant::now();
-            copier.hand(bytes)?;
-            time(engine)?;
-            with.push(start.elapsed().as_nanos() as f64);
-            copies.push(copier.done()?.as_nanos() as f64);
-        }
-        let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
-        Ok(OpInterference {
-            op: op.to_string(),
-            node: model.node(n).name.clone(),
-            copy_bytes: bytes as u64,
-            alone_ns,
-            with_ns,
-            copy_ns,
-            share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
-        })
-    })();
-    engine.set_warm_pool(true);
-    result
+    let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
+    let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+    // Timed from before the hand-over to the kernel's end, as a plan's step pays for
+    // whatever the hand-over costs the launcher.
+    let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..PAIRS {
+        let start = Instant::now();
+        time(engine)?;
+        alone.push(start.elapsed().as_nanos() as f64);
+        let start = Instant::now();
+        copier.hand(bytes)?;
+        time(engine)?;
+        with.push(start.elapsed().as_nanos() as f64);
+        copies.push(copier.done()?.as_nanos() as f64);
+    }
+    let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
+    Ok(OpInterference {
+        op: op.to_string(),
+        node: model.node(n).name.clone(),
+        copy_bytes: bytes as u64,
+        alone_ns,
+        with_ns,
+        copy_ns,
+        share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
+    })
 }
 
 fn median(samples: &[f64]) -> f64 {
