@@ -113,6 +113,9 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         },
     ]);
     facts.row(vec!["tiers".into(), layout.tiers().iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" > ")]);
+    if matches!(topo.source, Source::ThisHost) {
+        facts.row(vec!["huge pages".into(), huge_pages(placer_pools::transparent_huge_pages().as_deref())]);
+    }
     if let Some(b) = baseline {
         facts.row(vec![
             "DRAM baseline".into(),
@@ -245,6 +248,21 @@ fn emulated_nodes(b: &placer_host::BackendSpec) -> String {
 
 fn spread(s: placer_host::bandwidth::Spread) -> String {
     format!("{:.1} [{:.1}-{:.1}]", s.median, s.min, s.max)
+}
+
+/// What the host's transparent huge page mode means for placer's buffers.
+fn huge_pages(mode: Option<&str>) -> String {
+    match mode {
+        Some(m @ ("always" | "madvise")) => {
+            format!(
+                "transparent huge pages '{m}': NUMA-bound buffers of 2 MiB or more get huge pages when the kernel has them free"
+            )
+        }
+        Some(m) => format!(
+            "transparent huge pages '{m}': every buffer has 4 KiB pages, and kernel times vary more from one buffer to the next"
+        ),
+        None => "no transparent huge pages in this kernel: every buffer has 4 KiB pages".into(),
+    }
 }
 
 fn describe_source(source: &Source) -> String {

@@ -20,7 +20,7 @@ mod side_cache;
 pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
-pub use alloc::numa::{NumaBinder, PagePlacement, node_list};
+pub use alloc::numa::{HUGE_PAGE, NumaBinder, PagePlacement, node_list, transparent_huge_pages};
 pub use buffer::Buffer;
 pub use cpus::{CopyCores, Pinned};
 pub use emulation::{Emulation, WaitModel, busy_wait_ns, busy_wait_until, sleep_until};

@@ -131,3 +131,44 @@ fn retagging_moves_accounting_between_pools_that_share_memory_only() {
     assert!(matches!(err, PoolError::Full { .. }));
     assert_eq!((back.pool(), pools.pool(PoolId(0)).in_use()), (PoolId(0), 8192));
 }
+
+/// The `THPeligible` flag of the mapping that holds `address`, from /proc/self/smaps.
+fn thp_eligible(address: usize) -> Option<bool> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    let mut inside = false;
+    for line in smaps.lines() {
+        if let Some((range, _)) = line.split_once(' ') {
+            if let Some((start, end)) = range.split_once('-') {
+                if let (Ok(s), Ok(e)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) {
+                    inside = (s..e).contains(&address);
+                    continue;
+                }
+            }
+        }
+        if inside && let Some(flag) = line.strip_prefix("THPeligible:") {
+            return Some(flag.trim() == "1");
+        }
+    }
+    None
+}
+
+#[test]
+fn large_numa_buffers_start_on_a_huge_page_and_ask_for_huge_pages() {
+    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
+    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
+    let backend = Backend::Numa { nodes: vec![0], binder };
+    let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(backend)]);
+    let large = pools.allocate(PoolId(0), (5 << 20) + 12345).expect("fits");
+    assert_eq!(large.bytes().as_ptr() as usize % HUGE_PAGE, 0);
+    assert_eq!(large.bytes().len(), (5 << 20) + 12345);
+    let small = pools.allocate(PoolId(0), 1000).expect("fits");
+    assert_eq!(small.bytes().as_ptr() as usize % ALIGN, 0);
+    let mode = transparent_huge_pages();
+    let eligible = thp_eligible(large.bytes().as_ptr() as usize);
+    match mode.as_deref() {
+        // Under `madvise`, only the advice makes a mapping eligible.
+        Some("always") | Some("madvise") => assert_eq!(eligible, Some(true), "THP {mode:?}"),
+        Some("never") => assert_eq!(eligible, Some(false), "THP {mode:?}"),
+        _ => assert_eq!(eligible, None, "no THP on this kernel, yet smaps has the flag"),
+    }
+}

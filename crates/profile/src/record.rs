@@ -12,8 +12,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// Bumped whenever the encoding of [`Profile`] changes, or what a recorded figure means;
 /// older files are refused. 9: kernels timed from a launcher pinned to its core, and
 /// interference shares with the copy thread kept off that core, as plans now run
-/// (`placer_exec::as_launcher`).
-pub const FORMAT_VERSION: u32 = 9;
+/// (`placer_exec::as_launcher`). 10: buffers on huge pages where the host allows them
+/// (kernel times move by about 10% with that).
+pub const FORMAT_VERSION: u32 = 10;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

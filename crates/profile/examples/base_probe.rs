@@ -1,0 +1,64 @@
+//! Throwaway probe: base-config picks in a pass against the same nodes in a whole
+//! all-DRAM step measured right after, alternating.
+#![allow(clippy::print_stdout)]
+use placer_host::{Host, HostOptions};
+use placer_profile::engine::Engine;
+use placer_profile::pass_run::{PassContext, base_placement, reference_pass, run_pass};
+use placer_profile::passes;
+use placer_profile::profiler::{self, ProfileOptions};
+use std::path::Path;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let model = placer_ir::load_model(Path::new(&args[1]))?;
+    let rounds: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(2);
+    let mut host = Host::open(&HostOptions::default())?;
+    let pools = host.pool_set()?;
+    let options = ProfileOptions::pipeline(3, 1);
+    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
+    let base = base_placement(&model, &plan.pins);
+    let mut exec = Engine::new(&model, pools, &base, &options.protocol)?;
+    let first = reference_pass(&mut exec, &model, &base, &options.protocol)?;
+    let conflicts = passes::conflicts(&model, false);
+    let cx = PassContext {
+        model: &model,
+        tasks: &plan.measured,
+        base: &base,
+        protocol: &options.protocol,
+        conflicts: &conflicts,
+        reference_ns: &first,
+    };
+    let index = |name: &str| model.nodes().iter().position(|n| n.name == name);
+    let (mut sb, mut sr, mut sf) = (0.0, 0.0, 0.0);
+    for r in 0..rounds {
+        for p in 0..plan.passes.len() {
+            let result = run_pass(&mut exec, &cx, &plan.passes[p], p as u32)?;
+            let now = reference_pass(&mut exec, &model, &base, &options.protocol)?;
+            let (mut b, mut n, mut f) = (0.0, 0.0, 0.0);
+            for m in &result.measurements {
+                if m.config.iter().all(|&c| c == 0) {
+                    if let Some(i) = index(&m.node) {
+                        if now[i] > 20_000.0 {
+                            b += m.median_ns;
+                            n += now[i];
+                            f += first[i];
+                        }
+                    }
+                }
+            }
+            println!(
+                "round {r} pass {p}: base picks {:.3} ms, same nodes whole step now {:.3} ms (ratio {:.3}), in first reference {:.3} ms; pass drift {:.3}",
+                b / 1e6,
+                n / 1e6,
+                b / n,
+                f / 1e6,
+                result.drift
+            );
+            sb += b;
+            sr += n;
+            sf += f;
+        }
+    }
+    println!("all: base picks / whole-now {:.3}, whole-now / first reference {:.3}", sb / sr, sr / sf);
+    Ok(())
+}
