@@ -137,13 +137,12 @@ fn thp_eligible(address: usize) -> Option<bool> {
     let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let mut inside = false;
     for line in smaps.lines() {
-        if let Some((range, _)) = line.split_once(' ') {
-            if let Some((start, end)) = range.split_once('-') {
-                if let (Ok(s), Ok(e)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16)) {
-                    inside = (s..e).contains(&address);
-                    continue;
-                }
-            }
+        if let Some((range, _)) = line.split_once(' ')
+            && let Some((start, end)) = range.split_once('-')
+            && let (Ok(s), Ok(e)) = (usize::from_str_radix(start, 16), usize::from_str_radix(end, 16))
+        {
+            inside = (s..e).contains(&address);
+            continue;
         }
         if inside && let Some(flag) = line.strip_prefix("THPeligible:") {
             return Some(flag.trim() == "1");

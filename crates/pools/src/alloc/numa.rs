@@ -79,9 +79,8 @@ impl NumaBinder {
         // much longer; the slack is never touched) so that all of them can be backed by
         // huge pages, not only the aligned middle of each.
         let offset_slack = if len >= HUGE_PAGE { HUGE_PAGE } else { 0 };
-        let mut map = MmapMut::map_anon(len.max(1) + offset_slack)
+        let map = MmapMut::map_anon(len.max(1) + offset_slack)
             .map_err(|_| PoolError::OutOfMemory { pool: pool.to_string(), requested: len as u64 })?;
-        let offset = map.as_ptr().align_offset(HUGE_PAGE).min(offset_slack);
         // Transparent huge pages where the host allows them on request (`madvise`
         // mode). With 4 KiB pages each buffer's physical pages are scattered anew, and
         // the same kernel on the same data ran 10% faster or slower depending on which
@@ -99,26 +98,34 @@ impl NumaBinder {
         self.topology
             .bind_memory_area::<[u8], _>(&map[..], &set, MemoryBindingPolicy::Bind, MemoryBindingFlags::STRICT)
             .map_err(|e| bind_err(e.to_string()))?;
-        let placement = PagePlacement::touch_and_query(&mut map[offset..offset + len.max(1)], nodes);
-        Ok((MappedRegion { map, offset, len }, placement))
+        let mut region = MappedRegion { map, len };
+        let placement = PagePlacement::touch_and_query(region.bytes_mut(), nodes);
+        Ok((region, placement))
     }
 }
 
 #[derive(Debug)]
 pub(crate) struct MappedRegion {
     map: MmapMut,
-    /// Where the buffer starts in the map (a huge-page boundary for large buffers).
-    offset: usize,
     len: usize,
 }
 
 impl MappedRegion {
+    /// Where the buffer starts in the map: the first huge-page boundary when the map
+    /// has the slack for it (computed, not stored, to keep every `Buffer` small).
+    fn offset(&self) -> usize {
+        let slack = self.map.len() - self.len.max(1);
+        self.map.as_ptr().align_offset(HUGE_PAGE).min(slack)
+    }
+
     pub(crate) fn bytes(&self) -> &[u8] {
-        &self.map[self.offset..self.offset + self.len]
+        let offset = self.offset();
+        &self.map[offset..offset + self.len]
     }
 
     pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
-        &mut self.map[self.offset..self.offset + self.len]
+        let offset = self.offset();
+        &mut self.map[offset..offset + self.len]
     }
 }
 

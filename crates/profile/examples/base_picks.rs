@@ -1,6 +1,11 @@
-//! Throwaway probe: base-config picks in a pass against the same nodes in a whole
-//! all-DRAM step measured right after, alternating.
-#![allow(clippy::print_stdout)]
+//! Do a profile's passes time the all-DRAM configurations as a whole all-DRAM step
+//! does? Each first-stage pass (its picks placed as their configurations say, emulated
+//! waits and all) is followed at once by a whole all-DRAM step of the same engine (the
+//! profile's reference pass), in rounds; the picks whose configuration is all-DRAM are
+//! set beside the same nodes in that step. Kernels under 20 µs are left out.
+//! `cargo run --release -p placer-profile --example base_picks -- MODEL.json [ROUNDS]`
+
+#![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 use placer_host::{Host, HostOptions};
 use placer_profile::engine::Engine;
 use placer_profile::pass_run::{PassContext, base_placement, reference_pass, run_pass};
@@ -10,7 +15,10 @@ use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let model = placer_ir::load_model(Path::new(&args[1]))?;
+    let Some(model) = args.get(1) else {
+        return Err("usage: base_picks MODEL.json [ROUNDS]".into());
+    };
+    let model = placer_ir::load_model(Path::new(model))?;
     let rounds: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(2);
     let mut host = Host::open(&HostOptions::default())?;
     let pools = host.pool_set()?;
@@ -31,19 +39,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let index = |name: &str| model.nodes().iter().position(|n| n.name == name);
     let (mut sb, mut sr, mut sf) = (0.0, 0.0, 0.0);
     for r in 0..rounds {
-        for p in 0..plan.passes.len() {
-            let result = run_pass(&mut exec, &cx, &plan.passes[p], p as u32)?;
+        for (p, picks) in plan.passes.iter().enumerate() {
+            let result = run_pass(&mut exec, &cx, picks, p as u32)?;
             let now = reference_pass(&mut exec, &model, &base, &options.protocol)?;
             let (mut b, mut n, mut f) = (0.0, 0.0, 0.0);
             for m in &result.measurements {
-                if m.config.iter().all(|&c| c == 0) {
-                    if let Some(i) = index(&m.node) {
-                        if now[i] > 20_000.0 {
-                            b += m.median_ns;
-                            n += now[i];
-                            f += first[i];
-                        }
-                    }
+                if m.config.iter().all(|&c| c == 0)
+                    && let Some(i) = index(&m.node)
+                    && now[i] > 20_000.0
+                {
+                    b += m.median_ns;
+                    n += now[i];
+                    f += first[i];
                 }
             }
             println!(
