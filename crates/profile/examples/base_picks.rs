@@ -6,11 +6,9 @@
 //! `cargo run --release -p placer-profile --example base_picks -- MODEL.json [ROUNDS]`
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
-use placer_host::{Host, HostOptions};
-use placer_profile::engine::Engine;
-use placer_profile::pass_run::{PassContext, base_placement, reference_pass, run_pass};
-use placer_profile::passes;
-use placer_profile::profiler::{self, ProfileOptions};
+
+mod common;
+use placer_profile::pass_run::{PassContext, reference_pass, run_pass};
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,14 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let model = placer_ir::load_model(Path::new(model))?;
     let rounds: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(2);
-    let mut host = Host::open(&HostOptions::default())?;
-    let pools = host.pool_set()?;
-    let options = ProfileOptions::pipeline(3, 1);
-    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
-    let base = base_placement(&model, &plan.pins);
-    let mut exec = Engine::new(&model, pools, &base, &options.protocol)?;
-    let first = reference_pass(&mut exec, &model, &base, &options.protocol)?;
-    let conflicts = passes::conflicts(&model, false);
+    let common::Bench { options, plan, base, engine: mut exec, reference_ns: first, conflicts } = common::open(&model)?;
     let cx = PassContext {
         model: &model,
         tasks: &plan.measured,

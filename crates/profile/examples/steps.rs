@@ -6,12 +6,12 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
+mod common;
+
 use placer_exec::Stats;
-use placer_host::{Host, HostOptions};
+use placer_profile::Steps;
 use placer_profile::engine::Engine;
-use placer_profile::pass_run::{PassContext, base_placement, reference_pass, run_pass};
-use placer_profile::profiler::{self, ProfileOptions};
-use placer_profile::{Steps, passes};
+use placer_profile::pass_run::{PassContext, run_pass};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
@@ -27,15 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => return Err("usage: steps MODEL.json [PASSES [ROUNDS]]".into()),
     };
     let model = placer_ir::load_model(Path::new(model))?;
-    let mut host = Host::open(&HostOptions::default())?;
-    let pools = host.pool_set()?;
-    let options = ProfileOptions::pipeline(3, 1);
-    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
-    let base = base_placement(&model, &plan.pins);
-    // Picked steps: one resident executor, which runs whole steps too.
-    let mut exec = Engine::new(&model, pools, &base, &options.protocol)?;
-    let reference_ns = reference_pass(&mut exec, &model, &base, &options.protocol)?;
-    let conflicts = passes::conflicts(&model, false);
+    let common::Bench { options, plan, base, engine: mut exec, reference_ns, conflicts } = common::open(&model)?;
     let whole = placer_profile::Protocol { steps: Steps::Whole, ..options.protocol.clone() };
     let picked = placer_profile::Protocol { steps: Steps::Picked, ..options.protocol.clone() };
     let context = |protocol| PassContext {

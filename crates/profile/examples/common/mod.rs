@@ -1,0 +1,33 @@
+//! What the side-by-side examples share: a profile's first stage planned for this host,
+//! one resident engine, and its reference pass, as `placer profile` starts.
+
+use placer_exec::PoolAssignment;
+use placer_host::{Host, HostOptions};
+use placer_ir::{Model, NodeId};
+use placer_profile::engine::Engine;
+use placer_profile::pass_run::{base_placement, reference_pass};
+use placer_profile::passes;
+use placer_profile::profiler::{self, PassPlan, ProfileOptions};
+
+pub struct Bench<'m> {
+    pub options: ProfileOptions,
+    pub plan: PassPlan,
+    pub base: PoolAssignment,
+    /// One resident engine, which runs picked and whole steps alike.
+    pub engine: Engine<'m>,
+    /// The reference pass's median per node.
+    pub reference_ns: Vec<f64>,
+    pub conflicts: Vec<Vec<NodeId>>,
+}
+
+pub fn open(model: &Model) -> Result<Bench<'_>, Box<dyn std::error::Error>> {
+    let mut host = Host::open(&HostOptions::default())?;
+    let pools = host.pool_set()?;
+    let options = ProfileOptions::pipeline(3, 1);
+    let plan = profiler::plan(model, &pools, &host.fingerprint, &options)?;
+    let base = base_placement(model, &plan.pins);
+    let mut engine = Engine::new(model, pools, &base, &options.protocol)?;
+    let reference_ns = reference_pass(&mut engine, model, &base, &options.protocol)?;
+    let conflicts = passes::conflicts(model, false);
+    Ok(Bench { options, plan, base, engine, reference_ns, conflicts })
+}
