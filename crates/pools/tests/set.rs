@@ -58,6 +58,13 @@ fn the_system_refusing_memory_is_an_error_not_an_abort() {
     assert!(matches!(err, PoolError::OutOfMemory { .. }), "{err}");
 }
 
+/// A NUMA backend bound to `node` on this host.
+fn numa_backend(node: u32) -> Backend {
+    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
+    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
+    Backend::Numa { nodes: vec![node], binder }
+}
+
 #[test]
 fn numa_pools_bind_to_node_0_and_every_page_is_verified_there() {
     let topology = hwlocality::Topology::new().expect("hwloc reads this host");
@@ -78,10 +85,7 @@ fn numa_pools_bind_to_node_0_and_every_page_is_verified_there() {
 
 #[test]
 fn binding_to_a_node_that_does_not_exist_is_a_clear_error() {
-    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
-    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
-    let backend = Backend::Numa { nodes: vec![7], binder };
-    let mut pools = PoolSet::new(vec![Pool::new("pmem", PoolKind::Pmem, 1 << 30).with_backend(backend)]);
+    let mut pools = PoolSet::new(vec![Pool::new("pmem", PoolKind::Pmem, 1 << 30).with_backend(numa_backend(7))]);
     let err = pools.allocate(PoolId(0), 4096).expect_err("node 7 does not exist");
     assert!(err.to_string().contains("NUMA node 7 does not exist on this host"), "{err}");
     assert_eq!(pools.pool(PoolId(0)).in_use(), 0);
@@ -153,10 +157,7 @@ fn thp_eligible(address: usize) -> Option<bool> {
 
 #[test]
 fn large_numa_buffers_start_on_a_huge_page_and_ask_for_huge_pages() {
-    let topology = hwlocality::Topology::new().expect("hwloc reads this host");
-    let binder = std::sync::Arc::new(NumaBinder::new(topology).expect("this host can bind memory"));
-    let backend = Backend::Numa { nodes: vec![0], binder };
-    let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(backend)]);
+    let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(numa_backend(0))]);
     let large = pools.allocate(PoolId(0), (5 << 20) + 12345).expect("fits");
     assert_eq!(large.bytes().as_ptr() as usize % HUGE_PAGE, 0);
     assert_eq!(large.bytes().len(), (5 << 20) + 12345);

@@ -86,11 +86,9 @@ impl NumaBinder {
         // the same kernel on the same data ran 10% faster or slower depending on which
         // buffers it got: a profile's buffers and a plan's arena then disagreed with
         // each other by more than the host's noise (docs/running.md). A host that
-        // refuses (THP off, or no THP support) keeps 4 KiB pages; `placer topo` says
-        // which.
-        if map.advise(memmap2::Advice::HugePage).is_err() {
-            // Not an error: the buffer works with 4 KiB pages, as on any host without THP.
-        }
+        // refuses (THP off, or no THP support) keeps 4 KiB pages, which work as they
+        // always did, so a refusal is not an error; `placer topo` says which.
+        let _ = map.advise(memmap2::Advice::HugePage);
         let mut set = NodeSet::new();
         for &n in nodes {
             set.set(n as usize);
