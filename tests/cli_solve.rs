@@ -94,6 +94,50 @@ fn solve_turns_a_profile_into_a_checked_plan() {
     assert!(stdout.contains(&chosen), "missing '{chosen}' in:\n{stdout}");
     assert!(stdout.contains("wrote"), "{stdout}");
 
+    // A named model without `--profile`: its most recent checkpoint there, if any.
+    let named = |dir: &std::path::Path| {
+        placer(&[
+            "solve",
+            path_str(&model),
+            "--budget",
+            "25%",
+            "--checkpoint-dir",
+            path_str(dir),
+            "--no-probe",
+            "-o",
+            path_str(&plan_path),
+        ])
+    };
+    let out = named(&ckpt_dir);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let chosen = format!(
+        "solving lenet-mnist-b8 with checkpoint {} (the most recent of this model in {})",
+        ckpt.display(),
+        ckpt_dir.display()
+    );
+    assert!(stdout.contains(&chosen), "missing '{chosen}' in:\n{stdout}");
+    let solo = dir.path().join("solo");
+    std::fs::create_dir(&solo).expect("dir");
+    // Another model's checkpoint, and a file that is no checkpoint at all, are not its.
+    std::fs::write(solo.join("notes.ckpt"), b"not a checkpoint").expect("write");
+    let other_ckpt = solo.join("other.ckpt");
+    placer_profile::checkpoint::save(&other_ckpt, &common::profiles::profile("toy-b2", 4, 1.0, &[10.0])).expect("save");
+    let out = named(&solo);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let none = format!("no profile (no checkpoint of this model in {})", solo.display());
+    assert!(stdout.contains(&none), "missing '{none}' in:\n{stdout}");
+    // A file named as this model's checkpoint that cannot be read stops the solve.
+    let name = ckpt.file_name().expect("name").to_str().expect("utf-8");
+    let damaged = solo.join(name.replace("sim", "damaged-sim"));
+    std::fs::write(&damaged, b"truncated").expect("write");
+    let out = named(&solo);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(&damaged.display().to_string()), "{stderr}");
+
     // Nothing profiled yet, then a model file that has moved: one line, exit 2, what to run.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).expect("dir");

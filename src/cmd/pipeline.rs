@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
     steps: String,
     /// Where checkpoints live; an existing one for this model and host is resumed.
-    #[arg(long, default_value = "checkpoints")]
+    #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
     /// Do not measure copy bandwidth when the host cache has none: estimate moves from
     /// the pools' read and write bandwidth instead.

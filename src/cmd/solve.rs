@@ -2,7 +2,8 @@
 //! [--time-limit S] [--gap G] [--placement-gap G] [-o plan.json] [--baselines]`
 //!
 //! Without a model, the checkpoint (`--profile`, else the most recent in
-//! `--checkpoint-dir`) names the model file it measured.
+//! `--checkpoint-dir`) names the model file it measured. With a model and no
+//! `--profile`, the most recent checkpoint of that model in `--checkpoint-dir` is used.
 
 use crate::args::{FormulationArg, HostArgs};
 use crate::out::Deferred;
@@ -23,12 +24,13 @@ pub struct Args {
     #[arg(long, allow_hyphen_values = true)]
     budget: String,
     /// Kernel times: a checkpoint written by `placer profile` for this model and host.
-    /// Without it, every time comes from the cost model (docs/solving.md).
+    /// Without it, the most recent checkpoint of the model in `--checkpoint-dir`; with
+    /// none there, every time comes from the cost model (docs/solving.md).
     #[arg(long, value_name = "CKPT")]
     profile: Option<PathBuf>,
-    /// Where to look for the most recent checkpoint when neither a model nor `--profile`
-    /// is given.
-    #[arg(long, default_value = "checkpoints")]
+    /// Where to look for the most recent checkpoint (of the model, when one is named)
+    /// when `--profile` is not given.
+    #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
     #[arg(long, value_enum, default_value_t = FormulationArg::Sync)]
     formulation: FormulationArg,
@@ -82,7 +84,20 @@ pub struct Args {
 /// The model and checkpoint to solve, and how they were chosen (for the header).
 fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Option<String>)> {
     if let Some(path) = &args.model {
-        return Ok((placer_ir::load_model(path)?, args.profile.clone(), None));
+        let model = placer_ir::load_model(path)?;
+        if args.profile.is_some() {
+            return Ok((model, args.profile.clone(), None));
+        }
+        let found = source::latest_of(&args.checkpoint_dir, &model)?;
+        let note = found.as_ref().map(|checkpoint| {
+            format!(
+                "{} with checkpoint {} (the most recent of this model in {})",
+                model.name(),
+                checkpoint.display(),
+                args.checkpoint_dir.display()
+            )
+        });
+        return Ok((model, found, note));
     }
     let (checkpoint, how) = match &args.profile {
         Some(path) => (path.clone(), "given"),
@@ -139,7 +154,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(chosen) = &chosen {
         outln!("solving {chosen}")?;
     }
-    out!("{}", header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &budget).render())?;
+    out!(
+        "{}",
+        header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &args.checkpoint_dir, &budget).render()
+    )?;
     let mut printed = Deferred::default();
     let result = placer_solve::solve(&request, &mut |line| printed.keep(outln!("  {line}")));
     let _ = std::fs::remove_file(&log_file);
@@ -178,6 +196,7 @@ fn header(
     costs: &Costs,
     profile: Option<&Profile>,
     checkpoint: Option<&Path>,
+    searched: &Path,
     budget: &Budget,
 ) -> Table {
     let mut t = Table::new(&["model", &format!("{} ({} kernels)", model.name(), count(model.schedule().len() as u64))]);
@@ -242,7 +261,11 @@ fn header(
                 format!(" (incomplete: {}/{} passes)", p.passes_done, p.passes_total)
             }
         ),
-        _ => "no profile: every kernel time is estimated by the cost model".into(),
+        // Only a named model without `--profile` gets here: `searched` held none of it.
+        _ => format!(
+            "no profile (no checkpoint of this model in {}): every kernel time is estimated by the cost model; `placer profile MODEL` measures them",
+            searched.display()
+        ),
     };
     t.row(vec!["times".into(), times]);
     t.row(vec![

@@ -31,10 +31,21 @@ pub fn cache_dir() -> &'static Path {
     DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
 }
 
-/// `placer` run from the repository root with this process's host cache.
+/// One empty checkpoint directory per test process: `placer solve MODEL` without
+/// `--profile` looks there, never in the repository's `checkpoints/` (which a
+/// `placer pipeline` run fills).
+pub fn checkpoint_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("temp dir")).path()
+}
+
+/// `placer` run from the repository root with this process's host cache and checkpoint
+/// directory.
 pub fn command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_placer"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR")).env("PLACER_CACHE_DIR", cache_dir());
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PLACER_CACHE_DIR", cache_dir())
+        .env("PLACER_CHECKPOINT_DIR", checkpoint_dir());
     cmd
 }
 

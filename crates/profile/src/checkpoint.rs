@@ -48,6 +48,12 @@ macro_rules! with_limit_for {
 fn damage(e: bincode::error::DecodeError) -> String {
     match e {
         bincode::error::DecodeError::LimitExceeded => "damaged: a length runs past the end of the file".into(),
+        // A header read from the file itself: bincode's own text for these is a Debug dump.
+        bincode::error::DecodeError::UnexpectedEnd { .. } => "damaged: the file ends early".into(),
+        bincode::error::DecodeError::Io { inner, .. } if inner.kind() == std::io::ErrorKind::UnexpectedEof => {
+            "damaged: the file ends early".into()
+        }
+        bincode::error::DecodeError::Io { inner, .. } => format!("damaged: {inner}"),
         e => format!("damaged: {e}"),
     }
 }

@@ -147,8 +147,12 @@ pub fn checkpoint_name_of(model_name: &str, model_hash: &str, mode: &Mode) -> St
     if mode.design.design == Design::Screen {
         tag.push_str("-screen");
     }
-    let hash = model_hash.get(..12).unwrap_or(model_hash);
-    format!("{model_name}-{hash}-{tag}.ckpt")
+    format!("{}{tag}.ckpt", checkpoint_stem(model_name, model_hash))
+}
+
+/// How every checkpoint name [`checkpoint_name_of`] gives a model starts: `<model>-<hash>-`.
+pub fn checkpoint_stem(model_name: &str, model_hash: &str) -> String {
+    format!("{model_name}-{}-", model_hash.get(..12).unwrap_or(model_hash))
 }
 
 pub fn plan(

@@ -21,13 +21,37 @@ pub struct Profiled {
 /// The checkpoint (`*.ckpt`) in `dir` written last. Interrupted or partial profiles count:
 /// a checkpoint is saved after every pass, and the solver fills what is missing.
 pub fn latest(dir: &Path) -> Result<PathBuf, ProfileError> {
-    let none = || ProfileError::NoCheckpoint { dir: dir.to_path_buf() };
+    newest_first(dir)?.into_iter().next().ok_or_else(|| ProfileError::NoCheckpoint { dir: dir.to_path_buf() })
+}
+
+/// The checkpoint in `dir` written last that measured `model` (the same content hash),
+/// like [`latest`]; `None` when `dir` holds none, or does not exist. A checkpoint that
+/// cannot be read is another model's unless its file name is one `placer profile` gives
+/// this model ([`crate::profiler::checkpoint_stem`]); then its error is returned (an older
+/// format, say), rather than solving without the profile the user meant.
+pub fn latest_of(dir: &Path, model: &Model) -> Result<Option<PathBuf>, ProfileError> {
+    let hash = model.content_hash();
+    let ours = crate::profiler::checkpoint_stem(model.name(), &hash);
+    for path in newest_first(dir)? {
+        match checkpoint::load_header(&path) {
+            Ok(header) if header.model_hash == hash => return Ok(Some(path)),
+            Ok(_) => {}
+            Err(e) if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&ours)) => return Err(e),
+            Err(_) => {}
+        }
+    }
+    Ok(None)
+}
+
+/// Every checkpoint file in `dir`, the one written last first; none when `dir` does not
+/// exist.
+fn newest_first(dir: &Path) -> Result<Vec<PathBuf>, ProfileError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(none()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(ProfileError::Checkpoint { path: dir.to_path_buf(), reason: e.to_string() }),
     };
-    let mut newest: Option<(SystemTime, PathBuf)> = None;
+    let mut found: Vec<(SystemTime, PathBuf)> = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| ProfileError::Checkpoint { path: dir.to_path_buf(), reason: e.to_string() })?;
         let path = entry.path();
@@ -38,13 +62,12 @@ pub fn latest(dir: &Path) -> Result<PathBuf, ProfileError> {
             .metadata()
             .and_then(|m| m.modified())
             .map_err(|e| ProfileError::Checkpoint { path: path.clone(), reason: e.to_string() })?;
-        // Ties (coarse clocks) go to the name, so the choice does not depend on the
-        // directory's order.
-        if newest.as_ref().is_none_or(|(t, p)| (modified, &path) > (*t, p)) {
-            newest = Some((modified, path));
-        }
+        found.push((modified, path));
     }
-    newest.map(|(_, path)| path).ok_or_else(none)
+    // Ties (coarse clocks) go to the name, so the order does not depend on the
+    // directory's.
+    found.sort_by(|a, b| b.cmp(a));
+    Ok(found.into_iter().map(|(_, path)| path).collect())
 }
 
 /// Reads `checkpoint`'s header and the model file it records, refusing a checkpoint that records

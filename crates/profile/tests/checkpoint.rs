@@ -36,6 +36,11 @@ fn damaged_and_foreign_files_are_refused_by_name() {
         let err = checkpoint::load(&path).expect_err(name).to_string();
         assert!(err.starts_with(&format!("checkpoint {}: ", path.display())) && err.contains(expected), "{err}");
     }
+    // Only the header read, from a file that ends inside it: said in words.
+    let path = dir.path().join("short.ckpt");
+    std::fs::write(&path, &good[..40]).expect("write");
+    let err = checkpoint::load_header(&path).expect_err("short").to_string();
+    assert!(err.ends_with("damaged: the file ends early"), "{err}");
     let err = checkpoint::load(&dir.path().join("missing.ckpt")).expect_err("missing").to_string();
     assert!(err.contains("missing.ckpt"), "{err}");
 }

@@ -91,3 +91,38 @@ fn a_changed_moved_or_unrecorded_model_file_is_refused_with_what_to_run() {
     checkpoint::save(&ckpt, &profile).expect("save");
     refused("records no model file");
 }
+
+#[test]
+fn a_named_model_gets_its_own_most_recent_checkpoint() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
+    let ckpts = dir.path().join("ckpts");
+    // No directory, then nothing of this model's: none, not an error.
+    assert_eq!(source::latest_of(&ckpts, &model).expect("no directory"), None);
+    let ours = |name: &str, age: u64| {
+        let mut profile = common::profile(model.name(), 3);
+        profile.header.model_hash = model.content_hash();
+        let path = ckpts.join(name);
+        checkpoint::save(&path, &profile).expect("save");
+        touch(&path, age);
+        path
+    };
+    checkpoint::save(&ckpts.join("other.ckpt"), &common::profile("another-model", 3)).expect("save");
+    std::fs::write(ckpts.join("notes.ckpt"), "not a checkpoint").expect("write");
+    assert_eq!(source::latest_of(&ckpts, &model).expect("none of it"), None);
+    // The newest of this model's, though another model's is newer still.
+    ours("old.ckpt", 300);
+    let newer = ours("newer.ckpt", 100);
+    touch(&ckpts.join("other.ckpt"), 10);
+    assert_eq!(source::latest_of(&ckpts, &model).expect("found"), Some(newer.clone()));
+    // A damaged file bearing a name `placer profile` gives this model stops the search
+    // when it is the newest; behind a readable one of this model it is never reached.
+    let stem = placer_profile::profiler::checkpoint_stem(model.name(), &model.content_hash());
+    let damaged = ckpts.join(format!("{stem}sim64.ckpt"));
+    std::fs::write(&damaged, "placer-profile\n").expect("write");
+    touch(&damaged, 200);
+    assert_eq!(source::latest_of(&ckpts, &model).expect("found"), Some(newer));
+    touch(&damaged, 1);
+    let err = source::latest_of(&ckpts, &model).expect_err("damaged").to_string();
+    assert!(err.contains(&damaged.display().to_string()), "{err}");
+}

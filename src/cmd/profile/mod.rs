@@ -96,7 +96,7 @@ pub struct Args {
     #[arg(long, value_name = "RULE")]
     pin: Vec<String>,
     /// Where checkpoints live.
-    #[arg(long, default_value = "checkpoints")]
+    #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
     /// Start over, replacing a checkpoint made with other settings.
     #[arg(long)]
