@@ -8,6 +8,9 @@
 //!   (A against B: thread wake-up);
 //! - C, the resident executor the profiler's whole steps use, threads woken, every
 //!   tensor in its own buffer (B against C: arena against resident buffers);
+//! - D, B's executor on an arena in which no tensor reuses another's bytes: every
+//!   tensor at an offset of its own, the scratch after them all (B against D: the
+//!   arena's reuse of freed bytes, D against C: an arena as such);
 //!
 //! and A′, a second executor exactly like A: A against A′ is the noise floor. All beside
 //! the plan's own prediction (the profile). Every tensor must be where the plan
@@ -56,25 +59,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut c = Executor::new(&model, p, &placement, 7)?;
     c.set_warm_pool(true);
+    let p = pools(&mut host)?;
+    let plan_d = placer_solve::exec_plan(&without_reuse(&plan), &model, &p)?;
+    let mut d = PlanExecutor::new(&model, p, plan_d, 7)?;
+    d.set_warm_pool(true);
     for _ in 0..2 {
         a.step()?;
         a2.step()?;
         b.step()?;
         c.step()?;
+        d.step()?;
     }
     let n = model.schedule().len();
-    let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; 4];
-    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); 4];
+    let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; 5];
+    let mut walls: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for _ in 0..steps {
         let ta = a.step()?;
         let tb = b.step()?;
         let tc = c.step()?;
+        let td = d.step()?;
         let ta2 = a2.step()?;
         let all = [
             (ta.kernel_ns, ta.wall_ns),
             (tb.kernel_ns, tb.wall_ns),
             (tc.kernel_ns, tc.wall_ns),
             (ta2.kernel_ns, ta2.wall_ns),
+            (td.kernel_ns, td.wall_ns),
         ];
         for (ctx, (kernels, wall)) in all.into_iter().enumerate() {
             for (k, ns) in kernels.into_iter().enumerate() {
@@ -85,46 +95,89 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
     println!(
-        "{} ({steps} interleaved steps each; ms; A: run, B: run with threads woken, C: resident buffers)",
+        "{} ({steps} interleaved steps each; ms; A: run, B: run with threads woken, C: resident buffers, D: B without reuse)",
         plan.strategy
     );
-    println!("| kernel | predicted | A run | B woken | C resident | A/A′ (floor) | A/B | B/C | A/predicted |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let mut sums = [0.0f64; 5];
+    println!(
+        "| kernel | predicted | A run | B woken | C resident | D no reuse | A/A′ (floor) | A/B | B/C | B/D | D/C | A/predicted |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut sums = [0.0f64; 6];
     let mut rows = Vec::new();
     for (k, kernel) in plan.kernels.iter().enumerate() {
-        let (ka, kb, kc, ka2) =
-            (median(&times[0][k]), median(&times[1][k]), median(&times[2][k]), median(&times[3][k]));
-        for (s, v) in sums.iter_mut().zip([kernel.time_ns, ka, kb, kc, ka2]) {
+        let [ka, kb, kc, ka2, kd] = [0, 1, 2, 3, 4].map(|ctx| median(&times[ctx][k]));
+        let values = [kernel.time_ns, ka, kb, kc, ka2, kd];
+        for (s, v) in sums.iter_mut().zip(values) {
             *s += v;
         }
-        rows.push(((ka - kernel.time_ns).abs(), kernel.node.clone(), [kernel.time_ns, ka, kb, kc, ka2]));
+        rows.push(((ka - kernel.time_ns).abs(), kernel.node.clone(), values));
     }
     rows.sort_by(|x, y| y.0.total_cmp(&x.0));
-    let row = |name: &str, [p, ka, kb, kc, ka2]: [f64; 5]| {
+    let row = |name: &str, [p, ka, kb, kc, ka2, kd]: [f64; 6]| {
         println!(
-            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |",
             p / 1e6,
             ka / 1e6,
             kb / 1e6,
             kc / 1e6,
+            kd / 1e6,
             ka / ka2,
             ka / kb,
             kb / kc,
+            kb / kd,
+            kd / kc,
             ka / p
         );
     };
     for (_, name, values) in rows.iter().take(12) {
         row(name, *values);
     }
+    // By size, as predicted: small kernels read what the kernel before them wrote, so
+    // where that sits (and whether it is still in cache) weighs most on them.
+    for (name, lo, hi) in [("≥ 1 ms", 1e6, f64::INFINITY), ("50 µs - 1 ms", 5e4, 1e6), ("< 50 µs", 0.0, 5e4)] {
+        let class: Vec<&[f64; 6]> = rows.iter().map(|r| &r.2).filter(|v| v[0] >= lo && v[0] < hi).collect();
+        let mut sums = [0.0f64; 6];
+        for v in &class {
+            for (s, x) in sums.iter_mut().zip(v.iter()) {
+                *s += x;
+            }
+        }
+        row(&format!("*{} kernels {name}*", class.len()), sums);
+    }
     row(&format!("**all {n} kernels**"), sums);
     println!(
-        "step wall, medians: A {:.3}, B {:.3}, C {:.3}, A′ {:.3} ms; plan predicted {:.3} ms",
+        "step wall, medians: A {:.3}, B {:.3}, C {:.3}, D {:.3}, A′ {:.3} ms; plan predicted {:.3} ms",
         median(&walls[0]) / 1e6,
         median(&walls[1]) / 1e6,
         median(&walls[2]) / 1e6,
+        median(&walls[4]) / 1e6,
         median(&walls[3]) / 1e6,
         plan.predicted.step_ns / 1e6
     );
     Ok(())
+}
+
+/// `plan` laid out so that no tensor reuses bytes another has freed: each tensor at an
+/// offset of its own in each pool it lives in, every kernel's scratch in DRAM after
+/// them all (the original arena's size bounds the largest scratch), the budget raised
+/// to fit. The plan has no moves, so each tensor has one span per pool.
+fn without_reuse(plan: &placer_solve::Plan) -> placer_solve::Plan {
+    let mut spread = plan.clone();
+    let mut end = vec![0u64; plan.pools.len()];
+    for tensor in &mut spread.tensors {
+        for span in &mut tensor.placement {
+            let pool = plan.pools.iter().position(|p| p.name == span.pool).unwrap_or(0);
+            span.offset = end[pool];
+            end[pool] += tensor.bytes.div_ceil(4096) * 4096;
+        }
+    }
+    for kernel in &mut spread.kernels {
+        kernel.scratch_offset = end[0];
+    }
+    end[0] += plan.arena_bytes[0];
+    spread.budget_bytes = end[0];
+    spread.capacity[0] = spread.capacity[0].max(end[0]);
+    spread.phase_peak_bytes[0] = spread.phase_peak_bytes[0].max(end[0]);
+    spread.arena_bytes = end;
+    spread
 }
