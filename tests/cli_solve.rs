@@ -74,18 +74,13 @@ fn solve_turns_a_profile_into_a_checked_plan() {
 
     // `placer solve --budget B` as a user types it: the most recent checkpoint names
     // its model file.
-    let no_model = |dir: &std::path::Path| {
-        placer(&[
-            "solve",
-            "--budget",
-            "25%",
-            "--checkpoint-dir",
-            path_str(dir),
-            "--no-probe",
-            "-o",
-            path_str(&plan_path),
-        ])
+    let solve_in = |model: Option<&std::path::Path>, dir: &std::path::Path| {
+        let mut args = vec!["solve"];
+        args.extend(model.map(path_str));
+        args.extend(["--budget", "25%", "--checkpoint-dir", path_str(dir), "--no-probe", "-o", path_str(&plan_path)]);
+        placer(&args)
     };
+    let no_model = |dir: &std::path::Path| solve_in(None, dir);
     let out = no_model(&ckpt_dir);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
@@ -95,19 +90,7 @@ fn solve_turns_a_profile_into_a_checked_plan() {
     assert!(stdout.contains("wrote"), "{stdout}");
 
     // A named model without `--profile`: its most recent checkpoint there, if any.
-    let named = |dir: &std::path::Path| {
-        placer(&[
-            "solve",
-            path_str(&model),
-            "--budget",
-            "25%",
-            "--checkpoint-dir",
-            path_str(dir),
-            "--no-probe",
-            "-o",
-            path_str(&plan_path),
-        ])
-    };
+    let named = |dir: &std::path::Path| solve_in(Some(&model), dir);
     let out = named(&ckpt_dir);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
