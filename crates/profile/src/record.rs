@@ -13,8 +13,10 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// older files are refused. 9: kernels timed from a launcher pinned to its core, and
 /// interference shares with the copy thread kept off that core, as plans now run
 /// (`placer_exec::as_launcher`). 10: buffers on huge pages where the host allows them
-/// (kernel times move by about 10% with that).
-pub const FORMAT_VERSION: u32 = 10;
+/// (kernel times move by about 10% with that). 11: emulated pools charged from a DRAM
+/// baseline measured on huge pages (host cache version 2; the 4 KiB baseline read 1.5-1.7×
+/// slower on this project's VM), so a profile timed against the older one is refused.
+pub const FORMAT_VERSION: u32 = 11;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
