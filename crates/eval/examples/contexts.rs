@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut c = Executor::new(&model, p, &placement, 7)?;
     c.set_warm_pool(true);
     let p = pools(&mut host)?;
-    let plan_d = placer_solve::exec_plan(&without_reuse(&plan), &model, &p)?;
+    let plan_d = placer_solve::exec_plan(&without_reuse(&plan)?, &model, &p)?;
     let mut d = PlanExecutor::new(&model, p, plan_d, 7)?;
     d.set_warm_pool(true);
     for _ in 0..2 {
@@ -161,12 +161,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// offset of its own in each pool it lives in, every kernel's scratch in DRAM after
 /// them all (the original arena's size bounds the largest scratch), the budget raised
 /// to fit. The plan has no moves, so each tensor has one span per pool.
-fn without_reuse(plan: &placer_solve::Plan) -> placer_solve::Plan {
+fn without_reuse(plan: &placer_solve::Plan) -> Result<placer_solve::Plan, String> {
     let mut spread = plan.clone();
     let mut end = vec![0u64; plan.pools.len()];
     for tensor in &mut spread.tensors {
         for span in &mut tensor.placement {
-            let pool = plan.pools.iter().position(|p| p.name == span.pool).unwrap_or(0);
+            let pool = plan
+                .pools
+                .iter()
+                .position(|p| p.name == span.pool)
+                .ok_or_else(|| format!("tensor {}: pool '{}' is not one of the plan's", tensor.name, span.pool))?;
             span.offset = end[pool];
             end[pool] += tensor.bytes.div_ceil(4096) * 4096;
         }
@@ -179,5 +183,5 @@ fn without_reuse(plan: &placer_solve::Plan) -> placer_solve::Plan {
     spread.capacity[0] = spread.capacity[0].max(end[0]);
     spread.phase_peak_bytes[0] = spread.phase_peak_bytes[0].max(end[0]);
     spread.arena_bytes = end;
-    spread
+    Ok(spread)
 }
