@@ -255,7 +255,7 @@ fn huge_pages(mode: Option<&str>) -> String {
     match mode {
         Some(m @ ("always" | "madvise")) => {
             format!(
-                "transparent huge pages '{m}': NUMA-bound buffers of 2 MiB or more get huge pages when the kernel has them free"
+                "transparent huge pages '{m}': NUMA-bound buffers get huge pages when the kernel has them free (those under 2 MiB share them)"
             )
         }
         Some(m) => format!(

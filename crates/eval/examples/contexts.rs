@@ -37,17 +37,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("the plan moves tensors; the resident executor cannot follow it: use a plan with no moves".into());
     }
     let mut host = Host::open(&HostOptions::default())?;
+    // How much of each context's memory the kernel backed with huge pages: a context
+    // on 4 KiB pages pays TLB misses the others do not.
+    let mut huge = Vec::new();
+    let mut huge_before = anon_huge_kib();
     let pools = |host: &mut Host| host.pool_set();
     let exec_plan = |pools: &placer_pools::PoolSet| placer_solve::exec_plan(&plan, &model, pools);
     let p = pools(&mut host)?;
     let plan_a = exec_plan(&p)?;
     let mut a = PlanExecutor::new(&model, p, plan_a, 7)?;
+    huge.push(("A", anon_huge_kib() - huge_before));
+    huge_before = anon_huge_kib();
     let p = pools(&mut host)?;
     let plan_a2 = exec_plan(&p)?;
     let mut a2 = PlanExecutor::new(&model, p, plan_a2, 7)?;
+    huge.push(("A′", anon_huge_kib() - huge_before));
+    huge_before = anon_huge_kib();
     let p = pools(&mut host)?;
     let plan_b = exec_plan(&p)?;
     let mut b = PlanExecutor::new(&model, p, plan_b, 7)?;
+    huge.push(("B", anon_huge_kib() - huge_before));
+    huge_before = anon_huge_kib();
     b.set_warm_pool(true);
     // The resident executor places each tensor in the pool the plan starts it in.
     let p = pools(&mut host)?;
@@ -58,10 +68,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let mut c = Executor::new(&model, p, &placement, 7)?;
+    huge.push(("C", anon_huge_kib() - huge_before));
+    huge_before = anon_huge_kib();
     c.set_warm_pool(true);
     let p = pools(&mut host)?;
     let plan_d = placer_solve::exec_plan(&without_reuse(&plan)?, &model, &p)?;
     let mut d = PlanExecutor::new(&model, p, plan_d, 7)?;
+    huge.push(("D", anon_huge_kib() - huge_before));
     d.set_warm_pool(true);
     for _ in 0..2 {
         a.step()?;
@@ -94,6 +107,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
+    let huge: Vec<String> = huge.iter().map(|(ctx, kib)| format!("{ctx} {} MiB", kib / 1024)).collect();
+    println!("huge pages gained while each context was set up: {}", huge.join(", "));
     println!(
         "{} ({steps} interleaved steps each; ms; A: run, B: run with threads woken, C: resident buffers, D: B without reuse)",
         plan.strategy
@@ -184,4 +199,15 @@ fn without_reuse(plan: &placer_solve::Plan) -> Result<placer_solve::Plan, String
     spread.phase_peak_bytes[0] = spread.phase_peak_bytes[0].max(end[0]);
     spread.arena_bytes = end;
     Ok(spread)
+}
+
+/// The process's transparent huge pages, in KiB (`AnonHugePages` of
+/// /proc/self/smaps_rollup); 0 where the kernel does not say.
+fn anon_huge_kib() -> i64 {
+    let rollup = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -113,6 +113,8 @@ pub struct Pool {
     pub(crate) in_use: u64,
     pub(crate) peak: u64,
     pub(crate) pages: PageTally,
+    /// Where a NUMA pool carves its buffers under a huge page.
+    pub(crate) small: crate::alloc::small::Chunks,
 }
 
 /// Running count of where a NUMA pool's pages were found after allocation.
@@ -151,6 +153,7 @@ impl Pool {
             in_use: 0,
             peak: 0,
             pages: PageTally::default(),
+            small: crate::alloc::small::Chunks::default(),
         }
     }
 

@@ -3,7 +3,7 @@
 use crate::alloc::Region;
 use crate::alloc::heap::HeapRegion;
 use crate::pool::{Backend, Pool, PoolKind};
-use crate::{ALIGN, Buffer, PoolError, PoolId};
+use crate::{ALIGN, Buffer, HUGE_PAGE, PoolError, PoolId};
 
 #[derive(Debug, Clone)]
 pub struct PoolSet {
@@ -88,6 +88,16 @@ impl PoolSet {
         let len = usize::try_from(bytes).map_err(|_| oom())?;
         let region = match &p.backend {
             Backend::Heap => Region::Heap(HeapRegion::allocate_zeroed(len).ok_or_else(oom)?),
+            // Small buffers share huge pages (alloc/small.rs); each chunk's pages are
+            // placed and checked once, when it is mapped.
+            Backend::Numa { nodes, binder } if len < HUGE_PAGE => {
+                let (name, pages) = (&p.name, &mut p.pages);
+                Region::Small(p.small.carve(name, len, || {
+                    let (chunk, placement) = binder.allocate(name, nodes, HUGE_PAGE)?;
+                    pages.add(&placement);
+                    Ok(chunk)
+                })?)
+            }
             Backend::Numa { nodes, binder } => {
                 let (region, placement) = binder.allocate(&p.name, nodes, len)?;
                 p.pages.add(&placement);

@@ -172,3 +172,42 @@ fn large_numa_buffers_start_on_a_huge_page_and_ask_for_huge_pages() {
         _ => assert_eq!(eligible, None, "no THP on this kernel, yet smaps has the flag"),
     }
 }
+
+#[test]
+fn small_numa_buffers_share_a_huge_page_side_by_side_and_never_overlap() {
+    let mut pools = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(numa_backend(0))]);
+    let mut a = pools.allocate(PoolId(0), 1000).expect("fits");
+    let b = pools.allocate(PoolId(0), 3000).expect("fits");
+    let (pa, pb) = (a.bytes().as_ptr() as usize, b.bytes().as_ptr() as usize);
+    // One chunk, one huge page: b follows a on the next cache line.
+    assert_eq!(pa / HUGE_PAGE, pb / HUGE_PAGE, "{pa:#x} {pb:#x}");
+    assert_eq!(pb, pa + 1024);
+    assert_eq!((pa % ALIGN, pb % ALIGN), (0, 0));
+    assert!(thp_eligible(pa) != Some(false) || transparent_huge_pages().as_deref() == Some("never"));
+    a.bytes_mut().fill(0xAA);
+    assert!(b.bytes().iter().all(|&x| x == 0), "writing a reached b");
+    // Freed bytes are never handed out again: a new buffer starts zeroed, after b.
+    pools.free(a);
+    let c = pools.allocate(PoolId(0), 64).expect("fits");
+    assert!(c.bytes().as_ptr() as usize >= pb + 3000);
+    assert!(c.bytes().iter().all(|&x| x == 0));
+    assert_eq!(pools.pool(PoolId(0)).in_use(), 3008 + 64);
+    // A full chunk is followed by a fresh one; the pages of each are checked once.
+    let most = pools.allocate(PoolId(0), (HUGE_PAGE - 1024) as u64).expect("fits");
+    assert_ne!(most.bytes().as_ptr() as usize / HUGE_PAGE, pb / HUGE_PAGE);
+    assert_eq!(pools.pool(PoolId(0)).page_tally().checked, 2 * (HUGE_PAGE as u64 / 4096));
+    let empty = pools.allocate(PoolId(0), 0).expect("an empty buffer is a buffer");
+    assert!(empty.bytes().is_empty());
+}
+
+#[test]
+fn a_copied_pool_carves_chunks_of_its_own() {
+    let pool = Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(numa_backend(0));
+    let mut first = PoolSet::new(vec![pool.clone()]);
+    let a = first.allocate(PoolId(0), 100).expect("fits");
+    let mut second = PoolSet::new(vec![first.pool(PoolId(0)).clone()]);
+    let mut b = second.allocate(PoolId(0), 100).expect("fits");
+    assert_ne!(a.bytes().as_ptr() as usize / HUGE_PAGE, b.bytes().as_ptr() as usize / HUGE_PAGE);
+    b.bytes_mut().fill(1);
+    assert!(a.bytes().iter().all(|&x| x == 0));
+}

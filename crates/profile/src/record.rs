@@ -16,7 +16,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// (kernel times move by about 10% with that). 11: emulated pools charged from a DRAM
 /// baseline measured on huge pages (host cache version 2; the 4 KiB baseline read 1.5-1.7×
 /// slower on this project's VM), so a profile timed against the older one is refused.
-pub const FORMAT_VERSION: u32 = 11;
+/// 12: NUMA buffers under 2 MiB share huge pages (placer-pools' alloc/small.rs) instead
+/// of a 4 KiB-paged mapping each; small kernels ran 2-7× slower on the old ones.
+pub const FORMAT_VERSION: u32 = 12;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,6 +6,7 @@ pub(crate) mod heap;
 #[cfg(feature = "memkind")]
 pub(crate) mod memkind;
 pub(crate) mod numa;
+pub(crate) mod small;
 
 /// The memory under one [`crate::Buffer`]: at least `len` bytes, 64-byte aligned,
 /// zeroed when handed out, released on drop.
@@ -13,6 +14,8 @@ pub(crate) mod numa;
 pub(crate) enum Region {
     Heap(heap::HeapRegion),
     Mapped(numa::MappedRegion),
+    /// A NUMA pool's buffer under a huge page, in a chunk shared with others.
+    Small(small::SmallRegion),
     #[cfg(feature = "memkind")]
     Memkind(memkind::MemkindRegion),
 }
@@ -22,6 +25,7 @@ impl Region {
         match self {
             Region::Heap(r) => r.bytes(),
             Region::Mapped(r) => r.bytes(),
+            Region::Small(r) => r.bytes(),
             #[cfg(feature = "memkind")]
             Region::Memkind(r) => r.bytes(),
         }
@@ -31,6 +35,7 @@ impl Region {
         match self {
             Region::Heap(r) => r.bytes_mut(),
             Region::Mapped(r) => r.bytes_mut(),
+            Region::Small(r) => r.bytes_mut(),
             #[cfg(feature = "memkind")]
             Region::Memkind(r) => r.bytes_mut(),
         }
