@@ -12,6 +12,12 @@
 //! buffer starts zeroed (fresh anonymous pages) and no two buffers overlap. That is what
 //! makes the raw-pointer views below sound. The chunk is unmapped when the last buffer
 //! carved from it is dropped.
+//!
+//! The price: a chunk's pages are touched when it is mapped, and neither its tail (not
+//! yet carved) nor the bytes of its freed buffers count against the pool's capacity
+//! until the chunk goes. Callers allocate small buffers once per profile pass or plan,
+//! so that is at most a few MiB per pool; a long churn of small allocations with one
+//! survivor per chunk would hold more.
 
 use super::numa::MappedRegion;
 use crate::PoolError;
