@@ -39,25 +39,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut host = Host::open(&HostOptions::default())?;
     // How much of each context's memory the kernel backed with huge pages: a context
     // on 4 KiB pages pays TLB misses the others do not.
-    let mut huge = Vec::new();
-    let mut huge_before = anon_huge_kib();
+    let mut huge = vec![("", anon_huge_kib())];
     let pools = |host: &mut Host| host.pool_set();
     let exec_plan = |pools: &placer_pools::PoolSet| placer_solve::exec_plan(&plan, &model, pools);
     let p = pools(&mut host)?;
     let plan_a = exec_plan(&p)?;
     let mut a = PlanExecutor::new(&model, p, plan_a, 7)?;
-    huge.push(("A", anon_huge_kib() - huge_before));
-    huge_before = anon_huge_kib();
+    huge.push(("A", anon_huge_kib()));
     let p = pools(&mut host)?;
     let plan_a2 = exec_plan(&p)?;
     let mut a2 = PlanExecutor::new(&model, p, plan_a2, 7)?;
-    huge.push(("A′", anon_huge_kib() - huge_before));
-    huge_before = anon_huge_kib();
+    huge.push(("A′", anon_huge_kib()));
     let p = pools(&mut host)?;
     let plan_b = exec_plan(&p)?;
     let mut b = PlanExecutor::new(&model, p, plan_b, 7)?;
-    huge.push(("B", anon_huge_kib() - huge_before));
-    huge_before = anon_huge_kib();
+    huge.push(("B", anon_huge_kib()));
     b.set_warm_pool(true);
     // The resident executor places each tensor in the pool the plan starts it in.
     let p = pools(&mut host)?;
@@ -68,13 +64,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let mut c = Executor::new(&model, p, &placement, 7)?;
-    huge.push(("C", anon_huge_kib() - huge_before));
-    huge_before = anon_huge_kib();
+    huge.push(("C", anon_huge_kib()));
     c.set_warm_pool(true);
     let p = pools(&mut host)?;
     let plan_d = placer_solve::exec_plan(&without_reuse(&plan)?, &model, &p)?;
     let mut d = PlanExecutor::new(&model, p, plan_d, 7)?;
-    huge.push(("D", anon_huge_kib() - huge_before));
+    huge.push(("D", anon_huge_kib()));
     d.set_warm_pool(true);
     for _ in 0..2 {
         a.step()?;
@@ -107,7 +102,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
-    let huge: Vec<String> = huge.iter().map(|(ctx, kib)| format!("{ctx} {} MiB", kib / 1024)).collect();
+    // Readings after each context's setup; each context gained the difference.
+    let huge: Vec<String> = huge.windows(2).map(|w| format!("{} {} MiB", w[1].0, (w[1].1 - w[0].1) / 1024)).collect();
     println!("huge pages gained while each context was set up: {}", huge.join(", "));
     println!(
         "{} ({steps} interleaved steps each; ms; A: run, B: run with threads woken, C: resident buffers, D: B without reuse)",
