@@ -10,7 +10,7 @@ use crate::out::Deferred;
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
 use placer_profile::{Profile, source};
-use placer_solve::cost::{Costs, UNCALIBRATED_SHARE};
+use placer_solve::cost::{Costs, KernelCost, UNCALIBRATED_SHARE};
 use placer_solve::ilp::IlpOptions;
 use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
 use std::path::{Path, PathBuf};
@@ -226,20 +226,28 @@ fn header(
         })
         .collect();
     if !cpu.is_empty() {
-        let shares = if costs.interference_calibrated {
-            let (lo, hi) = costs
+        let range = |f: fn(&KernelCost) -> f64| {
+            costs
                 .kernels
                 .iter()
-                .map(|k| k.interference_share.max(0.0))
-                .fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)));
-            format!("{lo:.2}-{hi:.2} by op, measured by the profile")
+                .map(|k| f(k).max(0.0))
+                .fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)))
+        };
+        let (fixed, shares) = if costs.interference_calibrated {
+            let (lo, hi) = range(|k| k.interference_fixed_ns);
+            let (slo, shi) = range(|k| k.interference_share);
+            (
+                format!("{:.0}-{:.0} µs by op", lo / 1e3, hi / 1e3),
+                format!("{slo:.2}-{shi:.2} by op; both measured by the profile"),
+            )
         } else {
-            format!("{UNCALIBRATED_SHARE} (not measured: the profile has no interference calibration)")
+            let reason = "not measured: the profile has no interference calibration";
+            ("nothing".to_string(), format!("{UNCALIBRATED_SHARE}; {reason}"))
         };
         t.row(vec![
             "copy beside a kernel".into(),
             format!(
-                "costs it a share ({shares}) of the copy's CPU time, {} (copies to or from an emulated pool: {})",
+                "costs it {fixed} plus a share ({shares}) of the copy's CPU time, {} (copies to or from an emulated pool: {})",
                 cpu.join(", "),
                 pools.memcpy_source
             ),

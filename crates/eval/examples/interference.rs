@@ -1,12 +1,14 @@
 //! How well the profile's interference calibration predicts what a background copy costs
-//! real kernels, at copy sizes and on nodes it did not measure. For every op: the node
-//! the calibration measured and the op's shortest node, each alone and with a copy handed
-//! to a copy thread just before it (a real memcpy between DRAM buffers, as the plan
-//! executor's copy thread does before it sleeps an emulated pool's wait), alternating,
-//! `ROUNDS` triples (alone, with, alone again: the noise floor), medians, at each
-//! copy size. Predicted loss = the op's share × min(the
-//! copy's memcpy time at the calibration's ns/B, the kernel alone): the solver's charge.
-//! `cargo run --release -p placer-eval --example interference -- MODEL.json CKPT [ROUNDS [MiB...]]`
+//! real kernels, at copy sizes and on nodes it did not measure. For every op: the two
+//! nodes the calibration measured and the op's shortest node, each repeated until the
+//! copy has ended, alone and with a copy handed to a copy thread just before the run (a
+//! real memcpy between DRAM buffers, then the calibration's emulated tail, as the plan
+//! executor's copy thread memcpys and then waits out an emulated pool), alternating,
+//! `ROUNDS` triples (alone, with, alone again: the noise floor), medians, at each copy
+//! size (0 KiB: the fixed part alone). Predicted loss = the op's fixed part + its share ×
+//! min(the copy's memcpy time at the calibration's ns/B, the kernel alone): the solver's
+//! charge.
+//! `cargo run --release -p placer-eval --example interference -- MODEL.json CKPT [ROUNDS [KiB...]]`
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
@@ -14,23 +16,28 @@ use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_host::{Host, HostOptions};
 use placer_ir::NodeId;
 use placer_pools::PoolId;
-use placer_profile::interference::CopyBench;
+use placer_profile::interference::{CopyBench, TAIL};
 use std::collections::BTreeMap;
+use std::time::Instant;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: MODEL.json CKPT [ROUNDS [MiB...]]";
+    let usage = "usage: MODEL.json CKPT [ROUNDS [KiB...]]";
     let model = placer_ir::load_model(std::path::Path::new(args.get(1).ok_or(usage)?))?;
     let profile = placer_profile::checkpoint::load(std::path::Path::new(args.get(2).ok_or(usage)?))?;
     let calibration = profile.interference.ok_or("the profile has no interference calibration")?;
     let rounds: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(21);
     let sizes: Vec<usize> = match args.get(4..).filter(|a| !a.is_empty()) {
-        Some(list) => list.iter().map(|s| s.parse::<usize>().map(|m| m << 20)).collect::<Result<_, _>>()?,
-        None => vec![1 << 20, 4 << 20, 16 << 20],
+        Some(list) => list.iter().map(|s| s.parse::<usize>().map(|k| k << 10)).collect::<Result<_, _>>()?,
+        None => vec![0, 256, 1024, 4096],
     };
     let mut host = Host::open(&HostOptions::default())?;
     let pools = host.pool_set()?;
     let mut exec = Executor::new(&model, pools, &PoolAssignment::all_in(&model, PoolId(0)), 7)?;
+    // As a plan runs: no wake-up of the pool's threads before each kernel.
+    exec.set_warm_pool(false);
     exec.step()?;
     let mut shortest: BTreeMap<String, NodeId> = BTreeMap::new();
     for &n in model.schedule() {
@@ -39,44 +46,69 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             *e = n;
         }
     }
+    let by_name: BTreeMap<&str, NodeId> = model.schedule().iter().map(|&n| (model.node(n).name.as_str(), n)).collect();
     println!(
-        "memcpy {:.4} ns/B (the calibration's); {rounds} pairs per row, medians; loss = with copy − alone",
-        calibration.memcpy_ns_per_byte
+        "memcpy {:.4} ns/B (the calibration's), tail {} µs; {rounds} rounds per row, medians; loss = with copy − alone",
+        calibration.memcpy_ns_per_byte,
+        TAIL.as_micros()
     );
-    println!("| op | node | share | alone µs | copy MiB | measured loss µs | predicted µs | noise (A′ − A) µs |");
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| op | node | fixed µs | share | kernel µs | runs | copy KiB | measured loss µs | predicted µs | noise (A′ − A) µs |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (mut measured_sum, mut predicted_sum) = (0.0, 0.0);
     // As a plan's step runs, and as the calibration measured.
-    placer_exec::as_launcher(|launcher| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    placer_exec::as_launcher(|launcher| -> Result<(), Error> {
         let copier = CopyBench::start(launcher)?;
         for op in &calibration.ops {
-            let measured = model.schedule().iter().copied().find(|&n| model.node(n).name == op.node);
-            let mut nodes: Vec<NodeId> = measured.into_iter().chain(shortest.get(&op.op).copied()).collect();
+            let mut nodes: Vec<NodeId> = [op.share_run.node.as_str(), op.fixed_run.node.as_str()]
+                .iter()
+                .filter_map(|name| by_name.get(name).copied())
+                .chain(shortest.get(&op.op).copied())
+                .collect();
             nodes.dedup();
             for &n in &nodes {
+                let kernel: Vec<f64> =
+                    (0..5).map(|_| Ok(exec.step_nodes(&[n])?.kernel_ns[0])).collect::<Result<_, Error>>()?;
+                let kernel = Stats::of(&kernel[1..]).map_or(f64::NAN, |s| s.median).max(1.0);
                 for &bytes in &sizes {
+                    let wait = copier.copy(bytes, std::time::Duration::ZERO)? + TAIL;
+                    let runs = ((wait.as_nanos() as f64 / kernel).ceil() as usize + 1).min(16);
+                    let run = vec![n; runs];
+                    let mut time = |hand: bool| -> Result<f64, Error> {
+                        let start = Instant::now();
+                        if hand {
+                            copier.hand(bytes, wait)?;
+                        }
+                        exec.step_nodes(&run)?;
+                        let t = start.elapsed().as_nanos() as f64;
+                        if hand {
+                            copier.done()?;
+                        }
+                        Ok(t)
+                    };
                     let (mut alone, mut with, mut again) = (Vec::new(), Vec::new(), Vec::new());
                     for _ in 0..rounds {
-                        alone.push(exec.step_nodes(&[n])?.kernel_ns[0]);
-                        copier.hand(bytes)?;
-                        with.push(exec.step_nodes(&[n])?.kernel_ns[0]);
-                        copier.done()?;
-                        again.push(exec.step_nodes(&[n])?.kernel_ns[0]);
+                        alone.push(time(false)?);
+                        with.push(time(true)?);
+                        again.push(time(false)?);
                     }
                     let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
                     let a = median(&alone);
                     let loss = median(&with) - a;
                     let noise = median(&again) - a;
-                    let predicted = op.share.max(0.0) * (bytes as f64 * calibration.memcpy_ns_per_byte).min(a);
+                    let predicted = op.fixed_ns.max(0.0)
+                        + op.share.max(0.0) * (bytes as f64 * calibration.memcpy_ns_per_byte).min(kernel);
                     measured_sum += loss;
                     predicted_sum += predicted;
                     println!(
-                        "| {} | {} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.1} |",
+                        "| {} | {} | {:.1} | {:.2} | {:.1} | {runs} | {} | {:.1} | {:.1} | {:.1} |",
                         op.op,
                         model.node(n).name,
+                        op.fixed_ns / 1e3,
                         op.share,
-                        a / 1e3,
-                        bytes >> 20,
+                        kernel / 1e3,
+                        bytes >> 10,
                         loss / 1e3,
                         predicted / 1e3,
                         noise / 1e3

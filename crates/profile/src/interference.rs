@@ -1,22 +1,36 @@
 //! What a background copy costs the kernels beside it, measured on the model's own
 //! kernels, one op at a time.
 //!
-//! A plan's background copy runs on its own thread while a kernel runs. On a host with
-//! few cores that thread takes CPU time (and memory bandwidth) from the kernel. How much
-//! depends on the kernel: a GEMM split evenly over every core waits for the core the copy
-//! took, a short memory-bound kernel barely notices. So the solver charges a copy beside
-//! a kernel
+//! A plan's background copy runs on its own thread while kernels run. On a host with few
+//! cores that thread takes CPU time (and memory bandwidth) from them, in two parts:
+//!
+//! - **a fixed part, paid per copy whatever its size**: waking the copy thread takes the
+//!   core of one of the kernel's workers, and so does the copy's end (an emulated pool's
+//!   wait is a sleep whose last stretch spins, [`placer_pools::sleep_until`]). A copy of
+//!   no bytes cost BERT-tiny b8's parallel kernels 20-80 µs; a kernel running on one
+//!   thread lost about 5 µs.
+//! - **a share of the copy's CPU time**: a GEMM split evenly over every core waits for
+//!   the core the memcpy took, a short memory-bound kernel barely notices.
+//!
+//! So the solver charges a copy beside a kernel
 //!
 //! ```text
-//! share(op) × min(the copy's CPU time, the kernel's all-DRAM time)
+//! fixed(op) + share(op) × min(the copy's CPU time, the kernel's all-DRAM time)
 //! ```
 //!
-//! where the copy's CPU time is its bytes at the host's memcpy speed (an emulated pool's
-//! wait is a sleep and costs no CPU), the cap says a kernel cannot lose more than it
-//! overlaps, and `share` is measured here for every op of the model: its longest kernel
-//! alone and with a copy handed to a copy thread just before it (as the plan executor
-//! hands its copies), alternating, [`PAIRS`] pairs. The copy is sized to take about half
-//! the kernel's time, where the loss is largest against the noise and below the cap.
+//! where the copy's CPU time is its bytes at the host's memcpy speed (the sleep costs
+//! no CPU), and the cap says a kernel cannot lose more than it overlaps. Both are measured
+//! here for every op of the model, each from pairs of a run of one of its kernels alone
+//! and with a copy handed to a copy thread just before it (as the plan executor hands its
+//! copies), alternating, [`PAIRS`] pairs. Every calibration copy carries an emulated wait
+//! [`TAIL`] past its memcpy, as a copy to or from an emulated pool does, and the run
+//! repeats the kernel until the copy has ended, so that both wake-ups fall inside it.
+//!
+//! - `fixed` on the op's shortest kernel of at least [`FIXED_MIN_NS`] (the short kernels
+//!   are where it matters), with a copy of no bytes;
+//! - `share` on the op's longest kernel, with a copy sized to take about half the
+//!   kernel's time, where the loss is largest against the noise and below the cap, less
+//!   the op's fixed part.
 
 use crate::ProfileError;
 use crate::engine::Engine;
@@ -38,6 +52,13 @@ const BUFFER: usize = 16 << 20;
 const MIN_COPY: usize = 64 << 10;
 /// The largest: a kernel of seconds gets a copy of about a second at most.
 const MAX_COPY: usize = 64 * BUFFER;
+/// The emulated wait every calibration copy carries past its memcpy: long enough that
+/// the copy thread sleeps, then spins its last stretch, as a plan's copy does.
+pub const TAIL: Duration = Duration::from_micros(150);
+/// The shortest kernel the fixed part is measured on.
+pub const FIXED_MIN_NS: f64 = 20e3;
+/// The most repeats of a kernel in one timed run.
+const MAX_RUN: usize = 16;
 
 /// The calibration a profile records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -54,20 +75,34 @@ pub struct Interference {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpInterference {
     pub op: String,
-    /// The node measured: the op's longest in the reference pass.
-    pub node: String,
+    /// The fixed part's run: a copy of no bytes beside the op's shortest kernel of at
+    /// least [`FIXED_MIN_NS`] (its longest when none is).
+    pub fixed_run: RunPairs,
+    /// with − alone of `fixed_run`: what a copy costs this op whatever its size. Noise
+    /// can make it negative; the solver charges no less than 0.
+    pub fixed_ns: f64,
+    /// The share's run: a copy of `copy_bytes` beside the op's longest kernel.
+    pub share_run: RunPairs,
     pub copy_bytes: u64,
-    /// Medians over the pairs: the kernel alone and beside the copy (each timed from
-    /// where the copy is handed over, or would be, to the kernel's end), and the copy.
+    /// (with − alone − `fixed_ns`) / min(`copy_bytes` × `memcpy_ns_per_byte`, the kernel
+    /// alone) of `share_run`: the share of the copy's CPU time, as the solver estimates
+    /// it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
+    /// than alone, `copy_ns`; the share absorbs that, so the solver's charge reproduces
+    /// this measurement.) Noise can make it negative; the solver charges no less than 0.
+    pub share: f64,
+}
+
+/// One timed run's pairs: a kernel repeated `repeats` times, alone and beside a copy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunPairs {
+    /// The node, repeated until the copy has ended.
+    pub node: String,
+    pub repeats: u32,
+    /// Medians over the pairs: the run alone and beside the copy (each timed from where
+    /// the copy is handed over, or would be, to the run's end), and the copy.
     pub alone_ns: f64,
     pub with_ns: f64,
     pub copy_ns: f64,
-    /// (with − alone) / min(`copy_bytes` × `memcpy_ns_per_byte`, alone): the share of
-    /// the copy's CPU time, as the solver estimates it, that the kernel lost. (A copy
-    /// beside a kernel runs slower than alone, `copy_ns`; the share absorbs that, so the
-    /// solver's charge reproduces this measurement.) Noise can make it negative; the
-    /// solver charges no less than 0.
-    pub share: f64,
 }
 
 impl Interference {
@@ -75,17 +110,27 @@ impl Interference {
     pub fn shares(&self) -> BTreeMap<&str, f64> {
         self.ops.iter().map(|o| (o.op.as_str(), o.share)).collect()
     }
+
+    /// Each op's fixed part, by op name.
+    pub fn fixed_ns(&self) -> BTreeMap<&str, f64> {
+        self.ops.iter().map(|o| (o.op.as_str(), o.fixed_ns)).collect()
+    }
 }
 
 /// Measures every op of `model` on `engine` (a resident engine, base placement), each
 /// op's longest node by `reference_ns`.
 pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> Result<Interference, ProfileError> {
     let started = Instant::now();
-    let mut longest: BTreeMap<String, NodeId> = BTreeMap::new();
+    let time_of = |n: NodeId| reference_ns.get(n.index()).copied().unwrap_or(0.0);
+    // Per op: its longest node, and its shortest of at least FIXED_MIN_NS.
+    let mut nodes: BTreeMap<String, (NodeId, Option<NodeId>)> = BTreeMap::new();
     for &n in model.schedule() {
-        let entry = longest.entry(model.node(n).op.to_string()).or_insert(n);
-        if reference_ns.get(n.index()) > reference_ns.get(entry.index()) {
-            *entry = n;
+        let entry = nodes.entry(model.node(n).op.to_string()).or_insert((n, None));
+        if time_of(n) > time_of(entry.0) {
+            entry.0 = n;
+        }
+        if time_of(n) >= FIXED_MIN_NS && entry.1.is_none_or(|s| time_of(n) < time_of(s)) {
+            entry.1 = Some(n);
         }
     }
     // As a plan runs: the pool threads are not woken before each kernel, since that
@@ -97,12 +142,13 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     let measured = placer_exec::as_launcher(|launcher| {
         let copier = CopyBench::start(launcher)?;
         let alone: Vec<f64> = (0..5)
-            .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
+            .map(|_| copier.copy(BUFFER, Duration::ZERO).map(|d| d.as_nanos() as f64 / BUFFER as f64))
             .collect::<Result<_, _>>()?;
         let memcpy_ns_per_byte = median(&alone);
-        let mut ops = Vec::with_capacity(longest.len());
-        for (op, &n) in &longest {
-            ops.push(measure_op(engine, model, op, n, memcpy_ns_per_byte, &copier)?);
+        let mut ops = Vec::with_capacity(nodes.len());
+        for (op, &(longest, short)) in &nodes {
+            let short = short.unwrap_or(longest);
+            ops.push(measure_op(engine, model, op, [longest, short], memcpy_ns_per_byte, &copier)?);
         }
         Ok::<_, ProfileError>((memcpy_ns_per_byte, ops))
     });
@@ -111,12 +157,13 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
 }
 
-/// A copy thread with two DRAM buffers of its own, as a plan's copy thread memcpys
-/// before it sleeps an emulated pool's wait, kept off the launcher's core as a plan's is.
-/// Copies longer than its buffers repeat over them. Dropping it stops the thread.
+/// A copy thread with two DRAM buffers of its own that memcpys, then waits out an
+/// emulated wait as a plan's copy thread does ([`placer_pools::sleep_until`]), kept off
+/// the launcher's core as a plan's is. Copies longer than its buffers repeat over them.
+/// Dropping it stops the thread.
 #[derive(Debug)]
 pub struct CopyBench {
-    jobs: Option<Sender<usize>>,
+    jobs: Option<Sender<(usize, Duration)>>,
     finished: Receiver<Duration>,
     thread: Option<JoinHandle<()>>,
 }
@@ -124,14 +171,14 @@ pub struct CopyBench {
 impl CopyBench {
     /// Starts the thread, kept off core `launcher` (from [`placer_exec::as_launcher`]).
     pub fn start(launcher: Option<usize>) -> Result<CopyBench, ProfileError> {
-        let (jobs, inbox) = channel::<usize>();
+        let (jobs, inbox) = channel::<(usize, Duration)>();
         let (done, finished) = channel::<Duration>();
         let thread = std::thread::Builder::new()
             .name("placer-copy-bench".into())
             .spawn(move || {
                 CopyCores::of_this_thread().keep_off(launcher);
                 let (src, mut dst) = (vec![1u8; BUFFER], vec![0u8; BUFFER]);
-                for bytes in inbox {
+                for (bytes, wait) in inbox {
                     let start = Instant::now();
                     let mut left = bytes;
                     while left > 0 {
@@ -140,6 +187,7 @@ impl CopyBench {
                         black_box(&dst[..n]);
                         left -= n;
                     }
+                    placer_pools::sleep_until(start + wait);
                     if done.send(start.elapsed()).is_err() {
                         break;
                     }
@@ -149,9 +197,10 @@ impl CopyBench {
         Ok(CopyBench { jobs: Some(jobs), finished, thread: Some(thread) })
     }
 
-    /// Hands the thread a copy of `bytes` and returns at once.
-    pub fn hand(&self, bytes: usize) -> Result<(), ProfileError> {
-        self.jobs.as_ref().ok_or_else(thread_gone)?.send(bytes).map_err(|_| thread_gone())
+    /// Hands the thread a copy of `bytes` that ends no sooner than `wait` after it
+    /// starts (an emulated pool's wait), and returns at once.
+    pub fn hand(&self, bytes: usize, wait: Duration) -> Result<(), ProfileError> {
+        self.jobs.as_ref().ok_or_else(thread_gone)?.send((bytes, wait)).map_err(|_| thread_gone())
     }
 
     /// Waits for the oldest copy handed over, and says how long it took.
@@ -159,9 +208,9 @@ impl CopyBench {
         self.finished.recv().map_err(|_| thread_gone())
     }
 
-    /// A copy of `bytes`, start to finish.
-    pub fn copy(&self, bytes: usize) -> Result<Duration, ProfileError> {
-        self.hand(bytes)?;
+    /// A copy of `bytes` with `wait`, start to finish.
+    pub fn copy(&self, bytes: usize, wait: Duration) -> Result<Duration, ProfileError> {
+        self.hand(bytes, wait)?;
         self.done()
     }
 }
@@ -176,41 +225,70 @@ impl Drop for CopyBench {
     }
 }
 
-/// One op's pairs, its copies handed to `copier`.
+/// One op's two runs, `[longest, short]`, their copies handed to `copier`.
 fn measure_op(
     engine: &mut Engine<'_>,
     model: &Model,
     op: &str,
-    n: NodeId,
+    [longest, short]: [NodeId; 2],
     memcpy_ns_per_byte: f64,
     copier: &CopyBench,
 ) -> Result<OpInterference, ProfileError> {
-    let nodes = [n];
-    let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
-    let warm: Vec<f64> = (0..4).map(|_| time(engine)).collect::<Result<_, _>>()?;
-    let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
-    // Timed from before the hand-over to the kernel's end, as a plan's step pays for
+    let fixed_run = run_pairs(engine, model, short, 0, copier)?;
+    let fixed_ns = fixed_run.with_ns - fixed_run.alone_ns;
+    let kernel_ns = median_of(engine, longest, 4)?;
+    let bytes = ((kernel_ns / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+    let share_run = run_pairs(engine, model, longest, bytes, copier)?;
+    let cpu_ns = (bytes as f64 * memcpy_ns_per_byte).min(share_run.alone_ns / f64::from(share_run.repeats));
+    Ok(OpInterference {
+        op: op.to_string(),
+        share: (share_run.with_ns - share_run.alone_ns - fixed_ns) / cpu_ns.max(1.0),
+        fixed_run,
+        fixed_ns,
+        share_run,
+        copy_bytes: bytes as u64,
+    })
+}
+
+/// The median of `n`'s time over `runs` runs, the first dropped as a warm-up.
+fn median_of(engine: &mut Engine<'_>, n: NodeId, runs: usize) -> Result<f64, ProfileError> {
+    let times: Vec<f64> = (0..runs).map(|_| engine.step(&[n]).map(|t| t[0])).collect::<Result<_, _>>()?;
+    Ok(median(&times[1..]))
+}
+
+/// [`PAIRS`] pairs of `n` repeated until a copy of `bytes` plus [`TAIL`] has ended, alone
+/// and beside that copy, alternating.
+fn run_pairs(
+    engine: &mut Engine<'_>,
+    model: &Model,
+    n: NodeId,
+    bytes: usize,
+    copier: &CopyBench,
+) -> Result<RunPairs, ProfileError> {
+    let copy_alone = copier.copy(bytes, Duration::ZERO)?;
+    let wait = copy_alone + TAIL;
+    let kernel_ns = median_of(engine, n, 4)?.max(1.0);
+    let repeats = ((wait.as_nanos() as f64 / kernel_ns).ceil() as usize + 1).clamp(1, MAX_RUN);
+    let run = vec![n; repeats];
+    // Timed from before the hand-over to the run's end, as a plan's step pays for
     // whatever the hand-over costs the launcher.
     let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..PAIRS {
         let start = Instant::now();
-        time(engine)?;
+        engine.step(&run)?;
         alone.push(start.elapsed().as_nanos() as f64);
         let start = Instant::now();
-        copier.hand(bytes)?;
-        time(engine)?;
+        copier.hand(bytes, wait)?;
+        engine.step(&run)?;
         with.push(start.elapsed().as_nanos() as f64);
         copies.push(copier.done()?.as_nanos() as f64);
     }
-    let (alone_ns, with_ns, copy_ns) = (median(&alone), median(&with), median(&copies));
-    Ok(OpInterference {
-        op: op.to_string(),
+    Ok(RunPairs {
         node: model.node(n).name.clone(),
-        copy_bytes: bytes as u64,
-        alone_ns,
-        with_ns,
-        copy_ns,
-        share: (with_ns - alone_ns) / (bytes as f64 * memcpy_ns_per_byte).min(alone_ns).max(1.0),
+        repeats: repeats as u32,
+        alone_ns: median(&alone),
+        with_ns: median(&with),
+        copy_ns: median(&copies),
     })
 }
 

@@ -18,7 +18,8 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// slower on this project's VM), so a profile timed against the older one is refused.
 /// 12: NUMA buffers under 2 MiB share huge pages (placer-pools' alloc/small.rs) instead
 /// of a 4 KiB-paged mapping each; small kernels ran 2-7× slower on the old ones.
-pub const FORMAT_VERSION: u32 = 12;
+/// 13: the interference calibration measures a fixed part per copy beside its share.
+pub const FORMAT_VERSION: u32 = 13;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -76,6 +76,9 @@ pub struct KernelCost {
     /// beside it ([`KernelCost::copy_loss_ns`]): measured per op by the profile's
     /// interference calibration, else [`UNCALIBRATED_SHARE`].
     pub interference_share: f64,
+    /// What a background copy costs this kernel whatever its size (the copy thread's
+    /// wake-ups taking a worker's core): measured per op by the same calibration, else 0.
+    pub interference_fixed_ns: f64,
 }
 
 /// A kernel's share of a background copy's CPU time when no profile measured its op:
@@ -85,12 +88,14 @@ pub const UNCALIBRATED_SHARE: f64 = 1.0;
 
 impl KernelCost {
     /// What a background copy taking `copy_cpu_ns` of CPU time costs this kernel beside
-    /// it: its share of that time, capped at the kernel's all-DRAM time (it cannot lose
-    /// more than it overlaps, and an emulated pool's wait is a sleep). Several copies
-    /// beside one kernel are capped one by one, not together, so that the cost stays
-    /// linear in the moves the solver chooses; that over-charges a kernel with several.
+    /// it: the fixed part, plus its share of that time capped at the kernel's all-DRAM
+    /// time (it cannot lose more than it overlaps, and an emulated pool's wait is a
+    /// sleep). The fixed part is not capped: the copy's end wakes its thread again, often
+    /// beside a later kernel, and the charge stands for both. Several copies beside one
+    /// kernel are capped one by one, not together, so that the cost stays linear in the
+    /// moves the solver chooses; that over-charges a kernel with several.
     pub fn copy_loss_ns(&self, copy_cpu_ns: f64) -> f64 {
-        self.interference_share.max(0.0) * copy_cpu_ns.min(self.base_ns)
+        self.interference_fixed_ns.max(0.0) + self.interference_share.max(0.0) * copy_cpu_ns.min(self.base_ns)
     }
 
     pub fn estimate(&self, config: &[u16]) -> f64 {
@@ -172,13 +177,15 @@ impl Costs {
         self
     }
 
-    /// These costs with the interference shares `calibration` measured for each op
-    /// (ops it did not measure keep [`UNCALIBRATED_SHARE`]).
+    /// These costs with the interference shares and fixed parts `calibration` measured
+    /// for each op (ops it did not measure keep [`UNCALIBRATED_SHARE`] and no fixed part).
     pub fn with_interference(mut self, model: &Model, calibration: &Interference) -> Costs {
-        let shares = calibration.shares();
+        let (shares, fixed) = (calibration.shares(), calibration.fixed_ns());
         for (i, k) in self.kernels.iter_mut().enumerate() {
-            if let Some(&share) = shares.get(model.node(NodeId(i as u32)).op.to_string().as_str()) {
+            let op = model.node(NodeId(i as u32)).op.to_string();
+            if let (Some(&share), Some(&fixed)) = (shares.get(op.as_str()), fixed.get(op.as_str())) {
                 k.interference_share = share;
+                k.interference_fixed_ns = fixed;
             }
         }
         self.interference_calibrated = true;
@@ -270,7 +277,13 @@ impl CostModel {
                     .collect()
             })
             .collect();
-        KernelCost { base_ns: self.base(f), delta_ns, fitted: false, interference_share: UNCALIBRATED_SHARE }
+        KernelCost {
+            base_ns: self.base(f),
+            delta_ns,
+            fitted: false,
+            interference_share: UNCALIBRATED_SHARE,
+            interference_fixed_ns: 0.0,
+        }
     }
 }
 
@@ -372,7 +385,13 @@ fn fit_kernel(prior: &KernelCost, rows: &[(&[u16], f64)], pools: usize) -> Kerne
     };
     let delta_ns =
         (0..ops).map(|o| (0..pools).map(|p| if p == 0 { 0.0 } else { beta[column(o, p)] }).collect()).collect();
-    KernelCost { base_ns: beta[0], delta_ns, fitted: true, interference_share: prior.interference_share }
+    KernelCost {
+        base_ns: beta[0],
+        delta_ns,
+        fitted: true,
+        interference_share: prior.interference_share,
+        interference_fixed_ns: prior.interference_fixed_ns,
+    }
 }
 
 /// Least squares with every coefficient kept >= 0: coefficients that come out negative
@@ -494,13 +513,21 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_costs_its_kernel_a_share_of_its_cpu_time_up_to_the_kernel_s_own() {
-        let kernel =
-            |share| KernelCost { base_ns: 100.0, delta_ns: Vec::new(), fitted: true, interference_share: share };
-        assert_eq!(kernel(0.5).copy_loss_ns(60.0), 30.0, "below the cap: half the copy's 60 ns");
-        assert_eq!(kernel(0.5).copy_loss_ns(300.0), 50.0, "capped at half the kernel's 100 ns");
-        assert_eq!(kernel(-0.2).copy_loss_ns(60.0), 0.0, "a share noise made negative charges nothing");
-        assert_eq!(kernel(UNCALIBRATED_SHARE).copy_loss_ns(60.0), 60.0);
+    fn a_copy_costs_its_kernel_a_fixed_part_and_a_share_of_its_cpu_time_up_to_the_kernel_s_own() {
+        let kernel = |share, fixed| KernelCost {
+            base_ns: 100.0,
+            delta_ns: Vec::new(),
+            fitted: true,
+            interference_share: share,
+            interference_fixed_ns: fixed,
+        };
+        assert_eq!(kernel(0.5, 0.0).copy_loss_ns(60.0), 30.0, "below the cap: half the copy's 60 ns");
+        assert_eq!(kernel(0.5, 0.0).copy_loss_ns(300.0), 50.0, "capped at half the kernel's 100 ns");
+        assert_eq!(kernel(-0.2, 0.0).copy_loss_ns(60.0), 0.0, "a share noise made negative charges nothing");
+        assert_eq!(kernel(UNCALIBRATED_SHARE, 0.0).copy_loss_ns(60.0), 60.0);
+        assert_eq!(kernel(0.5, 40.0).copy_loss_ns(0.0), 40.0, "a copy of no bytes still costs the fixed part");
+        assert_eq!(kernel(0.5, 140.0).copy_loss_ns(300.0), 190.0, "the fixed part is not capped");
+        assert_eq!(kernel(0.5, -7.0).copy_loss_ns(60.0), 30.0, "a fixed part noise made negative charges nothing");
     }
 
     #[test]

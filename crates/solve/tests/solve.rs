@@ -3,7 +3,7 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
-use placer_profile::interference::{Interference, OpInterference};
+use placer_profile::interference::{Interference, OpInterference, RunPairs};
 use placer_profile::tasks::Pin;
 use placer_solve::cost::Costs;
 use placer_solve::ilp::{Formulation, IlpOptions};
@@ -133,10 +133,10 @@ fn moves_appear_when_they_pay() {
 }
 
 #[test]
-fn background_copies_cost_their_kernels_the_calibrated_share() {
-    // Every op's share from a calibration; each kernel beside a copy is charged its
-    // op's share of the copy's CPU time, capped at the kernel's all-DRAM time, by the
-    // solver and by the checker alike.
+fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
+    // Every op's fixed part and share from a calibration; each kernel beside a copy is
+    // charged its op's fixed part plus its share of the copy's CPU time capped at the
+    // kernel's all-DRAM time, by the solver and by the checker alike.
     let model = zoo("mlp", 64);
     let mut pools = two_pools();
     pools.move_ns_per_byte = vec![vec![0.0, 0.001], vec![0.001, 0.0]];
@@ -152,18 +152,17 @@ fn background_copies_cost_their_kernels_the_calibrated_share() {
             .enumerate()
             .map(|(i, op)| OpInterference {
                 op: op.clone(),
-                node: String::new(),
+                fixed_run: RunPairs::default(),
+                fixed_ns: 1000.0 + 500.0 * i as f64,
+                share_run: RunPairs::default(),
                 copy_bytes: 0,
-                alone_ns: 0.0,
-                with_ns: 0.0,
-                copy_ns: 0.0,
                 share: 0.1 + 0.05 * i as f64,
             })
             .collect(),
         seconds: 0.0,
     };
     let costs = Costs::new(&model, &pools, &[]).with_interference(&model, &calibration);
-    let shares = calibration.shares();
+    let (shares, fixed) = (calibration.shares(), calibration.fixed_ns());
     let request = SolveRequest {
         model: &model,
         costs: &costs,
@@ -183,8 +182,9 @@ fn background_copies_cost_their_kernels_the_calibrated_share() {
         let step = m.before_step - 1;
         let node = model.schedule()[step];
         let base = costs.kernels[node.index()].base_ns;
+        let op = model.node(node).op.to_string();
         expected[step] +=
-            shares[model.node(node).op.to_string().as_str()] * (bytes[m.tensor.as_str()] as f64 * 0.002).min(base);
+            fixed[op.as_str()] + shares[op.as_str()] * (bytes[m.tensor.as_str()] as f64 * 0.002).min(base);
     }
     assert!(expected.iter().any(|&e| e > 0.0), "the plan needs a background copy");
     for (k, e) in r.plan.kernels.iter().zip(&expected) {
