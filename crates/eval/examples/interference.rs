@@ -1,11 +1,10 @@
 //! How well the profile's interference calibration predicts what a background copy costs
 //! real kernels, at copy sizes and on nodes it did not measure. For every op: the two
-//! nodes the calibration measured and the op's shortest node, each repeated until the
-//! copy has ended, alone and with a copy handed to a copy thread just before the run (a
-//! real memcpy between DRAM buffers, then the calibration's emulated tail, as the plan
-//! executor's copy thread memcpys and then waits out an emulated pool), alternating,
-//! `ROUNDS` triples (alone, with, alone again: the noise floor), medians, at each copy
-//! size (0 KiB: the fixed part alone). Predicted loss = the op's fixed part + its share ×
+//! nodes the calibration measured and the op's shortest node, each alone and with a copy
+//! handed to a copy thread just before it (a real memcpy between DRAM buffers, as the
+//! plan executor's copy thread does before it sleeps an emulated pool's wait),
+//! alternating, `ROUNDS` triples (alone, with, alone again: the noise floor), medians, at
+//! each copy size (0 KiB: the fixed part alone). Predicted loss = the op's fixed part + its share ×
 //! min(the copy's memcpy time at the calibration's ns/B, the kernel alone): the solver's
 //! charge.
 //! `cargo run --release -p placer-eval --example interference -- MODEL.json CKPT [ROUNDS [KiB...]]`
@@ -16,7 +15,7 @@ use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_host::{Host, HostOptions};
 use placer_ir::NodeId;
 use placer_pools::PoolId;
-use placer_profile::interference::{CopyBench, TAIL};
+use placer_profile::interference::CopyBench;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -48,14 +47,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let by_name: BTreeMap<&str, NodeId> = model.schedule().iter().map(|&n| (model.node(n).name.as_str(), n)).collect();
     println!(
-        "memcpy {:.4} ns/B (the calibration's), tail {} µs; {rounds} rounds per row, medians; loss = with copy − alone",
-        calibration.memcpy_ns_per_byte,
-        TAIL.as_micros()
+        "memcpy {:.4} ns/B (the calibration's, which took {:.1} s); {rounds} rounds per row, medians; loss = with copy − alone",
+        calibration.memcpy_ns_per_byte, calibration.seconds
     );
     println!(
-        "| op | node | fixed µs | share | kernel µs | runs | copy KiB | measured loss µs | predicted µs | noise (A′ − A) µs |"
+        "| op | node | fixed µs | share | kernel µs | copy KiB | measured loss µs | predicted µs | noise (A′ − A) µs |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let (mut measured_sum, mut predicted_sum) = (0.0, 0.0);
     // As a plan's step runs, and as the calibration measured.
     placer_exec::as_launcher(|launcher| -> Result<(), Error> {
@@ -72,15 +70,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (0..5).map(|_| Ok(exec.step_nodes(&[n])?.kernel_ns[0])).collect::<Result<_, Error>>()?;
                 let kernel = Stats::of(&kernel[1..]).map_or(f64::NAN, |s| s.median).max(1.0);
                 for &bytes in &sizes {
-                    let wait = copier.copy(bytes, std::time::Duration::ZERO)? + TAIL;
-                    let runs = ((wait.as_nanos() as f64 / kernel).ceil() as usize + 1).min(16);
-                    let run = vec![n; runs];
                     let mut time = |hand: bool| -> Result<f64, Error> {
                         let start = Instant::now();
                         if hand {
-                            copier.hand(bytes, wait)?;
+                            copier.hand(bytes)?;
                         }
-                        exec.step_nodes(&run)?;
+                        exec.step_nodes(&[n])?;
                         let t = start.elapsed().as_nanos() as f64;
                         if hand {
                             copier.done()?;
@@ -102,7 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     measured_sum += loss;
                     predicted_sum += predicted;
                     println!(
-                        "| {} | {} | {:.1} | {:.2} | {:.1} | {runs} | {} | {:.1} | {:.1} | {:.1} |",
+                        "| {} | {} | {:.1} | {:.2} | {:.1} | {} | {:.1} | {:.1} | {:.1} |",
                         op.op,
                         model.node(n).name,
                         op.fixed_ns / 1e3,

@@ -5,10 +5,8 @@
 //! cores that thread takes CPU time (and memory bandwidth) from them, in two parts:
 //!
 //! - **a fixed part, paid per copy whatever its size**: waking the copy thread takes the
-//!   core of one of the kernel's workers, and so does the copy's end (an emulated pool's
-//!   wait is a sleep whose last stretch spins, [`placer_pools::sleep_until`]). A copy of
-//!   no bytes cost BERT-tiny b8's parallel kernels 20-80 µs; a kernel running on one
-//!   thread lost about 5 µs.
+//!   core of one of the kernel's workers. A copy of no bytes cost BERT-tiny b8's parallel
+//!   kernels 20-80 µs; a kernel running on one thread lost about 5 µs.
 //! - **a share of the copy's CPU time**: a GEMM split evenly over every core waits for
 //!   the core the memcpy took, a short memory-bound kernel barely notices.
 //!
@@ -18,19 +16,20 @@
 //! fixed(op) + share(op) × min(the copy's CPU time, the kernel's all-DRAM time)
 //! ```
 //!
-//! where the copy's CPU time is its bytes at the host's memcpy speed (the sleep costs
-//! no CPU), and the cap says a kernel cannot lose more than it overlaps. Both are measured
-//! here for every op of the model, each from pairs of a run of one of its kernels alone
-//! and with a copy handed to a copy thread just before it (as the plan executor hands its
-//! copies), alternating, [`PAIRS`] pairs. Every calibration copy carries an emulated wait
-//! [`TAIL`] past its memcpy, as a copy to or from an emulated pool does, and the run
-//! repeats the kernel until the copy has ended, so that both wake-ups fall inside it.
+//! where the copy's CPU time is its bytes at the host's memcpy speed (an emulated pool's
+//! wait is a sleep and costs no CPU), and the cap says a kernel cannot lose more than it
+//! overlaps. Both are measured here for every op of the model from pairs of one of its
+//! kernels alone and with a copy handed to a copy thread just before it (as the plan
+//! executor hands its copies), alternating:
 //!
 //! - `fixed` on the op's shortest kernel of at least [`FIXED_MIN_NS`] (the short kernels
-//!   are where it matters), with a copy of no bytes;
+//!   are where it matters), with a copy of no bytes, [`FIXED_PAIRS`] pairs;
 //! - `share` on the op's longest kernel, with a copy sized to take about half the
 //!   kernel's time, where the loss is largest against the noise and below the cap, less
-//!   the op's fixed part.
+//!   the op's fixed part, [`PAIRS`] pairs.
+//!
+//! A plan's copy to or from an emulated pool wakes its thread a second time, when the
+//! emulated wait ends, often beside a later kernel; that is not measured here.
 
 use crate::ProfileError;
 use crate::engine::Engine;
@@ -52,13 +51,11 @@ const BUFFER: usize = 16 << 20;
 const MIN_COPY: usize = 64 << 10;
 /// The largest: a kernel of seconds gets a copy of about a second at most.
 const MAX_COPY: usize = 64 * BUFFER;
-/// The emulated wait every calibration copy carries past its memcpy: long enough that
-/// the copy thread sleeps, then spins its last stretch, as a plan's copy does.
-pub const TAIL: Duration = Duration::from_micros(150);
 /// The shortest kernel the fixed part is measured on.
 pub const FIXED_MIN_NS: f64 = 20e3;
-/// The most repeats of a kernel in one timed run.
-const MAX_RUN: usize = 16;
+/// Alone/with pairs for the fixed part: it is tens of µs, about the noise of one pair,
+/// and its kernel is short.
+pub const FIXED_PAIRS: usize = 31;
 
 /// The calibration a profile records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -75,31 +72,30 @@ pub struct Interference {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpInterference {
     pub op: String,
-    /// The fixed part's run: a copy of no bytes beside the op's shortest kernel of at
+    /// The fixed part's pairs: a copy of no bytes beside the op's shortest kernel of at
     /// least [`FIXED_MIN_NS`] (its longest when none is).
     pub fixed_run: RunPairs,
     /// with − alone of `fixed_run`: what a copy costs this op whatever its size. Noise
     /// can make it negative; the solver charges no less than 0.
     pub fixed_ns: f64,
-    /// The share's run: a copy of `copy_bytes` beside the op's longest kernel.
+    /// The share's pairs: a copy of `copy_bytes` beside the op's longest kernel.
     pub share_run: RunPairs,
     pub copy_bytes: u64,
-    /// (with − alone − `fixed_ns`) / min(`copy_bytes` × `memcpy_ns_per_byte`, the kernel
-    /// alone) of `share_run`: the share of the copy's CPU time, as the solver estimates
-    /// it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
+    /// (with − alone − `fixed_ns`, at 0 at least) / min(`copy_bytes` ×
+    /// `memcpy_ns_per_byte`, the kernel alone) of `share_run`: the share of the copy's
+    /// CPU time, as the solver estimates it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
     /// than alone, `copy_ns`; the share absorbs that, so the solver's charge reproduces
     /// this measurement.) Noise can make it negative; the solver charges no less than 0.
     pub share: f64,
 }
 
-/// One timed run's pairs: a kernel repeated `repeats` times, alone and beside a copy.
+/// One kernel's pairs, alone and beside a copy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunPairs {
-    /// The node, repeated until the copy has ended.
     pub node: String,
-    pub repeats: u32,
-    /// Medians over the pairs: the run alone and beside the copy (each timed from where
-    /// the copy is handed over, or would be, to the run's end), and the copy.
+    pub pairs: u32,
+    /// Medians over the pairs: the kernel alone and beside the copy (each timed from
+    /// where the copy is handed over, or would be, to the kernel's end), and the copy.
     pub alone_ns: f64,
     pub with_ns: f64,
     pub copy_ns: f64,
@@ -142,7 +138,7 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     let measured = placer_exec::as_launcher(|launcher| {
         let copier = CopyBench::start(launcher)?;
         let alone: Vec<f64> = (0..5)
-            .map(|_| copier.copy(BUFFER, Duration::ZERO).map(|d| d.as_nanos() as f64 / BUFFER as f64))
+            .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
             .collect::<Result<_, _>>()?;
         let memcpy_ns_per_byte = median(&alone);
         let mut ops = Vec::with_capacity(nodes.len());
@@ -157,13 +153,12 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
 }
 
-/// A copy thread with two DRAM buffers of its own that memcpys, then waits out an
-/// emulated wait as a plan's copy thread does ([`placer_pools::sleep_until`]), kept off
-/// the launcher's core as a plan's is. Copies longer than its buffers repeat over them.
-/// Dropping it stops the thread.
+/// A copy thread with two DRAM buffers of its own, as a plan's copy thread memcpys
+/// before it sleeps an emulated pool's wait, kept off the launcher's core as a plan's is.
+/// Copies longer than its buffers repeat over them. Dropping it stops the thread.
 #[derive(Debug)]
 pub struct CopyBench {
-    jobs: Option<Sender<(usize, Duration)>>,
+    jobs: Option<Sender<usize>>,
     finished: Receiver<Duration>,
     thread: Option<JoinHandle<()>>,
 }
@@ -171,14 +166,14 @@ pub struct CopyBench {
 impl CopyBench {
     /// Starts the thread, kept off core `launcher` (from [`placer_exec::as_launcher`]).
     pub fn start(launcher: Option<usize>) -> Result<CopyBench, ProfileError> {
-        let (jobs, inbox) = channel::<(usize, Duration)>();
+        let (jobs, inbox) = channel::<usize>();
         let (done, finished) = channel::<Duration>();
         let thread = std::thread::Builder::new()
             .name("placer-copy-bench".into())
             .spawn(move || {
                 CopyCores::of_this_thread().keep_off(launcher);
                 let (src, mut dst) = (vec![1u8; BUFFER], vec![0u8; BUFFER]);
-                for (bytes, wait) in inbox {
+                for bytes in inbox {
                     let start = Instant::now();
                     let mut left = bytes;
                     while left > 0 {
@@ -187,7 +182,6 @@ impl CopyBench {
                         black_box(&dst[..n]);
                         left -= n;
                     }
-                    placer_pools::sleep_until(start + wait);
                     if done.send(start.elapsed()).is_err() {
                         break;
                     }
@@ -197,10 +191,9 @@ impl CopyBench {
         Ok(CopyBench { jobs: Some(jobs), finished, thread: Some(thread) })
     }
 
-    /// Hands the thread a copy of `bytes` that ends no sooner than `wait` after it
-    /// starts (an emulated pool's wait), and returns at once.
-    pub fn hand(&self, bytes: usize, wait: Duration) -> Result<(), ProfileError> {
-        self.jobs.as_ref().ok_or_else(thread_gone)?.send((bytes, wait)).map_err(|_| thread_gone())
+    /// Hands the thread a copy of `bytes` and returns at once.
+    pub fn hand(&self, bytes: usize) -> Result<(), ProfileError> {
+        self.jobs.as_ref().ok_or_else(thread_gone)?.send(bytes).map_err(|_| thread_gone())
     }
 
     /// Waits for the oldest copy handed over, and says how long it took.
@@ -208,9 +201,9 @@ impl CopyBench {
         self.finished.recv().map_err(|_| thread_gone())
     }
 
-    /// A copy of `bytes` with `wait`, start to finish.
-    pub fn copy(&self, bytes: usize, wait: Duration) -> Result<Duration, ProfileError> {
-        self.hand(bytes, wait)?;
+    /// A copy of `bytes`, start to finish.
+    pub fn copy(&self, bytes: usize) -> Result<Duration, ProfileError> {
+        self.hand(bytes)?;
         self.done()
     }
 }
@@ -225,7 +218,7 @@ impl Drop for CopyBench {
     }
 }
 
-/// One op's two runs, `[longest, short]`, their copies handed to `copier`.
+/// One op's two measurements, `[longest, short]`, their copies handed to `copier`.
 fn measure_op(
     engine: &mut Engine<'_>,
     model: &Model,
@@ -234,15 +227,15 @@ fn measure_op(
     memcpy_ns_per_byte: f64,
     copier: &CopyBench,
 ) -> Result<OpInterference, ProfileError> {
-    let fixed_run = run_pairs(engine, model, short, 0, copier)?;
+    let fixed_run = pairs_of(engine, model, short, 0, FIXED_PAIRS, copier)?;
     let fixed_ns = fixed_run.with_ns - fixed_run.alone_ns;
-    let kernel_ns = median_of(engine, longest, 4)?;
-    let bytes = ((kernel_ns / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
-    let share_run = run_pairs(engine, model, longest, bytes, copier)?;
-    let cpu_ns = (bytes as f64 * memcpy_ns_per_byte).min(share_run.alone_ns / f64::from(share_run.repeats));
+    let warm: Vec<f64> = (0..4).map(|_| engine.step(&[longest]).map(|t| t[0])).collect::<Result<_, _>>()?;
+    let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
+    let share_run = pairs_of(engine, model, longest, bytes, PAIRS, copier)?;
+    let cpu_ns = (bytes as f64 * memcpy_ns_per_byte).min(share_run.alone_ns);
     Ok(OpInterference {
         op: op.to_string(),
-        share: (share_run.with_ns - share_run.alone_ns - fixed_ns) / cpu_ns.max(1.0),
+        share: (share_run.with_ns - share_run.alone_ns - fixed_ns.max(0.0)) / cpu_ns.max(1.0),
         fixed_run,
         fixed_ns,
         share_run,
@@ -250,42 +243,34 @@ fn measure_op(
     })
 }
 
-/// The median of `n`'s time over `runs` runs, the first dropped as a warm-up.
-fn median_of(engine: &mut Engine<'_>, n: NodeId, runs: usize) -> Result<f64, ProfileError> {
-    let times: Vec<f64> = (0..runs).map(|_| engine.step(&[n]).map(|t| t[0])).collect::<Result<_, _>>()?;
-    Ok(median(&times[1..]))
-}
-
-/// [`PAIRS`] pairs of `n` repeated until a copy of `bytes` plus [`TAIL`] has ended, alone
-/// and beside that copy, alternating.
-fn run_pairs(
+/// `pairs` pairs of `n` alone and beside a copy of `bytes`, alternating.
+fn pairs_of(
     engine: &mut Engine<'_>,
     model: &Model,
     n: NodeId,
     bytes: usize,
+    pairs: usize,
     copier: &CopyBench,
 ) -> Result<RunPairs, ProfileError> {
-    let copy_alone = copier.copy(bytes, Duration::ZERO)?;
-    let wait = copy_alone + TAIL;
-    let kernel_ns = median_of(engine, n, 4)?.max(1.0);
-    let repeats = ((wait.as_nanos() as f64 / kernel_ns).ceil() as usize + 1).clamp(1, MAX_RUN);
-    let run = vec![n; repeats];
-    // Timed from before the hand-over to the run's end, as a plan's step pays for
+    let nodes = [n];
+    let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
+    time(engine)?;
+    // Timed from before the hand-over to the kernel's end, as a plan's step pays for
     // whatever the hand-over costs the launcher.
     let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..PAIRS {
+    for _ in 0..pairs {
         let start = Instant::now();
-        engine.step(&run)?;
+        time(engine)?;
         alone.push(start.elapsed().as_nanos() as f64);
         let start = Instant::now();
-        copier.hand(bytes, wait)?;
-        engine.step(&run)?;
+        copier.hand(bytes)?;
+        time(engine)?;
         with.push(start.elapsed().as_nanos() as f64);
         copies.push(copier.done()?.as_nanos() as f64);
     }
     Ok(RunPairs {
         node: model.node(n).name.clone(),
-        repeats: repeats as u32,
+        pairs: pairs as u32,
         alone_ns: median(&alone),
         with_ns: median(&with),
         copy_ns: median(&copies),
