@@ -59,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     placer_exec::as_launcher(|launcher| -> Result<(), Error> {
         let copier = CopyBench::start(launcher)?;
         for op in &calibration.ops {
-            let mut nodes: Vec<NodeId> = [op.share_run.node.as_str(), op.fixed_run.node.as_str()]
+            let mut nodes: Vec<NodeId> = [op.share_pairs.node.as_str(), op.fixed_pairs.node.as_str()]
                 .iter()
                 .filter_map(|name| by_name.get(name).copied())
                 .chain(shortest.get(&op.op).copied())

@@ -74,15 +74,15 @@ pub struct OpInterference {
     pub op: String,
     /// The fixed part's pairs: a copy of no bytes beside the op's shortest kernel of at
     /// least [`FIXED_MIN_NS`] (its longest when none is).
-    pub fixed_run: RunPairs,
-    /// with − alone of `fixed_run`: what a copy costs this op whatever its size. Noise
+    pub fixed_pairs: KernelPairs,
+    /// with − alone of `fixed_pairs`: what a copy costs this op whatever its size. Noise
     /// can make it negative; the solver charges no less than 0.
     pub fixed_ns: f64,
     /// The share's pairs: a copy of `copy_bytes` beside the op's longest kernel.
-    pub share_run: RunPairs,
+    pub share_pairs: KernelPairs,
     pub copy_bytes: u64,
     /// (with − alone − `fixed_ns`, at 0 at least) / min(`copy_bytes` ×
-    /// `memcpy_ns_per_byte`, the kernel alone) of `share_run`: the share of the copy's
+    /// `memcpy_ns_per_byte`, the kernel alone) of `share_pairs`: the share of the copy's
     /// CPU time, as the solver estimates it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
     /// than alone, `copy_ns`; the share absorbs that, so the solver's charge reproduces
     /// this measurement.) Noise can make it negative; the solver charges no less than 0.
@@ -91,7 +91,7 @@ pub struct OpInterference {
 
 /// One kernel's pairs, alone and beside a copy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunPairs {
+pub struct KernelPairs {
     pub node: String,
     pub pairs: u32,
     /// Medians over the pairs: the kernel alone and beside the copy (each timed from
@@ -227,18 +227,18 @@ fn measure_op(
     memcpy_ns_per_byte: f64,
     copier: &CopyBench,
 ) -> Result<OpInterference, ProfileError> {
-    let fixed_run = pairs_of(engine, model, short, 0, FIXED_PAIRS, copier)?;
-    let fixed_ns = fixed_run.with_ns - fixed_run.alone_ns;
+    let fixed_pairs = pairs_of(engine, model, short, 0, FIXED_PAIRS, copier)?;
+    let fixed_ns = fixed_pairs.with_ns - fixed_pairs.alone_ns;
     let warm: Vec<f64> = (0..4).map(|_| engine.step(&[longest]).map(|t| t[0])).collect::<Result<_, _>>()?;
     let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
-    let share_run = pairs_of(engine, model, longest, bytes, PAIRS, copier)?;
-    let cpu_ns = (bytes as f64 * memcpy_ns_per_byte).min(share_run.alone_ns);
+    let share_pairs = pairs_of(engine, model, longest, bytes, PAIRS, copier)?;
+    let cpu_ns = (bytes as f64 * memcpy_ns_per_byte).min(share_pairs.alone_ns);
     Ok(OpInterference {
         op: op.to_string(),
-        share: (share_run.with_ns - share_run.alone_ns - fixed_ns.max(0.0)) / cpu_ns.max(1.0),
-        fixed_run,
+        share: (share_pairs.with_ns - share_pairs.alone_ns - fixed_ns.max(0.0)) / cpu_ns.max(1.0),
+        fixed_pairs,
         fixed_ns,
-        share_run,
+        share_pairs,
         copy_bytes: bytes as u64,
     })
 }
@@ -251,7 +251,7 @@ fn pairs_of(
     bytes: usize,
     pairs: usize,
     copier: &CopyBench,
-) -> Result<RunPairs, ProfileError> {
+) -> Result<KernelPairs, ProfileError> {
     let nodes = [n];
     let time = |engine: &mut Engine<'_>| engine.step(&nodes).map(|t| t[0]);
     time(engine)?;
@@ -268,7 +268,7 @@ fn pairs_of(
         with.push(start.elapsed().as_nanos() as f64);
         copies.push(copier.done()?.as_nanos() as f64);
     }
-    Ok(RunPairs {
+    Ok(KernelPairs {
         node: model.node(n).name.clone(),
         pairs: pairs as u32,
         alone_ns: median(&alone),

@@ -182,13 +182,14 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
     assert_eq!(calibration.ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops, "one row per op, by name");
     assert!(calibration.memcpy_ns_per_byte > 0.0 && calibration.memcpy_ns_per_byte.is_finite());
     for o in &calibration.ops {
-        for run in [&o.fixed_run, &o.share_run] {
-            let node = model.schedule().iter().find(|&&n| model.node(n).name == run.node).expect("a node of the model");
+        for pairs in [&o.fixed_pairs, &o.share_pairs] {
+            let node =
+                model.schedule().iter().find(|&&n| model.node(n).name == pairs.node).expect("a node of the model");
             assert_eq!(model.node(*node).op.to_string(), o.op);
-            assert!(run.alone_ns > 0.0 && run.with_ns > 0.0 && run.copy_ns > 0.0, "{o:?}");
+            assert!(pairs.alone_ns > 0.0 && pairs.with_ns > 0.0 && pairs.copy_ns > 0.0, "{o:?}");
         }
-        assert_eq!((o.fixed_run.pairs, o.share_run.pairs), (FIXED_PAIRS as u32, PAIRS as u32));
-        assert_eq!(o.fixed_ns, o.fixed_run.with_ns - o.fixed_run.alone_ns);
+        assert_eq!((o.fixed_pairs.pairs, o.share_pairs.pairs), (FIXED_PAIRS as u32, PAIRS as u32));
+        assert_eq!(o.fixed_ns, o.fixed_pairs.with_ns - o.fixed_pairs.alone_ns);
         assert!(o.share.is_finite(), "{o:?}");
         assert!(o.copy_bytes >= 64 << 10, "{o:?}");
     }

@@ -3,7 +3,7 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
-use placer_profile::interference::{Interference, OpInterference, RunPairs};
+use placer_profile::interference::{Interference, KernelPairs, OpInterference};
 use placer_profile::tasks::Pin;
 use placer_solve::cost::Costs;
 use placer_solve::ilp::{Formulation, IlpOptions};
@@ -152,9 +152,9 @@ fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
             .enumerate()
             .map(|(i, op)| OpInterference {
                 op: op.clone(),
-                fixed_run: RunPairs::default(),
+                fixed_pairs: KernelPairs::default(),
                 fixed_ns: 1000.0 + 500.0 * i as f64,
-                share_run: RunPairs::default(),
+                share_pairs: KernelPairs::default(),
                 copy_bytes: 0,
                 share: 0.1 + 0.05 * i as f64,
             })
