@@ -6,7 +6,7 @@
 //!
 //! - **a fixed part, paid per copy whatever its size**: waking the copy thread takes the
 //!   core of one of the kernel's workers. A copy of no bytes cost BERT-tiny b8's parallel
-//!   kernels 20-80 µs; a kernel running on one thread lost about 5 µs.
+//!   kernels 12-80 µs; a kernel running on one thread lost about 5 µs.
 //! - **a share of the copy's CPU time**: a GEMM split evenly over every core waits for
 //!   the core the memcpy took, a short memory-bound kernel barely notices.
 //!
