@@ -76,8 +76,9 @@ pub struct KernelCost {
     /// beside it ([`KernelCost::copy_loss_ns`]): measured per op by the profile's
     /// interference calibration, else [`UNCALIBRATED_SHARE`].
     pub interference_share: f64,
-    /// What a background copy costs this kernel whatever its size (the copy thread's
-    /// wake-ups taking a worker's core): measured per op by the same calibration, else 0.
+    /// What a background copy costs this kernel whatever its size (handing it over wakes
+    /// the copy thread on a worker's core): measured per op by the same calibration,
+    /// else 0.
     pub interference_fixed_ns: f64,
 }
 
@@ -90,8 +91,8 @@ impl KernelCost {
     /// What a background copy taking `copy_cpu_ns` of CPU time costs this kernel beside
     /// it: the fixed part, plus its share of that time capped at the kernel's all-DRAM
     /// time (it cannot lose more than it overlaps, and an emulated pool's wait is a
-    /// sleep). The fixed part is not capped: the copy's end wakes its thread again, often
-    /// beside a later kernel, and the charge stands for both. Several copies beside one
+    /// sleep). The fixed part is not capped: it is what the hand-over cost a kernel of
+    /// the op, measured as a whole, not a share of this kernel. Several copies beside one
     /// kernel are capped one by one, not together, so that the cost stays linear in the
     /// moves the solver chooses; that over-charges a kernel with several.
     pub fn copy_loss_ns(&self, copy_cpu_ns: f64) -> f64 {
