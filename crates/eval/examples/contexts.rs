@@ -81,6 +81,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = model.schedule().len();
     let mut times: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; 5];
     let mut walls: Vec<Vec<f64>> = vec![Vec::new(); 5];
+    // Per step: the sum of its kernels' times, and the wall time outside them.
+    let mut sums_by_step: Vec<Vec<f64>> = vec![Vec::new(); 5];
+    let mut between: Vec<Vec<f64>> = vec![Vec::new(); 5];
     for _ in 0..steps {
         let ta = a.step()?;
         let tb = b.step()?;
@@ -95,6 +98,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             (td.kernel_ns, td.wall_ns),
         ];
         for (ctx, (kernels, wall)) in all.into_iter().enumerate() {
+            let sum: f64 = kernels.iter().sum();
+            sums_by_step[ctx].push(sum);
+            between[ctx].push(wall - sum);
             for (k, ns) in kernels.into_iter().enumerate() {
                 times[ctx][k].push(ns);
             }
@@ -165,6 +171,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         median(&walls[3]) / 1e6,
         plan.predicted.step_ns / 1e6
     );
+    // A prediction adds kernels' medians; a step's median is the median of their sum,
+    // plus whatever the executor does between kernels.
+    println!(
+        "| context | step wall | its kernels (median of sums) | kernels (sum of medians) | (sum of means) | (sum of 10%-trimmed means) | between kernels | per kernel µs |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let trimmed = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        let cut = v.len() / 10;
+        let kept = &v[cut..v.len() - cut];
+        kept.iter().sum::<f64>() / kept.len() as f64
+    };
+    for (ctx, name) in [(0, "A run"), (3, "A′ run"), (1, "B woken"), (2, "C resident"), (4, "D no reuse")] {
+        let of_medians: f64 = times[ctx].iter().map(|k| median(k)).sum();
+        let of_means: f64 = times[ctx].iter().map(|k| k.iter().sum::<f64>() / k.len() as f64).sum();
+        let of_trimmed: f64 = times[ctx].iter().map(|k| trimmed(k)).sum();
+        println!(
+            "| {name} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            median(&walls[ctx]) / 1e6,
+            median(&sums_by_step[ctx]) / 1e6,
+            of_medians / 1e6,
+            of_means / 1e6,
+            of_trimmed / 1e6,
+            median(&between[ctx]) / 1e6,
+            median(&between[ctx]) / 1e3 / n as f64
+        );
+    }
     Ok(())
 }
 

@@ -263,7 +263,7 @@ pub fn standing_section(comparison: &Comparison, plan: &Plan) -> String {
         let _ = writeln!(
             s,
             "- The solver proved that, as it scores a step (every kernel at its all-DRAM time plus what the \
-             placement adds, from its fit of the profile), no plan at this budget scores under **{floor:.3} ms**; \
+             placement adds, from its fit of the profile, and the step's overhead), no plan at this budget scores under **{floor:.3} ms**; \
              it scored this plan at {score:.3} ms (predicted above at {:.3} ms, the profile replayed by the checker). \
              The best baseline is predicted at {best:.3} ms: against that floor, placement could gain at most \
              **{:.1}%** over it here.",

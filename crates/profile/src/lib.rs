@@ -11,6 +11,7 @@ pub mod interference;
 pub mod lock;
 pub mod merge;
 pub mod mismatch;
+pub mod overhead;
 pub mod pass_run;
 pub mod passes;
 pub mod profiler;

@@ -301,6 +301,7 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         measurements,
         design: None,
         interference: None,
+        step_overhead: None,
         host_activity: activity,
         merged_from: sources,
     };

@@ -8,6 +8,7 @@ use crate::design::{self, Design, DesignSpec, FamilyPlan};
 use crate::engine::Engine;
 use crate::interference;
 use crate::mismatch::mismatch;
+use crate::overhead;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
 use crate::record::{
@@ -366,6 +367,7 @@ pub fn run_to_checkpoint(
             measurements: Vec::new(),
             design: None,
             interference: None,
+            step_overhead: None,
             host_activity: Vec::new(),
             merged_from: Vec::new(),
         },
@@ -429,6 +431,15 @@ pub fn run_to_checkpoint(
         profile.interference = Some(calibration);
         checkpoint::save(path, &profile)?;
     }
+    if profile.step_overhead.is_none() && measures_step_overhead(&plan.header) {
+        // The passes' engine goes first: the steps below reserve an arena of their own.
+        drop(runner.take());
+        let base = base_placement(model, &plan.pins);
+        let overhead = overhead::measure(model, &pools, &base, plan.header.protocol.seed)?;
+        profile.wall_seconds += overhead.seconds;
+        profile.step_overhead = Some(overhead);
+        checkpoint::save(path, &profile)?;
+    }
     let passes_total = profile.passes_total as usize;
     Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
 }
@@ -441,10 +452,19 @@ pub fn calibrates_interference(header: &ProfileHeader) -> bool {
     header.pools.len() > 1 && header.protocol.steps != Steps::Live && header.shard.is_none()
 }
 
+/// Whether a profile with `header` measures what a step costs beyond its kernels
+/// ([`overhead`]): every profile but a shard's, whose merged profile measures it once.
+pub fn measures_step_overhead(header: &ProfileHeader) -> bool {
+    header.shard.is_none()
+}
+
 /// Whether resuming `profile` would measure nothing more: every pass done (a screening
-/// design's first stage judged), and the interference calibrated where it is due.
+/// design's first stage judged), and the interference and step overhead measured where
+/// they are due.
 pub fn is_finished(profile: &Profile) -> bool {
-    profile.is_complete() && (profile.interference.is_some() || !calibrates_interference(&profile.header))
+    profile.is_complete()
+        && (profile.interference.is_some() || !calibrates_interference(&profile.header))
+        && (profile.step_overhead.is_some() || !measures_step_overhead(&profile.header))
 }
 
 /// The first stage's verdicts, from the first stage's measurements only (so a resumed

@@ -4,6 +4,7 @@
 use crate::design::verdict::{DesignRecord, Prediction};
 use crate::design::{Design, DesignSpec};
 use crate::interference::Interference;
+use crate::overhead::StepOverhead;
 use placer_exec::Stats;
 use placer_host::HostActivity;
 use serde::{Deserialize, Serialize};
@@ -19,7 +20,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// 12: NUMA buffers under 2 MiB share huge pages (placer-pools' alloc/small.rs) instead
 /// of a 4 KiB-paged mapping each; small kernels ran 2-7× slower on the old ones.
 /// 13: the interference calibration measures a fixed part per copy beside its share.
-pub const FORMAT_VERSION: u32 = 13;
+/// 14: a profile measures what a step costs beyond its kernels' medians
+/// ([`crate::overhead`]), which every prediction now includes.
+pub const FORMAT_VERSION: u32 = 14;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -285,6 +288,9 @@ pub struct Profile {
     /// ([`crate::interference`]); `None` until then, and for profiles that do not
     /// measure it ([`crate::profiler::calibrates_interference`]).
     pub interference: Option<Interference>,
+    /// What a whole step costs beyond its kernels' median times, measured after the
+    /// last pass ([`crate::overhead`]); `None` until then, and for a shard.
+    pub step_overhead: Option<StepOverhead>,
     /// The host's activity before the first pass of each run and during every pass:
     /// whether other processes, a hypervisor or unexplained jitter competed with the
     /// measurements ([`placer_host::activity`]).

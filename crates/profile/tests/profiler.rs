@@ -169,6 +169,40 @@ fn whole_picked_and_live_steps_measure_the_same_configurations() {
 }
 
 #[test]
+fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
+    let model = placer_zoo::build("mlp", 2).expect("zoo");
+    let mut options = ProfileOptions::pipeline(1, 1);
+    options.protocol.max_reps = 1;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    let o = first.profile.step_overhead.clone().expect("measured after the last pass");
+    assert_eq!(o.kernels as usize, model.schedule().len());
+    // A tiny model's step is short: it is timed the most times.
+    assert_eq!(o.steps, 41);
+    // The wall time holds the kernels and the time between them.
+    assert!(o.kernel_medians_ns > 0.0 && o.kernel_sums_ns > 0.0, "{o:?}");
+    assert!(o.wall_ns > o.kernel_sums_ns, "{o:?}");
+    let parts = o.between_kernels_ns() + o.medians_short_ns();
+    assert!((o.step_ns() - parts).abs() <= 1e-9 * o.wall_ns, "{o:?}");
+    assert!(placer_profile::profiler::is_finished(&first.profile));
+    let mut unmeasured = first.profile.clone();
+    unmeasured.step_overhead = None;
+    assert!(!placer_profile::profiler::is_finished(&unmeasured), "a profile without it is not finished");
+    // Resuming keeps it.
+    let again = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("resumes");
+    assert_eq!(again.profile.step_overhead, Some(o));
+    // Whatever the pools and steps.
+    let one = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30)]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let single = profile_into_dir(&model, one, "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
+    assert!(single.profile.step_overhead.is_some());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let live = options.with_steps(placer_profile::Steps::Live);
+    let live = profile_into_dir(&model, pools(), "test-host", &live, dir.path(), &mut |_| {}).expect("runs");
+    assert!(live.profile.step_overhead.is_some());
+}
+
+#[test]
 fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() {
     let model = placer_zoo::build("mlp", 2).expect("zoo");
     let mut options = ProfileOptions::pipeline(1, 1);

@@ -195,7 +195,7 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
     // Capacity, kernels and time, step by step.
     let mut live = vec![0i128; names.len()];
     let mut peak = vec![0u64; names.len()];
-    let mut step_ns = sync_ns;
+    let mut step_ns = sync_ns + costs.step_overhead_ns;
     // A 2LM plan: its cached pool is reached at DRAM speed, plus the cache's wait.
     let side = match &plan.memory_side_cache {
         None => None,

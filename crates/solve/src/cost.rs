@@ -115,6 +115,10 @@ pub struct Costs {
     /// Per signature, the operands whose pool the profile deemed immaterial (its
     /// negligible-operand rule): lookups ignore them.
     immaterial: HashMap<u64, Vec<bool>>,
+    /// What a step costs beyond its kernels' times (the profile's
+    /// [`placer_profile::overhead`] measurement, else 0), ns: added to every plan's
+    /// predicted step. It does not depend on where tensors are.
+    pub step_overhead_ns: f64,
     /// Whether a profile's calibration set the kernels' interference shares.
     pub interference_calibrated: bool,
 }
@@ -163,6 +167,7 @@ impl Costs {
             measured,
             predicted: HashMap::new(),
             immaterial: HashMap::new(),
+            step_overhead_ns: 0.0,
             interference_calibrated: false,
         }
     }
@@ -190,6 +195,13 @@ impl Costs {
             }
         }
         self.interference_calibrated = true;
+        self
+    }
+
+    /// These costs with `ns` added to every step: what the profile measured a step to
+    /// cost beyond its kernels' medians.
+    pub fn with_step_overhead(mut self, ns: f64) -> Costs {
+        self.step_overhead_ns = ns;
         self
     }
 

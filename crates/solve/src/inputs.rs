@@ -57,6 +57,9 @@ pub fn solve_inputs(
     let mut costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
     if let Some(p) = &profile {
         costs = costs.with_negligible(model, p.header.mode.negligible);
+        if let Some(overhead) = &p.step_overhead {
+            costs = costs.with_step_overhead(overhead.step_ns());
+        }
         if let Some(calibration) = &p.interference {
             costs = costs.with_interference(model, calibration);
             pools =

@@ -56,6 +56,8 @@ pub struct Instance {
     pub capacity: Vec<u64>,
     /// The most bytes live at one step if everything sat in DRAM, scratch included.
     pub peak_bytes: u64,
+    /// What every step costs beyond its kernels (`Costs::step_overhead_ns`), ns.
+    pub step_overhead_ns: f64,
 }
 
 /// Why a budget cannot be met.
@@ -156,7 +158,7 @@ impl Instance {
             .unwrap_or(0);
         let mut capacity: Vec<u64> = pools.pools.iter().map(|p| p.capacity).collect();
         capacity[0] = budget;
-        Instance { tensors, kernels, pools, capacity, peak_bytes }
+        Instance { tensors, kernels, pools, capacity, peak_bytes, step_overhead_ns: costs.step_overhead_ns }
     }
 
     pub fn steps(&self) -> usize {

@@ -44,7 +44,8 @@ pub struct Evaluation {
     /// Per step: what those copies slow the kernel by, ns (`KernelCost::copy_loss_ns`).
     pub interference_ns: Vec<f64>,
     pub sync_ns: f64,
-    /// Σ max(kernel + its slowdown, async copies during it) + sync copies.
+    /// Σ max(kernel + its slowdown, async copies during it) + sync copies + the step's
+    /// overhead (`Costs::step_overhead_ns`).
     pub step_ns: f64,
     /// Bytes in each pool at each step (`bytes[pool][step]`), scratch and in-flight
     /// async copies included.
@@ -132,7 +133,9 @@ impl Placement {
                     .collect()
             })
             .collect();
-        let step_ns = (0..steps).map(|i| (kernel_ns[i] + interference_ns[i]).max(async_ns[i])).sum::<f64>() + sync_ns;
+        let step_ns = (0..steps).map(|i| (kernel_ns[i] + interference_ns[i]).max(async_ns[i])).sum::<f64>()
+            + sync_ns
+            + costs.step_overhead_ns;
         Evaluation { kernel_ns, sources, async_ns, interference_ns, sync_ns, step_ns, bytes }
     }
 

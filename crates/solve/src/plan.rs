@@ -79,7 +79,8 @@ impl Plan {
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Predicted {
-    /// Σ max(kernel + slowdown from copies beside it, those copies) + blocking moves.
+    /// Σ max(kernel + slowdown from copies beside it, those copies) + blocking moves +
+    /// `step_overhead_ns`.
     pub step_ns: f64,
     pub kernel_ns: f64,
     /// Σ of what background copies slow their kernels by.
@@ -92,6 +93,11 @@ pub struct Predicted {
     #[serde(default)]
     pub predicted_kernels: usize,
     pub estimated_kernels: usize,
+    /// What a step costs beyond its kernels, as the profile measured it
+    /// (`placer_profile::overhead`): the time between kernels, and the sum of medians'
+    /// shortfall. 0 for plans from an older profile, or none.
+    #[serde(default)]
+    pub step_overhead_ns: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,6 +313,7 @@ impl Plan {
                 measured_kernels: eval.count(Source::Measured),
                 predicted_kernels: eval.count(Source::Predicted),
                 estimated_kernels: eval.count(Source::Estimated),
+                step_overhead_ns: ctx.costs.step_overhead_ns,
             },
             solver: ilp.map(|(o, warm)| {
                 let mut report = SolverReport {

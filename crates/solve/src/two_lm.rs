@@ -126,7 +126,7 @@ pub fn plan(
         .collect();
     let step: f64 = plan.kernels.iter().map(|k| k.time_ns).sum();
     plan.predicted = crate::plan::Predicted {
-        step_ns: step,
+        step_ns: step + costs.step_overhead_ns,
         kernel_ns: step,
         interference_ns: 0.0,
         sync_move_ns: 0.0,

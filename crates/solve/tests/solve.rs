@@ -133,6 +133,56 @@ fn moves_appear_when_they_pay() {
 }
 
 #[test]
+fn the_step_overhead_is_added_to_every_plan_and_changes_none() {
+    // What a profile measured a step to cost beyond its kernels: every plan's predicted
+    // step, the baselines' and the solver's floor included, grows by exactly that, the
+    // checker replays it, and no placement changes.
+    let model = zoo("mlp", 64);
+    let mut pools = two_pools();
+    pools.move_ns_per_byte = vec![vec![0.0, 0.001], vec![0.001, 0.0]];
+    let overhead = 123_456.0;
+    let solve_with = |costs: &Costs| {
+        let request = SolveRequest {
+            model: &model,
+            costs,
+            pools: pools.clone(),
+            budget: Budget::parse("30%").expect("budget"),
+            pins: Vec::new(),
+            options: options(Formulation::Sync),
+            profile: None,
+        };
+        solve(&request, &mut |_| {}).expect("solves")
+    };
+    let plain = Costs::new(&model, &pools, &[]);
+    let without = solve_with(&plain);
+    let with = solve_with(&plain.clone().with_step_overhead(overhead));
+    assert!(with.check.ok(), "{:?}", with.check.problems);
+    assert_eq!(with.plan.predicted.step_overhead_ns, overhead);
+    assert_eq!(without.plan.predicted.step_overhead_ns, 0.0);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * b.abs().max(1.0);
+    assert!(close(with.plan.predicted.step_ns, without.plan.predicted.step_ns + overhead));
+    assert!(close(with.all_dram_ns, without.all_dram_ns + overhead));
+    assert_eq!(with.plan.tensors, without.plan.tensors);
+    assert_eq!(with.plan.moves, without.plan.moves);
+    assert_eq!(with.baselines.len(), without.baselines.len());
+    let mut compared = 0;
+    for (a, b) in with.baselines.iter().zip(&without.baselines) {
+        let step = |c: &placer_solve::Candidate| c.outcome.as_ref().map(|(p, _)| p.predicted.step_ns).ok();
+        match (step(a), step(b)) {
+            (Some(ta), Some(tb)) => {
+                assert!(close(ta, tb + overhead), "{}: {ta} against {tb}", a.name);
+                compared += 1;
+            }
+            (None, None) => {}
+            _ => panic!("{}: a plan with the overhead and none without, or the other way", a.name),
+        }
+    }
+    assert!(compared >= 3, "only {compared} baselines had plans");
+    let floor = |r: &SolveResult| r.plan.solver_floor_and_score_ns().expect("a solver report").0;
+    assert!(close(floor(&with), floor(&without) + overhead));
+}
+
+#[test]
 fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
     // Every op's fixed part and share from a calibration; each kernel beside a copy is
     // charged its op's fixed part plus its share of the copy's CPU time capped at the

@@ -77,6 +77,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         measurements,
         design: None,
         interference: None,
+        step_overhead: None,
         host_activity: Vec::new(),
         merged_from: Vec::new(),
     }

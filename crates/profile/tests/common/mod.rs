@@ -70,6 +70,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             .collect(),
         design: None,
         interference: None,
+        step_overhead: None,
         host_activity: Vec::new(),
         merged_from: Vec::new(),
     }
