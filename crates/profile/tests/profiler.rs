@@ -168,11 +168,16 @@ fn whole_picked_and_live_steps_measure_the_same_configurations() {
     assert_eq!(measured(placer_profile::Steps::Live), whole);
 }
 
-#[test]
-fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
-    let model = placer_zoo::build("mlp", 2).expect("zoo");
+/// A tiny model, and the pipeline's protocol cut to one timed step per pass.
+fn tiny_one_rep() -> (placer_ir::Model, ProfileOptions) {
     let mut options = ProfileOptions::pipeline(1, 1);
     options.protocol.max_reps = 1;
+    (placer_zoo::build("mlp", 2).expect("zoo"), options)
+}
+
+#[test]
+fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
+    let (model, options) = tiny_one_rep();
     let dir = tempfile::tempdir().expect("tempdir");
     let first = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
     let o = first.profile.step_overhead.clone().expect("measured after the last pass");
@@ -204,9 +209,7 @@ fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
 
 #[test]
 fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() {
-    let model = placer_zoo::build("mlp", 2).expect("zoo");
-    let mut options = ProfileOptions::pipeline(1, 1);
-    options.protocol.max_reps = 1;
+    let (model, options) = tiny_one_rep();
     let dir = tempfile::tempdir().expect("tempdir");
     let first = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
     let calibration = first.profile.interference.clone().expect("two pools, resident steps: measured");
