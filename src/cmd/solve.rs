@@ -276,18 +276,18 @@ fn header(
         ),
     };
     t.row(vec!["times".into(), times]);
-    let overhead = match profile.and_then(|p| p.step_overhead.as_ref()) {
-        Some(o) => format!(
-            "{} added to every step: {} between kernels, and {} by which the kernels' medians fall short of a step's kernel total (measured by the profile over {} whole steps of the base placement as `placer run` runs them: {} a step)",
-            ms(o.step_ns()),
-            ms(o.between_kernels_ns()),
-            ms(o.medians_short_ns()),
-            o.steps,
-            ms(o.wall_ns)
-        ),
-        None => "none added: the profile did not measure it".into(),
-    };
-    if profile.is_some() {
+    if let Some(p) = profile {
+        let overhead = match &p.step_overhead {
+            Some(o) => format!(
+                "{} added to every step: {} between kernels, and {} by which the kernels' medians fall short of a step's kernel total (measured by the profile over {} whole steps of the base placement as `placer run` runs them: {} a step)",
+                ms(o.step_ns()),
+                ms(o.between_kernels_ns()),
+                ms(o.medians_short_ns()),
+                o.steps,
+                ms(o.wall_ns)
+            ),
+            None => "none added: the profile did not measure it".into(),
+        };
         t.row(vec!["step overhead".into(), overhead]);
     }
     t.row(vec![
