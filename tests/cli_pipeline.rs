@@ -59,8 +59,9 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let line = stdout.lines().find(|l| l.contains("resumed from the checkpoint")).expect("profile line");
-    // "...: N measurements, P passes (R resumed from the checkpoint), ...": R must be P.
-    let head = line.split(" passes (").next().expect("passes");
+    // "...: N measurements, P passes of S steps (R resumed from the checkpoint), ...":
+    // R must be P.
+    let head = line.split(" passes of ").next().expect("passes");
     let passes = head.rsplit(' ').next().expect("pass count");
     assert!(line.contains(&format!("({passes} resumed")), "{line}");
 

@@ -52,7 +52,7 @@ fn profile_measures_every_configuration_and_exports_them() {
         s.contains("simultaneous (up to 64 per pass)") && s.contains("lower bound") && s.contains("EMULATED"),
         "{s}"
     );
-    assert!(s.contains("picked steps: 1 warm-up steps"), "the summary says what a step ran: {s}");
+    assert!(s.contains("live steps: 1 warm-up steps"), "the summary says what a step ran (a tiny step: live): {s}");
 
     let profile = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("checkpoint loads");
     assert!(profile.is_complete() && profile.header.emulated);
@@ -108,21 +108,22 @@ fn profile_measures_every_configuration_and_exports_them() {
             && err.lines().count() == 1,
         "{err}"
     );
-    // Whole steps are another protocol too: their figures are not mixed with picked ones.
+    // Whole steps are another protocol too: their figures are not mixed with live ones.
     let out = profile_full(tmp.path(), m, c, "3", &["--steps", "whole"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let err = text(&out.stderr);
-    assert!(err.contains("protocol differs: steps picked in the checkpoint, whole now"), "{err}");
+    assert!(err.contains("protocol differs: steps live in the checkpoint, whole now"), "{err}");
     let out = profile_full(tmp.path(), m, c, "4", &["--fresh"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 
-    // Live steps: whole steps, each tensor in an arena only while it is live.
-    let live = tmp.path().join("live");
-    let out = profile_full(tmp.path(), m, live.to_str().expect("utf-8"), "2", &["--steps", "live", "--rounds", "1"]);
+    // Picked steps: only the pass's kernels and their producers, on resident tensors.
+    let picked = tmp.path().join("picked");
+    let out =
+        profile_full(tmp.path(), m, picked.to_str().expect("utf-8"), "2", &["--steps", "picked", "--rounds", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("live steps: 1 warm-up steps"), "{}", text(&out.stdout));
-    let profile = placer_profile::checkpoint::load(&only_checkpoint(&live)).expect("checkpoint loads");
-    assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Live);
+    assert!(text(&out.stdout).contains("picked steps: 1 warm-up steps"), "{}", text(&out.stdout));
+    let profile = placer_profile::checkpoint::load(&only_checkpoint(&picked)).expect("checkpoint loads");
+    assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Picked);
     assert_eq!(profile.merged().len(), tasks.tasks.len());
 }
 

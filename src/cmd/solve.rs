@@ -279,10 +279,11 @@ fn header(
     if let Some(p) = profile {
         let overhead = match &p.step_overhead {
             Some(o) => format!(
-                "{} added to every step: {} between kernels, and {} by which the kernels' medians fall short of a step's kernel total (measured by the profile over {} whole steps of the base placement as `placer run` runs them: {} a step)",
+                "{} added to every step: {} between kernels, {} by which the kernels' medians fall short of a step's kernel total, and {} the kernels wait for their pool's threads, which the profile wakes (measured by the profile over {} whole steps of the base placement as `placer run` runs them, alternating with as many woken: {} a step)",
                 ms(o.step_ns()),
                 ms(o.between_kernels_ns()),
                 ms(o.medians_short_ns()),
+                ms(o.wake_up_ns()),
                 o.steps,
                 ms(o.wall_ns)
             ),

@@ -162,6 +162,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         row(&format!("*{} kernels {name}*", class.len()), sums);
     }
     row(&format!("**all {n} kernels**"), sums);
+    // By op: what differs between contexts is the memory a kernel touches, so ops that
+    // stream (copies, elementwise) part from ops that compute (matmul) here.
+    let mut by_op: std::collections::BTreeMap<String, (usize, [f64; 6])> = std::collections::BTreeMap::new();
+    for (name, values) in rows.iter().map(|r| (&r.1, r.2)) {
+        let op = model.node(model.node_id(name).ok_or("a plan kernel not in the model")?).op;
+        let entry = by_op.entry(format!("{op:?}")).or_insert((0, [0.0; 6]));
+        entry.0 += 1;
+        for (s, x) in entry.1.iter_mut().zip(values) {
+            *s += x;
+        }
+    }
+    for (op, (count, values)) in &by_op {
+        row(&format!("*{count} {op}*"), *values);
+    }
     println!(
         "step wall, medians: A {:.3}, B {:.3}, C {:.3}, D {:.3}, A′ {:.3} ms; plan predicted {:.3} ms",
         median(&walls[0]) / 1e6,

@@ -132,10 +132,11 @@ fn profile(
     let total = outcome.passes_total;
     let capped = outcome.profile.capped_warning().map_or(String::new(), |w| format!("; {w}"));
     let note = format!(
-        "{}: {} measurements, {} passes ({} resumed from the checkpoint), {:.1} s; host {}{capped}",
+        "{}: {} measurements, {} passes of {} steps ({} resumed from the checkpoint), {:.1} s; host {}{capped}",
         outcome.path.display(),
         fmt_count(outcome.profile.measurements.len() as u64),
         total,
+        outcome.profile.header.protocol.steps.as_str(),
         outcome.resumed.min(total),
         started.elapsed().as_secs_f64(),
         outcome.profile.activity_note(),

@@ -150,6 +150,9 @@ pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -
         pins,
         plan_hash,
         shard,
+        // Follows from the model and the host's memory, which the hash and the
+        // fingerprint already compare.
+        footprint_fits: _,
     } = old;
     let mut parts = Vec::new();
     let mut f = Vec::new();
@@ -225,6 +228,7 @@ mod tests {
             pins: Vec::new(),
             plan_hash: "feedfacecafe00001111".into(),
             shard: None,
+            footprint_fits: true,
         }
     }
 

@@ -3,7 +3,7 @@
 //!
 //! A plan's predicted step adds up per-kernel times, and the profile gives each
 //! kernel's median. A step measured as `placer run` runs it takes longer than that sum,
-//! by two things no kernel's time holds:
+//! by three things no profiled kernel time holds:
 //!
 //! - **the time between kernels**: the executor's own work around each kernel (lending
 //!   its operands from the arena, placing and freeing tensors, looking up emulated
@@ -13,13 +13,20 @@
 //!   of their means. Over BERT-tiny b8's 190 kernels the sum of medians fell 4-5% short
 //!   of the steps' median kernel total; the sum of means came within 1.6% of it.
 //!
-//! Both are measured here together, as one figure per step: whole steps of the base
-//! placement (where the profile's pinned tensors are, all else in DRAM) in a plan
-//! executor laid out as a plan's arena is, threads not woken before each kernel, as
-//! `placer run` runs them; the median step's wall time less the sum of each kernel's
-//! median time over the same steps. The solver adds it to every plan's predicted step.
-//! It does not depend on where tensors are, so it changes no plan, only how long each
-//! is predicted to take. The measured parts are kept apart for the record.
+//! - **waking the pool's threads**: the profile wakes every thread of the kernels' pool
+//!   before each kernel, outside its timing, so that a kernel's time does not depend on
+//!   what ran before it. A run does not, and a parallel kernel after a serial stretch
+//!   waits for its threads inside its own time: 3-4.5% of BERT-tiny b32's kernel time,
+//!   1% of LeNet's.
+//!
+//! All three are measured here together, as one figure per step: whole steps of the
+//! base placement (where the profile's pinned tensors are, all else in DRAM) in a plan
+//! executor laid out as a plan's arena is, alternating steps as `placer run` runs them
+//! (threads not woken) with steps as the profile times kernels (threads woken before
+//! each). The figure is the run-like steps' median wall time less the sum of each
+//! kernel's median time in the woken steps. The solver adds it to every plan's
+//! predicted step. It does not depend on where tensors are, so it changes no plan, only
+//! how long each is predicted to take. The parts are kept apart for the record.
 
 use crate::ProfileError;
 use placer_exec::{ExecPlan, PlanExecutor, PoolAssignment, Stats};
@@ -30,7 +37,7 @@ use std::time::Instant;
 
 /// Untimed steps first: the arena's pages faulted in, caches in a step's state.
 const WARMUP: usize = 2;
-/// Timed steps: as many as take [`TARGET_NS`], within these bounds. The medians'
+/// Timed steps of each kind: as many as take [`TARGET_NS`], within these bounds. The medians'
 /// shortfall is a difference of two sums of medians, and settles only with tens of
 /// steps (BERT-tiny b32 read 1.2 and 2.5 ms in two profiles with 9).
 const MIN_STEPS: usize = 9;
@@ -40,7 +47,7 @@ const TARGET_NS: f64 = 3e9;
 /// What whole steps cost beyond their kernels' median times.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepOverhead {
-    /// Timed steps.
+    /// Timed steps of each kind (as runs run them, and threads woken).
     pub steps: u32,
     /// Kernels per step.
     pub kernels: u32,
@@ -48,8 +55,11 @@ pub struct StepOverhead {
     pub wall_ns: f64,
     /// The median over steps of a step's kernel times added up, ns.
     pub kernel_sums_ns: f64,
-    /// Each kernel's median time over the steps, added up, ns: what a prediction adds.
+    /// Each kernel's median time over the steps, added up, ns.
     pub kernel_medians_ns: f64,
+    /// The same over the interleaved steps with every pool thread woken before each
+    /// kernel, as the profile times them: what a prediction adds, ns.
+    pub woken_kernel_medians_ns: f64,
     /// How long the measurement took, s.
     pub seconds: f64,
 }
@@ -58,7 +68,7 @@ impl StepOverhead {
     /// What a step costs beyond the sum of its kernels' medians, ns: the figure the
     /// solver adds to every plan's step.
     pub fn step_ns(&self) -> f64 {
-        self.wall_ns - self.kernel_medians_ns
+        self.wall_ns - self.woken_kernel_medians_ns
     }
 
     /// The part spent between kernels: wall time less the step's own kernel total
@@ -70,6 +80,12 @@ impl StepOverhead {
     /// The part by which a sum of medians falls short of a step's kernel total, ns.
     pub fn medians_short_ns(&self) -> f64 {
         self.kernel_sums_ns - self.kernel_medians_ns
+    }
+
+    /// The part the kernels wait for their pool's threads when nothing woke them, ns:
+    /// their medians as runs time them less as the profile does.
+    pub fn wake_up_ns(&self) -> f64 {
+        self.kernel_medians_ns - self.woken_kernel_medians_ns
     }
 }
 
@@ -86,14 +102,22 @@ pub fn measure(model: &Model, pools: &PoolSet, base: &PoolAssignment, seed: u64)
     let steps = ((TARGET_NS / first_ns.max(1.0)) as usize).clamp(MIN_STEPS, MAX_STEPS);
     let kernels = model.schedule().len();
     let mut per_kernel: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
+    let mut woken: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let (mut walls, mut sums) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-    for _ in 0..steps {
-        let times = exec.step()?;
-        for (k, &ns) in per_kernel.iter_mut().zip(&times.kernel_ns) {
+    let record = |to: &mut Vec<Vec<f64>>, times: &[f64]| {
+        for (k, &ns) in to.iter_mut().zip(times) {
             k.push(ns);
         }
+    };
+    // Alternating, so drift in the host's speed falls on both kinds alike.
+    for _ in 0..steps {
+        exec.set_warm_pool(false);
+        let times = exec.step()?;
+        record(&mut per_kernel, &times.kernel_ns);
         sums.push(times.kernel_ns.iter().sum::<f64>());
         walls.push(times.wall_ns);
+        exec.set_warm_pool(true);
+        record(&mut woken, &exec.step()?.kernel_ns);
     }
     let median = |v: &[f64]| Stats::of(v).map_or(0.0, |s| s.median);
     Ok(StepOverhead {
@@ -102,6 +126,7 @@ pub fn measure(model: &Model, pools: &PoolSet, base: &PoolAssignment, seed: u64)
         wall_ns: median(&walls),
         kernel_sums_ns: median(&sums),
         kernel_medians_ns: per_kernel.iter().map(|k| median(k)).sum(),
+        woken_kernel_medians_ns: woken.iter().map(|k| median(k)).sum(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }

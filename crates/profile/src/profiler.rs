@@ -18,7 +18,7 @@ use crate::record::{
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, PoolAssignment};
 use placer_host::activity::{CpuTimes, HostActivity, calibrate};
-use placer_ir::Model;
+use placer_ir::{Model, NodeId};
 use placer_pools::PoolSet;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -82,17 +82,35 @@ impl ProfileOptions {
     }
 }
 
-/// The steps a profile of `model` takes by default: picked steps while every tensor of
-/// the model (its footprint) fits in three quarters of this host's memory, since they
-/// keep every tensor allocated; otherwise live steps, which need only its peak live
-/// memory. Decided from the host's total memory, not what is free now, so a resumed
-/// run decides the same.
-pub fn default_steps(model: &Model) -> Steps {
+/// A step of at most this many FLOPs is profiled in live steps by default
+/// ([`default_steps`]): about half a second on the 2-core host this project is
+/// measured on, so whole steps cost a profile little. BERT-tiny up to batch 128 and
+/// LeNet are under it; BERT-tiny at batch 256 (92 G) and ResNet-50 at batch 32 (784 G)
+/// are over.
+pub const LIVE_STEP_FLOPS: u64 = 50_000_000_000;
+
+/// Whether every tensor of `model` (its footprint) fits in three quarters of this
+/// host's memory: then an engine can keep them all allocated. Decided from the host's
+/// total memory, not what is free now, so a resumed run decides the same.
+pub fn footprint_fits(model: &Model) -> bool {
     let footprint: u64 = model.tensors().iter().map(|t| t.bytes).sum();
-    match placer_pools::total_memory() {
-        Some(total) if footprint > total / 4 * 3 => Steps::Live,
-        _ => Steps::Picked,
-    }
+    placer_pools::total_memory().is_none_or(|total| footprint <= total / 4 * 3)
+}
+
+/// The steps a profile of `model` takes by default:
+///
+/// - live steps, which time every kernel in a whole step with each tensor in an arena
+///   while it is live, as plans run: when the footprint does not fit
+///   ([`footprint_fits`]), since they need only the peak live memory; and when a step
+///   is cheap ([`LIVE_STEP_FLOPS`]), since a kernel then runs where a plan runs it. A
+///   plan's arena reuses bytes others freed, and BERT-tiny b32's memory-bound kernels
+///   ran 25-45% faster there than in a buffer of their own (docs/running.md);
+/// - picked steps otherwise, which run only the kernels a pass measures and the
+///   producers of their inputs, on resident tensors: far fewer kernels per pass on a
+///   large model.
+pub fn default_steps(model: &Model) -> Steps {
+    let flops = (0..model.nodes().len()).map(|i| model.cost(NodeId(i as u32)).flops).fold(0u64, u64::saturating_add);
+    if !footprint_fits(model) || flops <= LIVE_STEP_FLOPS { Steps::Live } else { Steps::Picked }
 }
 
 impl ProfileOptions {
@@ -249,6 +267,7 @@ pub fn plan(
         pins: options.pins.clone(),
         plan_hash,
         shard,
+        footprint_fits: footprint_fits(model),
     };
     Ok(PassPlan {
         tasks: list,
@@ -425,8 +444,17 @@ pub fn run_to_checkpoint(
         run_stage(model, &pools, plan, &second, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
     if profile.interference.is_none() && calibrates_interference(&plan.header) {
-        let runner = live(&mut runner, model, &pools, plan, &mut profile, path)?;
-        let calibration = interference::measure(&mut runner.engine, model, &profile.reference_ns)?;
+        let calibration = if plan.header.protocol.steps == Steps::Live {
+            // A live engine runs whole steps only, and the calibration times one kernel
+            // beside a copy: it gets a resident engine (the footprint fits, or it would
+            // not calibrate), once the passes' arenas are gone.
+            drop(runner.take());
+            let mut engine = resident_engine(model, &pools, plan)?;
+            interference::measure(&mut engine, model, &profile.reference_ns)?
+        } else {
+            let runner = live(&mut runner, model, &pools, plan, &mut profile, path)?;
+            interference::measure(&mut runner.engine, model, &profile.reference_ns)?
+        };
         profile.wall_seconds += calibration.seconds;
         profile.interference = Some(calibration);
         checkpoint::save(path, &profile)?;
@@ -445,11 +473,12 @@ pub fn run_to_checkpoint(
 }
 
 /// Whether a profile with `header` measures what background copies cost its kernels
-/// ([`interference`]): when there is a second pool to copy to, and its engine keeps every
-/// tensor resident (a live engine runs whole steps only, not one kernel beside a copy).
-/// A shard does not: the merged profile measures it once, when it is resumed.
+/// ([`interference`]): when there is a second pool to copy to, and every tensor can be
+/// kept resident, as the calibration's single kernels need (a live profile's passes
+/// hold only what is live; it calibrates on an engine of its own when the footprint
+/// fits). A shard does not: the merged profile measures it once, when it is resumed.
 pub fn calibrates_interference(header: &ProfileHeader) -> bool {
-    header.pools.len() > 1 && header.protocol.steps != Steps::Live && header.shard.is_none()
+    header.pools.len() > 1 && (header.protocol.steps != Steps::Live || header.footprint_fits) && header.shard.is_none()
 }
 
 /// Whether a profile with `header` measures what a step costs beyond its kernels
@@ -493,7 +522,7 @@ struct Stage<'a> {
 struct Runner<'m> {
     engine: Engine<'m>,
     base: PoolAssignment,
-    conflicts: Vec<Vec<placer_ir::NodeId>>,
+    conflicts: Vec<Vec<NodeId>>,
 }
 
 /// How many passes of a round the next round re-runs first to decide whether it is
@@ -598,6 +627,19 @@ fn run_stage<'m>(
 
 /// The runner, made on first use: the executor in the base placement, and the reference
 /// pass if the checkpoint has none yet.
+/// An engine with every tensor resident in the base placement, its data filled by whole
+/// steps as the passes' engines are, for a live profile's interference calibration.
+fn resident_engine<'m>(model: &'m Model, pools: &PoolSet, plan: &PassPlan) -> Result<Engine<'m>, ProfileError> {
+    let protocol = Protocol { steps: Steps::Whole, ..plan.header.protocol.clone() };
+    let base = base_placement(model, &plan.pins);
+    let mut engine = Engine::new(model, pools.clone(), &base, &protocol)?;
+    engine.start(&base)?;
+    for _ in 0..protocol.warmup.max(1) {
+        engine.step(model.schedule())?;
+    }
+    Ok(engine)
+}
+
 fn live<'r, 'm>(
     runner: &'r mut Option<Runner<'m>>,
     model: &'m Model,

@@ -22,7 +22,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// 13: the interference calibration measures a fixed part per copy beside its share.
 /// 14: a profile measures what a step costs beyond its kernels' medians
 /// ([`crate::overhead`]), which every prediction now includes.
-pub const FORMAT_VERSION: u32 = 14;
+/// 15: that figure includes the kernels' wait for their pool's threads, which the
+/// profile's woken timings leave out.
+pub const FORMAT_VERSION: u32 = 15;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,9 +78,11 @@ pub enum Steps {
     /// steps.
     Picked,
     /// Whole steps, as a plan runs them: each tensor placed in an arena only while it is
-    /// live, so a pass needs the model's peak live memory, not its footprint. For models
-    /// whose footprint does not fit (see [`crate::profiler::default_steps`]); every pass
-    /// starts from freshly filled weights and inputs.
+    /// live, so a pass needs the model's peak live memory, not its footprint, and each
+    /// kernel is timed amid the reuse of freed bytes a plan's arena has. The default for
+    /// cheap steps and for models whose footprint does not fit (see
+    /// [`crate::profiler::default_steps`]); every pass starts from freshly filled weights
+    /// and inputs.
     Live,
 }
 
@@ -185,6 +189,10 @@ pub struct ProfileHeader {
     /// The share of the plan's first-stage passes this profile measures (`--shard I/N`);
     /// `None` for a whole profile, and for shards merged into one.
     pub shard: Option<Shard>,
+    /// Whether every tensor of the model fits in three quarters of the host's memory at
+    /// once ([`crate::profiler::footprint_fits`]), decided when the profile began: a
+    /// profile of live steps then still calibrates interference, on resident tensors.
+    pub footprint_fits: bool,
 }
 
 /// `--shard I/N`: one of `count` profiles that measure disjoint shares of one pass

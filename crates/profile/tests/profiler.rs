@@ -18,6 +18,25 @@ fn the_pipeline_protocol_is_the_profile_default() {
     assert_eq!(p.round_noise, placer_profile::record::ROUND_NOISE, "rounds after the first only when the host drifts");
     assert_eq!(p.steps, placer_profile::Steps::Picked);
     assert!(o.pins.is_empty());
+}
+
+#[test]
+fn small_steps_are_profiled_live_and_large_ones_picked() {
+    use placer_profile::profiler::{LIVE_STEP_FLOPS, default_steps};
+    let flops =
+        |m: &placer_ir::Model| (0..m.nodes().len()).map(|i| m.cost(placer_ir::NodeId(i as u32)).flops).sum::<u64>();
+    // The default run's LeNet and BERT-tiny b32 take whole steps in arenas, as plans run.
+    for (name, batch) in [("lenet-mnist", 256), ("bert-tiny", 32)] {
+        let model = placer_zoo::build(name, batch).expect("zoo");
+        assert!(flops(&model) <= LIVE_STEP_FLOPS, "{name}");
+        assert_eq!(default_steps(&model), placer_profile::Steps::Live, "{name} b{batch}");
+    }
+    // ResNet-50 b32's step is 784 GFLOPs: picked steps, which run far fewer kernels,
+    // where its 9.3 GiB footprint fits the host (live steps where it does not).
+    let model = placer_zoo::build("resnet50", 32).expect("zoo");
+    assert!(flops(&model) > LIVE_STEP_FLOPS);
+    let fits = placer_profile::profiler::footprint_fits(&model);
+    assert_eq!(default_steps(&model), if fits { placer_profile::Steps::Picked } else { placer_profile::Steps::Live });
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
     assert_eq!(ProfileOptions::pipeline(3, 1).protocol.max_reps, 9);
 }
@@ -187,7 +206,8 @@ fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
     // The wall time holds the kernels and the time between them.
     assert!(o.kernel_medians_ns > 0.0 && o.kernel_sums_ns > 0.0, "{o:?}");
     assert!(o.wall_ns > o.kernel_sums_ns, "{o:?}");
-    let parts = o.between_kernels_ns() + o.medians_short_ns();
+    assert!(o.woken_kernel_medians_ns > 0.0, "{o:?}");
+    let parts = o.between_kernels_ns() + o.medians_short_ns() + o.wake_up_ns();
     assert!((o.step_ns() - parts).abs() <= 1e-9 * o.wall_ns, "{o:?}");
     assert!(placer_profile::profiler::is_finished(&first.profile));
     let mut unmeasured = first.profile.clone();
@@ -216,6 +236,7 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
     let mut ops: Vec<String> = model.schedule().iter().map(|&n| model.node(n).op.to_string()).collect();
     ops.sort();
     ops.dedup();
+    assert_eq!(ops.len(), calibration_ops(&model));
     assert_eq!(calibration.ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops, "one row per op, by name");
     assert!(calibration.memcpy_ns_per_byte > 0.0 && calibration.memcpy_ns_per_byte.is_finite());
     for o in &calibration.ops {
@@ -234,13 +255,29 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
     let again = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("resumes");
     assert_eq!(again.profile.interference, Some(calibration));
 
-    // One pool: no copies to measure. Live steps: no kernel runs alone.
+    // One pool: no copies to measure.
     let one = PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30)]);
     let dir = tempfile::tempdir().expect("tempdir");
     let single = profile_into_dir(&model, one, "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
     assert_eq!(single.profile.interference, None);
+    // Live steps hold only what is live, and no kernel runs alone in them: a live profile
+    // calibrates on resident tensors of its own, when they fit.
     let dir = tempfile::tempdir().expect("tempdir");
     let live = options.with_steps(placer_profile::Steps::Live);
     let live = profile_into_dir(&model, pools(), "test-host", &live, dir.path(), &mut |_| {}).expect("runs");
-    assert_eq!(live.profile.interference, None);
+    assert!(live.profile.header.footprint_fits);
+    let ops = live.profile.interference.as_ref().expect("a tiny model fits: measured").ops.len();
+    assert_eq!(ops, calibration_ops(&model));
+    assert!(placer_profile::profiler::is_finished(&live.profile));
+    let mut too_big = live.profile.header.clone();
+    too_big.footprint_fits = false;
+    assert!(!placer_profile::profiler::calibrates_interference(&too_big), "not without room for every tensor");
+}
+
+/// How many ops `model` has: one calibration row each.
+fn calibration_ops(model: &placer_ir::Model) -> usize {
+    let mut ops: Vec<String> = model.schedule().iter().map(|&n| model.node(n).op.to_string()).collect();
+    ops.sort();
+    ops.dedup();
+    ops.len()
 }

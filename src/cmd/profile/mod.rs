@@ -51,9 +51,9 @@ pub struct Args {
     round_noise: f64,
     /// What a timed step runs: `picked` runs only the pass's picked kernels and a few
     /// reference kernels, each after the producers of its inputs; `whole` the whole
-    /// training step around them; `live` whole steps with each tensor allocated only
-    /// while it is live (for models whose footprint does not fit). `auto`: `picked`,
-    /// or `live` when the footprint is over three quarters of this host's memory.
+    /// training step around them; `live` whole steps with each tensor in an arena only
+    /// while it is live, as plans run. `auto`: `live` when a step is at most 50 GFLOPs
+    /// or the footprint is over three quarters of this host's memory, else `picked`.
     #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
     steps: String,
     /// Seed of the data every pass starts from.
@@ -252,7 +252,10 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
     t.row(vec![
         "steps".into(),
         match h.protocol.steps {
-            Steps::Live => "live: whole steps, each tensor allocated only while it is live (peak live memory)".into(),
+            Steps::Live => {
+                "live: whole steps, each tensor in an arena only while it is live, as plans run (peak live memory)"
+                    .into()
+            }
             Steps::Whole => "whole: every tensor allocated for the whole profile (the footprint)".into(),
             Steps::Picked => "picked: every tensor allocated for the whole profile (the footprint)".into(),
         },

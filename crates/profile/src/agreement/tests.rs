@@ -42,6 +42,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         pins: vec![],
         plan_hash: "plan".into(),
         shard: None,
+        footprint_fits: true,
     }
 }
 

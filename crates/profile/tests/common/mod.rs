@@ -41,6 +41,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             pins: vec![],
             plan_hash: "cafe".into(),
             shard: None,
+            footprint_fits: true,
         },
         passes_total: 3000,
         passes_done: 3000,
