@@ -127,6 +127,12 @@ pub fn config_count(model: &Model, node: NodeId, pools: u32) -> u128 {
     u128::from(pools).checked_pow(operands).unwrap_or(u128::MAX)
 }
 
+/// FLOPs of one whole training step, every node once (saturating, as [`crate::ops::Cost`]
+/// counts do).
+pub fn step_flops(model: &Model) -> u64 {
+    (0..model.nodes().len()).map(|i| model.cost(NodeId(i as u32)).flops).fold(0, u64::saturating_add)
+}
+
 /// Forward multiply-accumulates and FLOPs of one step (what published model FLOP
 /// counts refer to).
 pub fn forward_cost(model: &Model) -> crate::ops::Cost {

@@ -105,7 +105,7 @@ impl Summary {
             .collect();
 
         let forward = forward_cost(model);
-        let step_flops = node_ids().map(|n| model.cost(n).flops).sum();
+        let step_flops = crate::analysis::step_flops(model);
         let peak_node =
             model.schedule().get(profile.peak_step).map(|&n| model.node(n).name.clone()).unwrap_or_default();
         Summary {

@@ -109,8 +109,8 @@ pub fn footprint_fits(model: &Model) -> bool {
 ///   producers of their inputs, on resident tensors: far fewer kernels per pass on a
 ///   large model.
 pub fn default_steps(model: &Model) -> Steps {
-    let flops = (0..model.nodes().len()).map(|i| model.cost(NodeId(i as u32)).flops).fold(0u64, u64::saturating_add);
-    if !footprint_fits(model) || flops <= LIVE_STEP_FLOPS { Steps::Live } else { Steps::Picked }
+    let cheap = placer_ir::analysis::step_flops(model) <= LIVE_STEP_FLOPS;
+    if !footprint_fits(model) || cheap { Steps::Live } else { Steps::Picked }
 }
 
 impl ProfileOptions {
@@ -633,11 +633,23 @@ fn resident_engine<'m>(model: &'m Model, pools: &PoolSet, plan: &PassPlan) -> Re
     let protocol = Protocol { steps: Steps::Whole, ..plan.header.protocol.clone() };
     let base = base_placement(model, &plan.pins);
     let mut engine = Engine::new(model, pools.clone(), &base, &protocol)?;
-    engine.start(&base)?;
+    fill_by_steps(&mut engine, model, &base, &protocol)?;
+    Ok(engine)
+}
+
+/// Fills a fresh engine's tensors as the reference pass did, by whole steps in `base`,
+/// so that kernels read the values training gives them, not zeros.
+fn fill_by_steps(
+    engine: &mut Engine<'_>,
+    model: &Model,
+    base: &PoolAssignment,
+    protocol: &Protocol,
+) -> Result<(), ProfileError> {
+    engine.start(base)?;
     for _ in 0..protocol.warmup.max(1) {
         engine.step(model.schedule())?;
     }
-    Ok(engine)
+    Ok(())
 }
 
 fn live<'r, 'm>(
@@ -660,12 +672,8 @@ fn live<'r, 'm>(
         checkpoint::save(path, profile)?;
     } else {
         // Resumed: the saved reference times stand, but this process's tensors are fresh
-        // allocations. Whole steps fill them as the reference pass did, so that every
-        // pass still reads the values training gives its kernels, not zeros.
-        engine.start(&base)?;
-        for _ in 0..plan.header.protocol.warmup.max(1) {
-            engine.step(model.schedule())?;
-        }
+        // allocations, filled again.
+        fill_by_steps(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
     }
     Ok(runner.insert(Runner { engine, base, conflicts: passes::conflicts(model, false) }))

@@ -23,8 +23,7 @@ fn the_pipeline_protocol_is_the_profile_default() {
 #[test]
 fn small_steps_are_profiled_live_and_large_ones_picked() {
     use placer_profile::profiler::{LIVE_STEP_FLOPS, default_steps};
-    let flops =
-        |m: &placer_ir::Model| (0..m.nodes().len()).map(|i| m.cost(placer_ir::NodeId(i as u32)).flops).sum::<u64>();
+    let flops = placer_ir::analysis::step_flops;
     // The default run's LeNet and BERT-tiny b32 take whole steps in arenas, as plans run.
     for (name, batch) in [("lenet-mnist", 256), ("bert-tiny", 32)] {
         let model = placer_zoo::build(name, batch).expect("zoo");
