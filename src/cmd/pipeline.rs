@@ -120,6 +120,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
     out!("{}", placer_eval::report::standing_section(&comparison, &outcome.result.plan))?;
+    let pools: Vec<String> = outcome.result.plan.pools.iter().map(|p| p.name.clone()).collect();
+    if let Some(note) = placer_eval::compare::huge_pages_note(&outcome.measured, &pools) {
+        outln!("\n{note}")?;
+    }
     if let Some(m) = outcome.measured.first() {
         outln!("{}", m.timing_note())?;
     }

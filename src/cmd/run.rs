@@ -120,6 +120,10 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         outln!("side by side, interleaved ({} timed steps each)", args.iterations)?;
         out!("{}", plans::comparison(&Comparison::new(&measured)).render())?;
     }
+    let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
+    if let Some(note) = placer_eval::compare::huge_pages_note(&measured, &names) {
+        outln!("\n{note}")?;
+    }
     Ok(())
 }
 

@@ -55,11 +55,19 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
         t.row(vec![
             format!("pool {}", pool.name),
             format!(
-                "{}: arena {} reserved, peak {} in use (measured by the arena){limit}{}",
+                "{}: arena {} reserved, peak {} in use (measured by the arena){limit}{}{}",
                 pool.describe(),
                 bytes(reserved),
                 bytes(peak),
-                r.pages.get(i).map(|tally| super::pages_on(tally, pool.backend.checked_nodes())).unwrap_or_default()
+                r.pages.get(i).map(|tally| super::pages_on(tally, pool.backend.checked_nodes())).unwrap_or_default(),
+                match r.huge_page_bytes.get(i).copied().flatten() {
+                    Some(huge) => format!(
+                        "; {} of its {} in whole huge pages on them",
+                        bytes(huge),
+                        bytes(placer_pools::whole_huge_pages(reserved))
+                    ),
+                    None => String::new(),
+                }
             ),
         ]);
     }

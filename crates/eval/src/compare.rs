@@ -132,6 +132,63 @@ impl Standing {
     }
 }
 
+/// An arena the host backed partly with small pages when it was reserved: `share` of
+/// its whole huge pages ([`placer_pools::whole_huge_pages`]) were huge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HugePageShortfall {
+    pub plan: String,
+    pub pool: String,
+    pub share: f64,
+}
+
+/// Every arena of `measured` the host put on huge pages only in part; `pools` names
+/// each pool index.
+pub fn huge_page_shortfalls(measured: &[Measured], pools: &[String]) -> Vec<HugePageShortfall> {
+    measured
+        .iter()
+        .flat_map(|m| shortfalls_of(&m.name, &m.report.reserved_bytes, &m.report.huge_page_bytes, pools))
+        .collect()
+}
+
+fn shortfalls_of<'a>(
+    plan: &'a str,
+    reserved: &'a [u64],
+    huge: &'a [Option<u64>],
+    pools: &'a [String],
+) -> impl Iterator<Item = HugePageShortfall> + 'a {
+    reserved.iter().zip(huge).enumerate().filter_map(move |(i, (&len, &huge))| {
+        let whole = placer_pools::whole_huge_pages(len);
+        let huge = huge.filter(|&h| whole > 0 && h < whole)?;
+        Some(HugePageShortfall {
+            plan: plan.to_string(),
+            pool: pools.get(i).cloned().unwrap_or_else(|| format!("pool {i}")),
+            share: huge as f64 / whole as f64,
+        })
+    })
+}
+
+/// What the reader of a comparison needs to know about huge pages: which arenas the host
+/// short-changed, or that every one measured got them in full; `None` when none was
+/// measured.
+pub fn huge_pages_note(measured: &[Measured], pools: &[String]) -> Option<String> {
+    let any = measured.iter().any(|m| m.report.huge_page_bytes.iter().any(Option::is_some));
+    note_for(&huge_page_shortfalls(measured, pools), any)
+}
+
+fn note_for(short: &[HugePageShortfall], measured_any: bool) -> Option<String> {
+    if short.is_empty() {
+        return measured_any.then(|| "Huge pages: every arena measured was on 2 MiB pages in full.".to_string());
+    }
+    let arenas: Vec<String> =
+        short.iter().map(|s| format!("{}'s {} arena {:.0}%", s.plan, s.pool, 100.0 * s.share)).collect();
+    Some(format!(
+        "Huge pages short: the host had too few free 2 MiB pages when these arenas were reserved and backed \
+         the rest with 4 KiB pages, on which kernels can run slower than the profile timed them ({} on huge \
+         pages; every other arena in full). Free memory, or fewer plans at once, gives them back.",
+        arenas.join(", ")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,5 +236,27 @@ mod tests {
             (Some(5.0), Some(14.1), Some((9.9, 10.1)))
         );
         assert!(Standing::of(&Comparison { rows: vec![] }, None).is_none());
+    }
+
+    #[test]
+    fn arenas_short_of_huge_pages_are_named_and_the_others_are_not() {
+        const MIB: u64 = 1 << 20;
+        let pools = ["dram".to_string(), "pmem".to_string()];
+        // 10 MiB + a tail: 5 whole huge pages. 4 of them huge is 80%; all 5 is in full,
+        // whatever the tail got; unmeasured and under-a-huge-page arenas say nothing.
+        let short: Vec<_> = shortfalls_of("greedy", &[10 * MIB + 4096, 1 << 30], &[Some(8 * MIB), None], &pools)
+            .chain(shortfalls_of("ilp", &[10 * MIB + 4096, MIB], &[Some(10 * MIB), Some(0)], &pools))
+            .collect();
+        assert_eq!(short, [HugePageShortfall { plan: "greedy".into(), pool: "dram".into(), share: 0.8 }]);
+        let note = note_for(&short, true).expect("one arena short");
+        assert!(
+            note.starts_with("Huge pages short:") && note.contains("greedy's dram arena 80% on huge pages"),
+            "{note}"
+        );
+        assert_eq!(
+            note_for(&[], true).as_deref(),
+            Some("Huge pages: every arena measured was on 2 MiB pages in full.")
+        );
+        assert_eq!(note_for(&[], false), None, "nothing measured, nothing to say");
     }
 }

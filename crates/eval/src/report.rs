@@ -209,6 +209,10 @@ impl Report<'_> {
                 self.plan.budget_bytes as f64 / MIB
             );
         }
+        let pools: Vec<String> = self.plan.pools.iter().map(|p| p.name.clone()).collect();
+        if let Some(note) = crate::compare::huge_pages_note(self.measured, &pools) {
+            let _ = writeln!(s, "\n{note}");
+        }
         if let Some(sweep) = self.sweep {
             let _ = writeln!(s, "\n## Budget sweep\n");
             s.push_str(&sweep_markdown(sweep));

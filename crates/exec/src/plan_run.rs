@@ -62,6 +62,11 @@ pub struct PlanRunReport {
     /// Per pool: where its arena's pages were found after the first touch
     /// (`move_pages`), against the nodes its backend binds to.
     pub pages: Vec<placer_pools::PageTally>,
+    /// Per pool: the bytes of its arena on huge pages once reserved and touched
+    /// ([`placer_pools::Arenas::huge_page_bytes`]); `None` where not measured. A host
+    /// short of free huge pages backs the rest with small ones, and kernels on those run
+    /// slower than the profile timed them.
+    pub huge_page_bytes: Vec<Option<u64>>,
 }
 
 #[derive(Debug)]
@@ -385,6 +390,7 @@ impl<'m> PlanExecutor<'m> {
             bytes_moved: self.plan.moves.iter().map(|m| self.model.tensor(m.tensor).bytes).sum(),
             emulated: self.emulated_pools_used(),
             pages: self.pools.pools().iter().map(placer_pools::Pool::page_tally).collect(),
+            huge_page_bytes: self.arenas.huge_page_bytes(),
         }
     }
 

@@ -211,3 +211,28 @@ fn a_copied_pool_carves_chunks_of_its_own() {
     b.bytes_mut().fill(1);
     assert!(a.bytes().iter().all(|&x| x == 0));
 }
+
+#[test]
+fn an_arena_says_how_much_of_it_the_host_put_on_huge_pages() {
+    let len = (6 << 20) + 4096;
+    let mut pools = PoolSet::new(vec![
+        Pool::new("dram", PoolKind::Dram, 1 << 30).with_backend(numa_backend(0)),
+        Pool::new("heap", PoolKind::Dram, 1 << 30),
+        Pool::new("small", PoolKind::Dram, 1 << 30).with_backend(numa_backend(0)),
+    ]);
+    let arenas = Arenas::reserve(&mut pools, &[len, len, 1 << 20]).expect("reserved");
+    let huge = arenas.huge_page_bytes();
+    // The heap does not ask for huge pages, and an arena under one cannot have one.
+    assert_eq!(huge[1..], [None, None]);
+    assert_eq!(whole_huge_pages(len), 6 << 20);
+    match transparent_huge_pages().as_deref() {
+        // Whether the host had them free is its business; never more than the arena's
+        // whole huge pages, and in whole huge pages.
+        Some("always") | Some("madvise") => {
+            let bytes = huge[0].expect("measured where the kernel says");
+            assert!(bytes <= whole_huge_pages(len) && bytes.is_multiple_of(HUGE_PAGE as u64), "{bytes}");
+        }
+        _ => assert!(huge[0].is_none_or(|b| b == 0), "{huge:?}"),
+    }
+    arenas.release_all(&mut pools);
+}

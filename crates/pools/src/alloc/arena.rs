@@ -20,7 +20,7 @@
 //! the copy waiting, and spinning would take a core from the kernels it overlaps, which
 //! on a 2-core host halves them.
 
-use crate::{Buffer, PoolError, PoolId, PoolSet, sleep_until};
+use crate::{Backend, Buffer, HUGE_PAGE, PoolError, PoolId, PoolSet, anon_huge_page_bytes, sleep_until};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -66,6 +66,8 @@ struct Arena {
     placed: BTreeMap<u64, u64>,
     in_use: u64,
     peak: u64,
+    /// Bytes of it on huge pages once touched, where its backend asks for them.
+    huge_bytes: Option<u64>,
 }
 
 /// A copy in flight on the copy thread: which job, and the two slots it touches.
@@ -231,6 +233,10 @@ impl Arenas {
     pub fn reserve(pools: &mut PoolSet, bytes: &[u64]) -> Result<Arenas, PoolError> {
         let mut arenas = Vec::with_capacity(bytes.len());
         for (i, &len) in bytes.iter().enumerate() {
+            // A NUMA pool's buffers ask for huge pages (alloc/numa.rs); whether the host
+            // had them free shows in what the process holds before and after the touch.
+            let asks = matches!(pools.pools()[i].backend, Backend::Numa { .. }) && len >= HUGE_PAGE as u64;
+            let before = if asks { anon_huge_page_bytes() } else { None };
             let buffer = match pools.allocate(PoolId(i as u16), len) {
                 Ok(buffer) => buffer,
                 Err(e) => {
@@ -238,7 +244,9 @@ impl Arenas {
                     return Err(e);
                 }
             };
-            arenas.push(Arena::new(buffer));
+            let mut arena = Arena::new(buffer);
+            arena.huge_bytes = before.and_then(|b| Some(anon_huge_page_bytes()?.saturating_sub(b).min(arena.len)));
+            arenas.push(arena);
         }
         let copier = match CopyThread::start() {
             Ok(copier) => copier,
@@ -253,6 +261,14 @@ impl Arenas {
     /// Bytes reserved in each pool.
     pub fn reserved(&self) -> Vec<u64> {
         self.arenas.iter().map(|a| a.len).collect()
+    }
+
+    /// Per pool, the bytes of its arena on huge pages when it was reserved and touched:
+    /// `None` where not measured (a backend that does not ask for huge pages, an arena
+    /// under one huge page, a kernel that does not say). At most [`whole_huge_pages`]
+    /// of the arena's length.
+    pub fn huge_page_bytes(&self) -> Vec<Option<u64>> {
+        self.arenas.iter().map(|a| a.huge_bytes).collect()
     }
 
     /// The most bytes placed at once in each pool since the arenas were reserved.
@@ -430,8 +446,14 @@ impl Arena {
             page[0] = 0;
         }
         let (base, len) = (Base(bytes.as_mut_ptr()), bytes.len() as u64);
-        Arena { buffer, base, len, placed: BTreeMap::new(), in_use: 0, peak: 0 }
+        Arena { buffer, base, len, placed: BTreeMap::new(), in_use: 0, peak: 0, huge_bytes: None }
     }
+}
+
+/// The bytes of a `len`-byte buffer that huge pages can back: it starts on a huge-page
+/// boundary (alloc/numa.rs), and its tail past the last whole one gets small pages.
+pub fn whole_huge_pages(len: u64) -> u64 {
+    len / HUGE_PAGE as u64 * HUGE_PAGE as u64
 }
 
 fn free_buffers(arenas: Vec<Arena>, pools: &mut PoolSet) {

@@ -226,3 +226,33 @@ pub fn transparent_huge_pages() -> Option<String> {
     let end = start + text[start..].find(']')?;
     Some(text[start + 1..end].to_string())
 }
+
+/// The bytes of this process's anonymous memory on transparent huge pages
+/// (`AnonHugePages` in `/proc/self/smaps_rollup`), or `None` when the kernel does not
+/// say. Read before and after a buffer is first touched, the difference is what that
+/// buffer got.
+pub fn anon_huge_page_bytes() -> Option<u64> {
+    parse_anon_huge_pages(&std::fs::read_to_string("/proc/self/smaps_rollup").ok()?)
+}
+
+fn parse_anon_huge_pages(text: &str) -> Option<u64> {
+    let line = text.lines().find_map(|l| l.strip_prefix("AnonHugePages:"))?;
+    let kib: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn huge_pages_are_read_from_the_rollup() {
+        let text = "00400000-ffffffffff600000 ---p 00000000 00:00 0  [rollup]\nRss:  4202496 kB\n\
+                    AnonHugePages:   4194304 kB\nShmemPmdMapped:        0 kB\n";
+        assert_eq!(parse_anon_huge_pages(text), Some(4 << 30));
+        assert_eq!(parse_anon_huge_pages("Rss: 12 kB\n"), None, "no such line");
+        assert_eq!(parse_anon_huge_pages("AnonHugePages: lots\n"), None, "not a number");
+        #[cfg(target_os = "linux")]
+        assert!(anon_huge_page_bytes().is_some(), "Linux has had smaps_rollup since 4.14");
+    }
+}
