@@ -189,6 +189,87 @@ fn note_for(short: &[HugePageShortfall], measured_any: bool) -> Option<String> {
     ))
 }
 
+/// The solver's charge for background copies against what the kernels beside them
+/// measured: a plan's kernels split by whether a copy overlaps them. The others'
+/// measured-over-predicted ratio is the run's drift from the profile, which the kernels
+/// beside copies share.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CopyFit {
+    /// Kernels a background copy overlaps.
+    pub kernels: usize,
+    /// Their profiled times, without the copies, ns.
+    pub predicted_ns: f64,
+    /// What the solver charged them for the copies, ns.
+    pub charged_ns: f64,
+    /// What they measured, ns.
+    pub measured_ns: f64,
+    /// The other kernels, measured over predicted; `None` when there are none.
+    pub others_ratio: Option<f64>,
+    /// The copy thread's memcpy time per byte in the run, beside the kernels, and the
+    /// one the solver costed a copy's CPU time at (measured alone when the profile
+    /// calibrated), ns; set by the caller where known.
+    pub memcpy_ns_per_byte: Option<(f64, f64)>,
+}
+
+impl CopyFit {
+    /// From per-kernel profiled times, copy charges and measured times (medians), ns;
+    /// `None` when no copy overlaps a kernel or the lengths disagree.
+    pub fn of(predicted: &[f64], charged: &[f64], measured: &[f64]) -> Option<CopyFit> {
+        if predicted.len() != charged.len() || predicted.len() != measured.len() {
+            return None;
+        }
+        let (mut fit, mut others) = (CopyFit::default(), (0.0, 0.0));
+        for ((&p, &c), &m) in predicted.iter().zip(charged).zip(measured) {
+            if c > 0.0 {
+                fit.kernels += 1;
+                fit.predicted_ns += p;
+                fit.charged_ns += c;
+                fit.measured_ns += m;
+            } else {
+                others.0 += p;
+                others.1 += m;
+            }
+        }
+        fit.others_ratio = (others.0 > 0.0).then(|| others.1 / others.0);
+        (fit.kernels > 0).then_some(fit)
+    }
+
+    /// What the copies cost the kernels beside them as measured, ns: those kernels over
+    /// their profiled times once scaled by the others' drift.
+    pub fn measured_cost_ns(&self) -> f64 {
+        self.measured_ns - self.predicted_ns * self.others_ratio.unwrap_or(1.0)
+    }
+
+    /// One paragraph for a report.
+    pub fn note(&self) -> String {
+        let pct = |x: f64| format!("{:+.1}%", 100.0 * x);
+        let others = match self.others_ratio {
+            Some(r) => format!(", and the plan's other kernels {} off theirs", pct(r - 1.0)),
+            None => String::new(),
+        };
+        let memcpy = match self.memcpy_ns_per_byte {
+            Some((run, solver)) => format!(
+                " The copy thread's memcpy took {run:.3} ns/B in this run, beside kernels; the solver costed a \
+                 copy's CPU time at {solver:.3} ns/B, measured alone then."
+            ),
+            None => String::new(),
+        };
+        format!(
+            "Background copies: the solver charged the {} kernels they overlap {:.1} ms for them ({} on those \
+             kernels' {:.1} ms as profiled). Measured, those kernels ran {} over their profiled times{others}: \
+             the copies cost them about {:.1} ms, {:.2}× the charge. The charge comes from the profile's \
+             interference calibration (docs/solving.md), on the host as it was then.{memcpy}",
+            self.kernels,
+            self.charged_ns / 1e6,
+            pct(self.charged_ns / self.predicted_ns),
+            self.predicted_ns / 1e6,
+            pct(self.measured_ns / self.predicted_ns - 1.0),
+            self.measured_cost_ns() / 1e6,
+            self.measured_cost_ns() / self.charged_ns
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +339,30 @@ mod tests {
             Some("Huge pages: every arena measured was on 2 MiB pages in full.")
         );
         assert_eq!(note_for(&[], false), None, "nothing measured, nothing to say");
+    }
+
+    #[test]
+    fn a_copy_charge_is_set_beside_what_its_kernels_measured_net_of_the_others_drift() {
+        // Two kernels beside copies (10 and 20 ms profiled, charged 3 and 6 ms), measured
+        // at 12 and 24; the others ran 10% over (50 → 55): drift explains 3 ms of the 6.
+        let fit = CopyFit::of(&[10e6, 20e6, 50e6], &[3e6, 6e6, 0.0], &[12e6, 24e6, 55e6]).expect("two copies");
+        assert_eq!((fit.kernels, fit.predicted_ns, fit.charged_ns, fit.measured_ns), (2, 30e6, 9e6, 36e6));
+        assert!((fit.others_ratio.expect("others") - 1.1).abs() < 1e-12);
+        assert!((fit.measured_cost_ns() - 3e6).abs() < 1e-3, "{fit:?}");
+        let note = fit.note();
+        assert!(
+            note.contains("the 2 kernels they overlap 9.0 ms for them (+30.0% on those kernels' 30.0 ms"),
+            "{note}"
+        );
+        assert!(
+            note.contains("ran +20.0% over their profiled times, and the plan's other kernels +10.0% off"),
+            "{note}"
+        );
+        assert!(note.contains("about 3.0 ms, 0.33× the charge"), "{note}");
+        assert!(!note.contains("memcpy"), "not known, not said: {note}");
+        let fit = CopyFit { memcpy_ns_per_byte: Some((0.1234, 0.2)), ..fit };
+        assert!(fit.note().ends_with("memcpy took 0.123 ns/B in this run, beside kernels; the solver costed a copy's CPU time at 0.200 ns/B, measured alone then."), "{}", fit.note());
+        assert_eq!(CopyFit::of(&[1.0], &[0.0], &[1.0]), None, "no copies, nothing to fit");
+        assert_eq!(CopyFit::of(&[1.0], &[1.0], &[]), None, "lengths disagree");
     }
 }

@@ -209,6 +209,14 @@ impl Report<'_> {
                 self.plan.budget_bytes as f64 / MIB
             );
         }
+        if let Some(m) = self.ilp() {
+            let charged: Vec<f64> = self.plan.kernels.iter().map(|k| k.interference_ns).collect();
+            if let Some(mut fit) = crate::compare::CopyFit::of(&m.predicted_kernel_ns, &charged, &m.kernel_ns) {
+                let solver = self.plan.copy_cpu_ns_per_byte.first().and_then(|row| row.get(1)).copied();
+                fit.memcpy_ns_per_byte = m.report.copy_memcpy_ns_per_byte.zip(solver);
+                let _ = writeln!(s, "\n{}", fit.note());
+            }
+        }
         let pools: Vec<String> = self.plan.pools.iter().map(|p| p.name.clone()).collect();
         if let Some(note) = crate::compare::huge_pages_note(self.measured, &pools) {
             let _ = writeln!(s, "\n{note}");

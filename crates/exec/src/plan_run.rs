@@ -67,6 +67,9 @@ pub struct PlanRunReport {
     /// short of free huge pages backs the rest with small ones, and kernels on those run
     /// slower than the profile timed them.
     pub huge_page_bytes: Vec<Option<u64>>,
+    /// The copy thread's memcpy time per byte over the background copies, ns, beside
+    /// whatever kernels they overlapped; `None` without any.
+    pub copy_memcpy_ns_per_byte: Option<f64>,
 }
 
 #[derive(Debug)]
@@ -391,6 +394,7 @@ impl<'m> PlanExecutor<'m> {
             emulated: self.emulated_pools_used(),
             pages: self.pools.pools().iter().map(placer_pools::Pool::page_tally).collect(),
             huge_page_bytes: self.arenas.huge_page_bytes(),
+            copy_memcpy_ns_per_byte: self.arenas.memcpy_ns_per_byte(),
         }
     }
 

@@ -151,9 +151,12 @@ unsafe impl Send for Job {}
 #[derive(Debug)]
 struct CopyThread {
     jobs: Option<Sender<Job>>,
-    done: Receiver<u64>,
+    /// Each copy done: its id, its bytes and how long its memcpy took, ns.
+    done: Receiver<(u64, u64, u64)>,
     /// Copies reported done that nobody has finished yet.
     finished: Vec<u64>,
+    /// Bytes copied and the ns their memcpys took, over every copy reported done.
+    memcpy: (u64, u64),
     thread: Option<JoinHandle<()>>,
 }
 
@@ -173,14 +176,15 @@ impl CopyThread {
                     // finished no view may touch the destination or write the source, and
                     // the buffers outlive this thread (it is joined before they are freed).
                     unsafe { std::ptr::copy_nonoverlapping(job.src, job.dst, job.len) }
+                    let memcpy_ns = start.elapsed().as_nanos() as u64;
                     sleep_until(start + Duration::from_nanos(job.extra_ns.max(0.0) as u64));
-                    if report.send(job.id).is_err() {
+                    if report.send((job.id, job.len as u64, memcpy_ns)).is_err() {
                         break;
                     }
                 }
             })
             .map_err(|e| stopped(&e.to_string()))?;
-        Ok(CopyThread { jobs: Some(jobs), done, finished: Vec::new(), thread: Some(thread) })
+        Ok(CopyThread { jobs: Some(jobs), done, finished: Vec::new(), memcpy: (0, 0), thread: Some(thread) })
     }
 
     fn submit(&mut self, job: Job) -> Result<(), PoolError> {
@@ -191,8 +195,9 @@ impl CopyThread {
     /// Blocks until copy `id` has run.
     fn wait_for(&mut self, id: u64) -> Result<(), PoolError> {
         while !self.finished.contains(&id) {
-            let done = self.done.recv().map_err(|_| stopped("the copy thread stopped"))?;
+            let (done, bytes, ns) = self.done.recv().map_err(|_| stopped("the copy thread stopped"))?;
             self.finished.push(done);
+            self.memcpy = (self.memcpy.0 + bytes, self.memcpy.1 + ns);
         }
         self.finished.retain(|&f| f != id);
         Ok(())
@@ -265,10 +270,19 @@ impl Arenas {
 
     /// Per pool, the bytes of its arena on huge pages when it was reserved and touched:
     /// `None` where not measured (a backend that does not ask for huge pages, an arena
-    /// under one huge page, a kernel that does not say). At most [`whole_huge_pages`]
-    /// of the arena's length.
+    /// under one huge page, a kernel that does not say). [`whole_huge_pages`] is what
+    /// the host can always back; the tail past it may get a huge page of the mapping's
+    /// slack too, so "in full" is at least that much.
     pub fn huge_page_bytes(&self) -> Vec<Option<u64>> {
         self.arenas.iter().map(|a| a.huge_bytes).collect()
+    }
+
+    /// The copy thread's memcpy time per byte over every copy finished so far, ns (the
+    /// emulated pools' sleep excluded): what a background copy took of a core beside the
+    /// kernels it overlapped. `None` before the first.
+    pub fn memcpy_ns_per_byte(&self) -> Option<f64> {
+        let (bytes, ns) = self.copier.memcpy;
+        (bytes > 0).then(|| ns as f64 / bytes as f64)
     }
 
     /// The most bytes placed at once in each pool since the arenas were reserved.
