@@ -97,9 +97,7 @@ impl NumaBinder {
             .bind_memory_area::<[u8], _>(&map[..], &set, MemoryBindingPolicy::Bind, MemoryBindingFlags::STRICT)
             .map_err(|e| bind_err(e.to_string()))?;
         let mut region = MappedRegion { map, len };
-        touch(region.bytes_mut());
-        region.collapse();
-        let placement = PagePlacement::query(region.bytes(), nodes);
+        let placement = PagePlacement::touch_and_query(region.bytes_mut(), nodes);
         Ok((region, placement))
     }
 }
@@ -116,29 +114,6 @@ impl MappedRegion {
     fn offset(&self) -> usize {
         let slack = self.map.len() - self.len.max(1);
         self.map.as_ptr().align_offset(HUGE_PAGE).min(slack)
-    }
-
-    /// Asks the kernel to back the buffer's whole huge pages with huge pages now
-    /// (`MADV_COLLAPSE`, Linux 6.1 on): where the first touch found too few free, it
-    /// compacts memory harder than a page fault does. When a host short of memory for
-    /// several plans at once fell back to 4 KiB pages, the kernels on them ran up to 20%
-    /// slower than profiled (docs/running.md, "Huge pages"). A refusal (an older kernel,
-    /// THP off, nothing left to compact) keeps the small pages, which work; an arena
-    /// measures what it got and reports say so.
-    fn collapse(&mut self) {
-        let bytes = self.bytes_mut();
-        let whole = bytes.len() / HUGE_PAGE * HUGE_PAGE;
-        if whole == 0 {
-            return;
-        }
-        #[cfg(all(target_os = "linux", target_env = "gnu"))]
-        // SAFETY: the range is the start of this live mapping's buffer (on a huge-page
-        // boundary whenever it holds a whole huge page, see `allocate`) and no longer
-        // than it; MADV_COLLAPSE changes only which physical pages back it, never what
-        // they hold, and no reference into it is used across the call but this one.
-        unsafe {
-            libc::madvise(bytes.as_mut_ptr().cast(), whole, libc::MADV_COLLAPSE);
-        }
     }
 
     pub(crate) fn bytes(&self) -> &[u8] {
