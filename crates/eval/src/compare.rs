@@ -209,6 +209,9 @@ pub struct CopyFit {
     /// one the solver costed a copy's CPU time at (measured alone when the profile
     /// calibrated), ns; set by the caller where known.
     pub memcpy_ns_per_byte: Option<(f64, f64)>,
+    /// Whether the charge came from a profile's interference calibration; set by the
+    /// caller.
+    pub calibrated: bool,
 }
 
 impl CopyFit {
@@ -250,15 +253,19 @@ impl CopyFit {
         let memcpy = match self.memcpy_ns_per_byte {
             Some((run, solver)) => format!(
                 " The copy thread's memcpy took {run:.3} ns/B in this run, beside kernels; the solver costed a \
-                 copy's CPU time at {solver:.3} ns/B, measured alone then."
+                 copy's CPU time at {solver:.3} ns/B."
             ),
             None => String::new(),
+        };
+        let source = if self.calibrated {
+            "The charge comes from the profile's interference calibration (docs/solving.md), on the host as it was then."
+        } else {
+            "No profile calibrated the charge: it is each copy's whole CPU time (docs/solving.md)."
         };
         format!(
             "Background copies: the solver charged the {} kernels they overlap {:.1} ms for them ({} on those \
              kernels' {:.1} ms as profiled). Measured, those kernels ran {} over their profiled times{others}: \
-             the copies cost them about {:.1} ms, {:.2}× the charge. The charge comes from the profile's \
-             interference calibration (docs/solving.md), on the host as it was then.{memcpy}",
+             the copies cost them about {:.1} ms, {:.2}× the charge. {source}{memcpy}",
             self.kernels,
             self.charged_ns / 1e6,
             pct(self.charged_ns / self.predicted_ns),
@@ -360,8 +367,19 @@ mod tests {
         );
         assert!(note.contains("about 3.0 ms, 0.33× the charge"), "{note}");
         assert!(!note.contains("memcpy"), "not known, not said: {note}");
-        let fit = CopyFit { memcpy_ns_per_byte: Some((0.1234, 0.2)), ..fit };
-        assert!(fit.note().ends_with("memcpy took 0.123 ns/B in this run, beside kernels; the solver costed a copy's CPU time at 0.200 ns/B, measured alone then."), "{}", fit.note());
+        assert!(
+            note.ends_with("No profile calibrated the charge: it is each copy's whole CPU time (docs/solving.md)."),
+            "{note}"
+        );
+        let fit = CopyFit { memcpy_ns_per_byte: Some((0.1234, 0.2)), calibrated: true, ..fit };
+        let note = fit.note();
+        assert!(note.contains("The charge comes from the profile's interference calibration"), "{note}");
+        assert!(
+            note.ends_with(
+                "memcpy took 0.123 ns/B in this run, beside kernels; the solver costed a copy's CPU time at 0.200 ns/B."
+            ),
+            "{note}"
+        );
         assert_eq!(CopyFit::of(&[1.0], &[0.0], &[1.0]), None, "no copies, nothing to fit");
         assert_eq!(CopyFit::of(&[1.0], &[1.0], &[]), None, "lengths disagree");
     }

@@ -214,6 +214,7 @@ impl Report<'_> {
             if let Some(mut fit) = crate::compare::CopyFit::of(&m.predicted_kernel_ns, &charged, &m.kernel_ns) {
                 let solver = self.plan.copy_cpu_ns_per_byte.first().and_then(|row| row.get(1)).copied();
                 fit.memcpy_ns_per_byte = m.report.copy_memcpy_ns_per_byte.zip(solver);
+                fit.calibrated = self.plan.interference_calibrated;
                 let _ = writeln!(s, "\n{}", fit.note());
             }
         }
