@@ -135,15 +135,15 @@ impl Standing {
 /// An arena the host backed partly with small pages when it was reserved: `share` of
 /// its whole huge pages ([`placer_pools::whole_huge_pages`]) were huge.
 #[derive(Debug, Clone, PartialEq)]
-pub struct HugePageShortfall {
-    pub plan: String,
-    pub pool: String,
-    pub share: f64,
+struct HugePageShortfall {
+    plan: String,
+    pool: String,
+    share: f64,
 }
 
 /// Every arena of `measured` the host put on huge pages only in part; `pools` names
 /// each pool index.
-pub fn huge_page_shortfalls(measured: &[Measured], pools: &[String]) -> Vec<HugePageShortfall> {
+fn huge_page_shortfalls(measured: &[Measured], pools: &[String]) -> Vec<HugePageShortfall> {
     measured
         .iter()
         .flat_map(|m| shortfalls_of(&m.name, &m.report.reserved_bytes, &m.report.huge_page_bytes, pools))

@@ -17,10 +17,12 @@ mod pool;
 mod set;
 mod side_cache;
 
-pub use alloc::arena::{Arenas, CopyTicket, Slot, Views, whole_huge_pages};
+pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
-pub use alloc::numa::{HUGE_PAGE, NumaBinder, PagePlacement, anon_huge_page_bytes, node_list, transparent_huge_pages};
+pub use alloc::numa::{
+    HUGE_PAGE, NumaBinder, PagePlacement, anon_huge_page_bytes, node_list, transparent_huge_pages, whole_huge_pages,
+};
 pub use buffer::Buffer;
 pub use cpus::{CopyCores, Pinned};
 pub use emulation::{Emulation, WaitModel, busy_wait_ns, busy_wait_until, sleep_until};

@@ -240,7 +240,8 @@ impl Arenas {
         for (i, &len) in bytes.iter().enumerate() {
             // A NUMA pool's buffers ask for huge pages (alloc/numa.rs); whether the host
             // had them free shows in what the process holds before and after the touch.
-            let asks = matches!(pools.pools()[i].backend, Backend::Numa { .. }) && len >= HUGE_PAGE as u64;
+            let asks = pools.pools().get(i).is_some_and(|p| matches!(p.backend, Backend::Numa { .. }))
+                && len >= HUGE_PAGE as u64;
             let before = if asks { anon_huge_page_bytes() } else { None };
             let buffer = match pools.allocate(PoolId(i as u16), len) {
                 Ok(buffer) => buffer,
@@ -270,7 +271,7 @@ impl Arenas {
 
     /// Per pool, the bytes of its arena on huge pages when it was reserved and touched:
     /// `None` where not measured (a backend that does not ask for huge pages, an arena
-    /// under one huge page, a kernel that does not say). [`whole_huge_pages`] is what
+    /// under one huge page, a kernel that does not say). [`crate::whole_huge_pages`] is what
     /// the host can always back; the tail past it may get a huge page of the mapping's
     /// slack too, so "in full" is at least that much.
     pub fn huge_page_bytes(&self) -> Vec<Option<u64>> {
@@ -462,12 +463,6 @@ impl Arena {
         let (base, len) = (Base(bytes.as_mut_ptr()), bytes.len() as u64);
         Arena { buffer, base, len, placed: BTreeMap::new(), in_use: 0, peak: 0, huge_bytes: None }
     }
-}
-
-/// The bytes of a `len`-byte buffer that huge pages can back: it starts on a huge-page
-/// boundary (alloc/numa.rs), and its tail past the last whole one gets small pages.
-pub fn whole_huge_pages(len: u64) -> u64 {
-    len / HUGE_PAGE as u64 * HUGE_PAGE as u64
 }
 
 fn free_buffers(arenas: Vec<Arena>, pools: &mut PoolSet) {

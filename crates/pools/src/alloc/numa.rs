@@ -130,6 +130,12 @@ impl MappedRegion {
 /// The huge page size placer aligns large buffers to (x86-64's and arm64's usual 2 MiB).
 pub const HUGE_PAGE: usize = 2 << 20;
 
+/// The bytes of a `len`-byte buffer that huge pages can back: it starts on a huge-page
+/// boundary (see `allocate`), and its tail past the last whole one gets small pages.
+pub fn whole_huge_pages(len: u64) -> u64 {
+    len / HUGE_PAGE as u64 * HUGE_PAGE as u64
+}
+
 /// Where the pages of one buffer were found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PagePlacement {
@@ -146,9 +152,13 @@ pub struct PagePlacement {
 pub const MAX_PAGES_QUERIED: usize = 1 << 16;
 
 impl PagePlacement {
-    /// Touches every page of `bytes` ([`touch`]), then asks where each is.
+    /// Writes a zero to every page of `bytes` (zeroed memory the kernel has not
+    /// placed yet, so nothing changes) so that each page is placed now, then asks where.
     pub(crate) fn touch_and_query(bytes: &mut [u8], wanted: &[u32]) -> PagePlacement {
-        touch(bytes);
+        let page = page_size();
+        for offset in (0..bytes.len()).step_by(page) {
+            bytes[offset] = 0;
+        }
         PagePlacement::query(bytes, wanted)
     }
 
@@ -175,14 +185,6 @@ impl PagePlacement {
             Err(_) => placement.unknown = placement.queried,
         }
         placement
-    }
-}
-
-/// Writes a zero to every page of `bytes` (zeroed memory the kernel has not placed yet,
-/// so nothing changes) so that each page is placed now.
-fn touch(bytes: &mut [u8]) {
-    for offset in (0..bytes.len()).step_by(page_size()) {
-        bytes[offset] = 0;
     }
 }
 
