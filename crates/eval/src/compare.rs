@@ -206,8 +206,8 @@ pub struct CopyFit {
     /// The other kernels, measured over predicted; `None` when there are none.
     pub others_ratio: Option<f64>,
     /// The copy thread's memcpy time per byte in the run, beside the kernels, and the
-    /// one the solver costed a copy's CPU time at (timed alone through the profile when
-    /// it calibrated), ns; set by the caller where known.
+    /// one the solver costed a copy's CPU time at (measured alone when the profile
+    /// calibrated), ns; set by the caller where known.
     pub memcpy_ns_per_byte: Option<(f64, f64)>,
     /// Whether the charge came from a profile's interference calibration; set by the
     /// caller.
@@ -258,8 +258,7 @@ impl CopyFit {
             None => String::new(),
         };
         let source = if self.calibrated {
-            "The charge comes from the profile's interference calibration (docs/solving.md): each op's share of a \
-             copy's CPU time, costed at the profile's median memcpy speed."
+            "The charge comes from the profile's interference calibration (docs/solving.md), on the host as it was then."
         } else {
             "No profile calibrated the charge: it is each copy's whole CPU time (docs/solving.md)."
         };

@@ -28,14 +28,6 @@
 //!   kernel's time, where the loss is largest against the noise and below the cap, less
 //!   the op's fixed part, [`PAIRS`] pairs.
 //!
-//! The share is the loss over the copy's CPU time at this moment's memcpy speed. A
-//! kernel lost about half of the copy beside it whenever this was measured, while the
-//! memcpy speed itself moved by 2× between profiles on a shared host (ResNet-50 b32,
-//! docs/BENCHMARKS.md): so the share is kept, and the speed a plan's copies are costed
-//! at is the median of timings taken through the whole profile, one after each pass
-//! that times the host's calibration kernel, this one's among them
-//! ([`crate::record::Profile::memcpy_ns_per_byte`]).
-//!
 //! A plan's copy to or from an emulated pool wakes its thread a second time, when the
 //! emulated wait ends, often beside a later kernel; that is not measured here.
 
@@ -61,9 +53,6 @@ const MIN_COPY: usize = 64 << 10;
 const MAX_COPY: usize = 64 * BUFFER;
 /// The shortest kernel the fixed part is measured on.
 pub const FIXED_MIN_NS: f64 = 20e3;
-/// Copies alone per memcpy timing, whose median is the timing: the calibration's own,
-/// and each pass's ([`crate::record::ActivitySample::memcpy_ns_per_byte`]).
-pub const GAUGE_COPIES: usize = 5;
 /// Alone/with pairs for the fixed part: it is tens of µs, about the noise of one pair,
 /// and its kernel is short.
 pub const FIXED_PAIRS: usize = 31;
@@ -148,7 +137,10 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     engine.set_warm_pool(false);
     let measured = placer_exec::as_launcher(|launcher| {
         let copier = CopyBench::start(launcher)?;
-        let memcpy_ns_per_byte = copier.memcpy_ns_per_byte()?;
+        let alone: Vec<f64> = (0..5)
+            .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
+            .collect::<Result<_, _>>()?;
+        let memcpy_ns_per_byte = median(&alone);
         let mut ops = Vec::with_capacity(nodes.len());
         for (op, &(longest, short)) in &nodes {
             let short = short.unwrap_or(longest);
@@ -207,15 +199,6 @@ impl CopyBench {
     /// Waits for the oldest copy handed over, and says how long it took.
     pub fn done(&self) -> Result<Duration, ProfileError> {
         self.finished.recv().map_err(|_| thread_gone())
-    }
-
-    /// The memcpy time per byte of [`GAUGE_COPIES`] copies of the thread's buffer alone
-    /// (median).
-    pub fn memcpy_ns_per_byte(&self) -> Result<f64, ProfileError> {
-        let alone: Vec<f64> = (0..GAUGE_COPIES)
-            .map(|_| self.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
-            .collect::<Result<_, _>>()?;
-        Ok(median(&alone))
     }
 
     /// A copy of `bytes`, start to finish.

@@ -242,11 +242,12 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         for (local, d) in p.pass_drift.iter().enumerate() {
             drift.insert(renumber(shard, local as u32), *d);
         }
-        activity.extend(p.host_activity.iter().map(|s| crate::record::ActivitySample {
-            pass: s.pass.map(|l| renumber(shard, l)),
-            activity: s.activity,
-            memcpy_ns_per_byte: s.memcpy_ns_per_byte,
-        }));
+        activity.extend(
+            p.host_activity.iter().map(|s| crate::record::ActivitySample {
+                pass: s.pass.map(|l| renumber(shard, l)),
+                activity: s.activity,
+            }),
+        );
         // Against the median host: the shards' median time per kernel; with two shards,
         // against the other one (a median of two would put each half against itself).
         let other;

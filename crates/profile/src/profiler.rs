@@ -408,7 +408,7 @@ pub fn run_to_checkpoint(
     if profile.passes_done < profile.passes_total
         && let Some(activity) = HostActivity::watch(QUIET_CHECK)
     {
-        profile.host_activity.push(ActivitySample { pass: None, activity, memcpy_ns_per_byte: None });
+        profile.host_activity.push(ActivitySample { pass: None, activity });
         if plan.require_quiet {
             activity.require_quiet("before profiling")?;
         }
@@ -523,9 +523,6 @@ struct Runner<'m> {
     engine: Engine<'m>,
     base: PoolAssignment,
     conflicts: Vec<Vec<NodeId>>,
-    /// A copy thread to time memcpys through the passes, in a profile that calibrates
-    /// interference ([`interference`]'s doc says why).
-    copier: Option<interference::CopyBench>,
 }
 
 /// How many passes of a round the next round re-runs first to decide whether it is
@@ -597,11 +594,6 @@ fn run_stage<'m>(
                 // and every eighth pass of short ones.
                 let calibration = (started.elapsed().as_secs_f64() > 1.0 || i % 8 == 0).then(calibrate);
                 let activity = cpu.and_then(|start| HostActivity::since(&start, calibration));
-                // With it, the memcpy speed a plan's copies are costed at, when they are.
-                let memcpy = match (&runner.copier, calibration) {
-                    (Some(copier), Some(_)) => Some(copier.memcpy_ns_per_byte()?),
-                    _ => None,
-                };
                 profile.measurements.extend(result.measurements);
                 profile.pass_drift.push(result.drift);
                 profile.passes_done = i as u32 + 1;
@@ -617,11 +609,7 @@ fn run_stage<'m>(
                     profile.round_checks.push(check);
                 }
                 if let Some(activity) = activity {
-                    profile.host_activity.push(ActivitySample {
-                        pass: Some(i as u32),
-                        activity,
-                        memcpy_ns_per_byte: memcpy,
-                    });
+                    profile.host_activity.push(ActivitySample { pass: Some(i as u32), activity });
                 }
                 checkpoint::save(path, profile)?;
                 report(profile);
@@ -688,6 +676,5 @@ fn live<'r, 'm>(
         fill_by_steps(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
     }
-    let copier = calibrates_interference(&plan.header).then(|| interference::CopyBench::start(None)).transpose()?;
-    Ok(runner.insert(Runner { engine, base, conflicts: passes::conflicts(model, false), copier }))
+    Ok(runner.insert(Runner { engine, base, conflicts: passes::conflicts(model, false) }))
 }

@@ -24,9 +24,7 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// ([`crate::overhead`]), which every prediction now includes.
 /// 15: that figure includes the kernels' wait for their pool's threads, which the
 /// profile's woken timings leave out.
-/// 16: a profile that calibrates interference times a copy thread's memcpy beside the
-/// host's activity through its passes, and copies are costed at their median.
-pub const FORMAT_VERSION: u32 = 16;
+pub const FORMAT_VERSION: u32 = 15;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,31 +335,9 @@ pub struct ActivitySample {
     /// The pass measured over the interval; `None` for the check before a run's first pass.
     pub pass: Option<u32>,
     pub activity: HostActivity,
-    /// A copy thread's memcpy time per byte at the end of the interval (the median of
-    /// [`crate::interference::GAUGE_COPIES`] copies alone, as the interference
-    /// calibration times them), in a profile that calibrates interference; `None` in
-    /// others and for the check before a run's first pass.
-    pub memcpy_ns_per_byte: Option<f64>,
 }
 
 impl Profile {
-    /// The memcpy time per byte a copy's CPU time is costed at, and how many timings it
-    /// is the median of: every pass's sample and the interference calibration's. One
-    /// moment's figure moved by 2× between profiles on a shared host while the copies'
-    /// cost in runs held steady, so it is taken through the whole profile. `None`
-    /// before the calibration.
-    pub fn memcpy_ns_per_byte(&self) -> Option<(f64, usize)> {
-        let calibration = self.interference.as_ref()?.memcpy_ns_per_byte;
-        let samples: Vec<f64> = self
-            .host_activity
-            .iter()
-            .filter_map(|s| s.memcpy_ns_per_byte)
-            .chain([calibration])
-            .filter(|x| x.is_finite() && *x > 0.0)
-            .collect();
-        Some((Stats::of(&samples)?.median, samples.len()))
-    }
-
     /// Intervals that were busy, of all recorded.
     pub fn busy_intervals(&self) -> (usize, usize) {
         let busy = self.host_activity.iter().filter(|s| s.activity.busy().is_some()).count();

@@ -24,12 +24,12 @@ fn busy_intervals_are_counted_and_the_first_is_described() {
     let mut p = common::profile("m", 30);
     assert_eq!(p.activity_note(), "not recorded");
     p.host_activity = vec![
-        ActivitySample { pass: None, activity: activity(0.1), memcpy_ns_per_byte: None },
-        ActivitySample { pass: Some(0), activity: activity(0.2), memcpy_ns_per_byte: None },
+        ActivitySample { pass: None, activity: activity(0.1) },
+        ActivitySample { pass: Some(0), activity: activity(0.2) },
     ];
     assert_eq!(p.activity_note(), "quiet in all 2 intervals checked");
-    p.host_activity.push(ActivitySample { pass: Some(1), activity: activity(1.9), memcpy_ns_per_byte: None });
-    p.host_activity.push(ActivitySample { pass: Some(2), activity: activity(1.5), memcpy_ns_per_byte: None });
+    p.host_activity.push(ActivitySample { pass: Some(1), activity: activity(1.9) });
+    p.host_activity.push(ActivitySample { pass: Some(2), activity: activity(1.5) });
     assert_eq!(p.busy_intervals(), (2, 4));
     assert_eq!(
         p.activity_note(),
@@ -64,7 +64,7 @@ fn the_checkpoint_keeps_the_hosts_activity() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("p.ckpt");
     let mut p = common::profile("m", 30);
-    p.host_activity = vec![ActivitySample { pass: Some(3), activity: activity(1.2), memcpy_ns_per_byte: None }];
+    p.host_activity = vec![ActivitySample { pass: Some(3), activity: activity(1.2) }];
     checkpoint::save(&path, &p).expect("saves");
     assert_eq!(checkpoint::load(&path).expect("loads").host_activity, p.host_activity);
 }

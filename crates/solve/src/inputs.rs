@@ -62,10 +62,8 @@ pub fn solve_inputs(
         }
         if let Some(calibration) = &p.interference {
             costs = costs.with_interference(model, calibration);
-        }
-        if let Some((ns_per_byte, timings)) = p.memcpy_ns_per_byte() {
-            let source = format!("the median of {timings} memcpy timings through the profile");
-            pools = pools.with_memcpy(ns_per_byte, &source);
+            pools =
+                pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
         }
     }
     Ok(SolveInputs { pools, costs, pins, profile })
