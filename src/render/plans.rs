@@ -61,11 +61,9 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
                 bytes(peak),
                 r.pages.get(i).map(|tally| super::pages_on(tally, pool.backend.checked_nodes())).unwrap_or_default(),
                 match r.huge_page_bytes.get(i).copied().flatten() {
-                    Some(huge) => format!(
-                        "; {} of its {} in whole huge pages on them",
-                        bytes(huge),
-                        bytes(placer_pools::whole_huge_pages(reserved))
-                    ),
+                    // Of the arena itself, which bounds the figure: its whole huge pages
+                    // alone can read less, by the tail's page of the mapping's slack.
+                    Some(huge) => format!("; {} of it on huge pages", bytes(huge)),
                     None => String::new(),
                 }
             ),
