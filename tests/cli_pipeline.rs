@@ -46,6 +46,9 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     }
     let summary = std::fs::read_to_string(report.join("summary.md")).expect("summary");
     assert!(summary.contains("**EMULATED.**") && summary.contains("| ilp (async) |"), "{summary}");
+    // The host's memory before the runs, against the profile's checks of it.
+    let memory = summary.lines().find(|l| l.starts_with("| host memory | Host memory ")).expect("a host memory row");
+    assert!(memory.contains("ns/B before the runs") && memory.contains("through the profile (median of "), "{memory}");
     let comparison: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(report.join("comparison.json")).expect("json")).expect("parses");
     let rows = comparison["rows"].as_array().expect("rows");

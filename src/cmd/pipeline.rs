@@ -124,6 +124,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(note) = placer_eval::compare::huge_pages_note(&outcome.measured, &pools) {
         outln!("\n{note}")?;
     }
+    if let Some((true, note)) = &outcome.memory {
+        outln!("{note}")?;
+    }
     if let Some(m) = outcome.measured.first() {
         outln!("{}", m.timing_note())?;
     }

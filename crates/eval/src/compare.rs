@@ -189,6 +189,37 @@ fn note_for(short: &[HugePageShortfall], measured_any: bool) -> Option<String> {
     ))
 }
 
+/// How far the host's memcpy speed before the runs may sit from the profile's median,
+/// as a ratio either way, and outside every timing the profile took, before the report
+/// says the host's memory moved. Within one quiet profile on this project's VM the
+/// timings spread by ±10-25%; between one profile and the next hour they moved 3×.
+pub const MEMORY_MOVED: f64 = 1.25;
+
+/// The host's memory speed through the profile against before the runs: whether it
+/// moved, and one line that says so with the figures. `profile` is the memcpy timings of
+/// the profile's host checks, `before_runs` the one just before the timed steps, ns/B.
+pub fn memory_note(profile: &placer_exec::Stats, before_runs: f64) -> (bool, String) {
+    let ratio = before_runs / profile.median;
+    let outside = before_runs < profile.min || before_runs > profile.max;
+    let moved = outside && !(1.0 / MEMORY_MOVED..=MEMORY_MOVED).contains(&ratio);
+    let figures = format!(
+        "a 16 MiB memcpy took {before_runs:.3} ns/B before the runs, {:.3} through the profile (median of {} \
+         checks, {:.3}-{:.3})",
+        profile.median, profile.count, profile.min, profile.max
+    );
+    if !moved {
+        return (false, format!("Host memory held: {figures}."));
+    }
+    let (by, way) = if ratio < 1.0 { (1.0 / ratio, "faster") } else { (ratio, "slower") };
+    (
+        true,
+        format!(
+            "Host memory moved: {figures}. Memory ran {by:.1}× {way} in the runs than when the kernels were \
+             profiled, and every prediction carries that (docs/running.md, \"Host memory\")."
+        ),
+    )
+}
+
 /// The solver's charge for background copies against what the kernels beside them
 /// measured: a plan's kernels split by whether a copy overlaps them. The others'
 /// measured-over-predicted ratio is the run's drift from the profile, which the kernels
@@ -324,6 +355,27 @@ mod tests {
             (Some(5.0), Some(14.1), Some((9.9, 10.1)))
         );
         assert!(Standing::of(&Comparison { rows: vec![] }, None).is_none());
+    }
+
+    #[test]
+    fn host_memory_moved_only_beyond_the_ratio_and_outside_the_profile_s_own_timings() {
+        let profile = placer_exec::Stats::of(&[0.164, 0.238, 0.521, 0.2, 0.3]).expect("samples");
+        // 0.09 against a median of 0.238: 2.6× faster, below every timing the profile took.
+        let (moved, note) = memory_note(&profile, 0.09);
+        assert!(moved, "{note}");
+        assert!(
+            note.starts_with("Host memory moved: a 16 MiB memcpy took 0.090 ns/B before the runs, 0.238"),
+            "{note}"
+        );
+        assert!(note.contains("(median of 5 checks, 0.164-0.521)") && note.contains("2.6× faster"), "{note}");
+        assert!(memory_note(&profile, 0.7).1.contains("2.9× slower"));
+        // Inside the profile's own spread: held, even 1.3× off its median.
+        let (moved, note) = memory_note(&profile, 0.31);
+        assert!(!moved && note.starts_with("Host memory held: "), "{note}");
+        // Outside the spread but within the ratio: held.
+        let tight = placer_exec::Stats::of(&[0.080, 0.082, 0.084]).expect("samples");
+        assert!(!memory_note(&tight, 0.09).0);
+        assert!(memory_note(&tight, 0.11).0);
     }
 
     #[test]

@@ -82,6 +82,10 @@ pub struct PipelineOutcome {
     pub sweep: Option<Vec<SweepPoint>>,
     /// The report's files.
     pub written: Vec<PathBuf>,
+    /// Whether the host's memory speed moved between the profile and the runs, and the
+    /// line that says so ([`crate::compare::memory_note`]); `None` where either was not
+    /// timed.
+    pub memory: Option<(bool, String)>,
 }
 
 /// Runs the whole pipeline on `host`.
@@ -113,9 +117,19 @@ pub fn pipeline(
         let state = if a.busy().is_some() { "BUSY" } else { "quiet" };
         facts.push(("host before the runs".to_string(), format!("{state}: {}", a.describe())));
     }
+    let before_runs = measured.first().and_then(|m| m.host_before?.calibration).map(|c| c.memcpy_ns_per_byte);
+    let memory = inputs
+        .profile
+        .as_ref()
+        .and_then(|p| p.memcpy_ns_per_byte())
+        .zip(before_runs)
+        .map(|(profile, before)| crate::compare::memory_note(&profile, before));
+    if let Some((_, note)) = &memory {
+        facts.push(("host memory".to_string(), note.clone()));
+    }
     let report = Report { model, plan: &result.plan, measured: &measured, facts, sweep: sweep.as_deref() };
     let written = report.write(req.output)?;
-    Ok(PipelineOutcome { result, measured, sweep, written })
+    Ok(PipelineOutcome { result, measured, sweep, written, memory })
 }
 
 /// Profiles into the checkpoint directory (resuming); returns the checkpoint and a note

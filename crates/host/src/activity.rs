@@ -27,6 +27,10 @@ pub const BUSY_SPREAD: f64 = 0.15;
 pub const CALIBRATION_REPS: usize = 41;
 /// Dependent operations per timing: about 0.1–0.3 ms on current CPUs.
 const CALIBRATION_OPS: u64 = 200_000;
+/// Bytes per memcpy timing: past a core's L2, a few milliseconds.
+const MEMCPY_BYTES: usize = 16 << 20;
+/// Memcpy timings per check, after an untimed one that faults the destination in.
+const MEMCPY_REPS: usize = 5;
 
 /// Cumulative CPU time counters at one moment, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,12 +96,17 @@ fn runnable_others() -> Option<(u32, f64)> {
     Some((runnable.saturating_sub(own_running), load1))
 }
 
-/// The calibration kernel's timings: median and spread.
+/// The calibration kernel's timings: median and spread; and the host's memory speed.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     pub median_ns: f64,
     /// (p90 − p10) / median.
     pub spread: f64,
+    /// One thread's memcpy time per byte ([`MEMCPY_BYTES`], median of [`MEMCPY_REPS`]):
+    /// the memory bandwidth this host gives the process at the moment, which the
+    /// calibration kernel, all in registers, cannot see. On this project's VM it moved
+    /// from 0.08 to 0.16-0.52 ns/B within an hour, other processes idle.
+    pub memcpy_ns_per_byte: f64,
 }
 
 /// One timing of the calibration kernel: `CALIBRATION_OPS` dependent multiply-adds, so
@@ -112,7 +121,25 @@ fn calibration_kernel() -> Duration {
     start.elapsed()
 }
 
-/// Times the calibration kernel [`CALIBRATION_REPS`] times (a few milliseconds).
+/// One thread's memcpy time per byte: [`MEMCPY_REPS`] copies of [`MEMCPY_BYTES`], median.
+fn memcpy_ns_per_byte() -> f64 {
+    let src = vec![1u8; MEMCPY_BYTES];
+    let mut dst = vec![0u8; MEMCPY_BYTES];
+    dst.copy_from_slice(&src);
+    let mut ns: Vec<f64> = (0..MEMCPY_REPS)
+        .map(|_| {
+            let start = Instant::now();
+            dst.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&dst);
+            start.elapsed().as_nanos() as f64 / MEMCPY_BYTES as f64
+        })
+        .collect();
+    ns.sort_by(f64::total_cmp);
+    ns[ns.len() / 2]
+}
+
+/// Times the calibration kernel [`CALIBRATION_REPS`] times, and a memcpy (a few
+/// milliseconds each).
 pub fn calibrate() -> Calibration {
     for _ in 0..3 {
         calibration_kernel(); // warm the core's clock and the code
@@ -121,7 +148,11 @@ pub fn calibrate() -> Calibration {
     ns.sort_by(f64::total_cmp);
     let at = |q: f64| ns[((ns.len() - 1) as f64 * q).round() as usize];
     let median = at(0.5);
-    Calibration { median_ns: median, spread: if median > 0.0 { (at(0.9) - at(0.1)) / median } else { 0.0 } }
+    Calibration {
+        median_ns: median,
+        spread: if median > 0.0 { (at(0.9) - at(0.1)) / median } else { 0.0 },
+        memcpy_ns_per_byte: memcpy_ns_per_byte(),
+    }
 }
 
 /// What the host did over one interval (before a profile, or during one of its passes).
@@ -208,7 +239,12 @@ impl HostActivity {
     pub fn describe(&self) -> String {
         let calibration = match self.calibration {
             Some(c) => {
-                format!(", calibration kernel spread {:.0}% (median {:.0} µs)", 100.0 * c.spread, c.median_ns / 1e3)
+                format!(
+                    ", calibration kernel spread {:.0}% (median {:.0} µs), memcpy {:.3} ns/B",
+                    100.0 * c.spread,
+                    c.median_ns / 1e3,
+                    c.memcpy_ns_per_byte
+                )
             }
             None => String::new(),
         };
@@ -256,8 +292,15 @@ mod tests {
             steal,
             runnable_others: 0,
             load1: 0.5,
-            calibration: Some(Calibration { median_ns: 200_000.0, spread }),
+            calibration: Some(Calibration { median_ns: 200_000.0, spread, memcpy_ns_per_byte: 0.08 }),
         }
+    }
+
+    #[test]
+    fn a_calibration_times_the_host_s_memcpy() {
+        let c = calibrate();
+        // 16 MiB at 100 GB/s and at 100 MB/s: any host between.
+        assert!(c.memcpy_ns_per_byte > 0.01 && c.memcpy_ns_per_byte < 10.0, "{c:?}");
     }
 
     #[test]
@@ -273,7 +316,7 @@ mod tests {
         assert_eq!(
             activity(1.8, 0.0, 0.4).describe(),
             "other processes used 1.8 of 2 CPUs, 0 runnable besides placer, load 0.5, steal 0.0%, \
-             calibration kernel spread 40% (median 200 µs)"
+             calibration kernel spread 40% (median 200 µs), memcpy 0.080 ns/B"
         );
     }
 

@@ -24,7 +24,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// ([`crate::overhead`]), which every prediction now includes.
 /// 15: that figure includes the kernels' wait for their pool's threads, which the
 /// profile's woken timings leave out.
-pub const FORMAT_VERSION: u32 = 15;
+/// 16: every check of the host's activity times a memcpy too
+/// (`placer_host::Calibration::memcpy_ns_per_byte`).
+pub const FORMAT_VERSION: u32 = 16;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,6 +355,14 @@ impl Profile {
             *passes.entry(m.pass).or_default() |= m.count >= cap;
         }
         (passes.values().filter(|&&c| c).count(), passes.len())
+    }
+
+    /// The host's memcpy speed over every check of this profile that timed it, ns per
+    /// byte; `None` when none did.
+    pub fn memcpy_ns_per_byte(&self) -> Option<Stats> {
+        let timed: Vec<f64> =
+            self.host_activity.iter().filter_map(|s| Some(s.activity.calibration?.memcpy_ns_per_byte)).collect();
+        Stats::of(&timed)
     }
 
     /// What the host did while this profile was measured, in one line: quiet, or busy

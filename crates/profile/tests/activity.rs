@@ -15,7 +15,7 @@ fn activity(others_cpus: f64) -> HostActivity {
         steal: 0.0,
         runnable_others: 2,
         load1: 2.0,
-        calibration: Some(Calibration { median_ns: 300_000.0, spread: 0.02 }),
+        calibration: Some(Calibration { median_ns: 300_000.0, spread: 0.02, memcpy_ns_per_byte: 0.08 }),
     }
 }
 
@@ -35,8 +35,29 @@ fn busy_intervals_are_counted_and_the_first_is_described() {
         p.activity_note(),
         "BUSY in 2 of 4 intervals checked; first pass 2: other processes competed for the CPUs \
          (other processes used 1.9 of 2 CPUs, 2 runnable besides placer, load 2.0, steal 0.0%, \
-         calibration kernel spread 2% (median 300 µs))"
+         calibration kernel spread 2% (median 300 µs), memcpy 0.080 ns/B)"
     );
+}
+
+#[test]
+fn the_host_s_memcpy_through_a_profile_is_every_check_s_timing() {
+    let mut p = common::profile("m", 30);
+    assert_eq!(p.memcpy_ns_per_byte(), None, "no checks");
+    let timed = |ns: f64| {
+        let mut a = activity(0.1);
+        a.calibration = a.calibration.map(|c| Calibration { memcpy_ns_per_byte: ns, ..c });
+        a
+    };
+    let mut unchecked = activity(0.1);
+    unchecked.calibration = None;
+    p.host_activity = [0.09, 0.3, 0.1, 0.12]
+        .into_iter()
+        .enumerate()
+        .map(|(i, ns)| ActivitySample { pass: Some(i as u32), activity: timed(ns) })
+        .chain([ActivitySample { pass: Some(4), activity: unchecked }])
+        .collect();
+    let stats = p.memcpy_ns_per_byte().expect("four checks timed it");
+    assert_eq!((stats.count, stats.median, stats.min, stats.max), (4, 0.11, 0.09, 0.3));
 }
 
 #[test]
