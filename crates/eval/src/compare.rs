@@ -203,9 +203,13 @@ pub fn memory_note(profile: &placer_exec::Stats, before_runs: f64) -> (bool, Str
     let outside = before_runs < profile.min || before_runs > profile.max;
     let moved = outside && !(1.0 / MEMORY_MOVED..=MEMORY_MOVED).contains(&ratio);
     let figures = format!(
-        "a 16 MiB memcpy took {before_runs:.3} ns/B before the runs, {:.3} through the profile (median of {} \
+        "a {} MiB memcpy took {before_runs:.3} ns/B before the runs, {:.3} through the profile (median of {} \
          checks, {:.3}-{:.3})",
-        profile.median, profile.count, profile.min, profile.max
+        placer_host::activity::MEMCPY_BYTES >> 20,
+        profile.median,
+        profile.count,
+        profile.min,
+        profile.max
     );
     if !moved {
         return (false, format!("Host memory held: {figures}."));

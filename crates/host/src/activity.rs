@@ -28,7 +28,7 @@ pub const CALIBRATION_REPS: usize = 41;
 /// Dependent operations per timing: about 0.1–0.3 ms on current CPUs.
 const CALIBRATION_OPS: u64 = 200_000;
 /// Bytes per memcpy timing: past a core's L2, a few milliseconds.
-const MEMCPY_BYTES: usize = 16 << 20;
+pub const MEMCPY_BYTES: usize = 16 << 20;
 /// Memcpy timings per check, after an untimed one that faults the destination in.
 const MEMCPY_REPS: usize = 5;
 
