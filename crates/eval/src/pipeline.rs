@@ -113,11 +113,12 @@ pub fn pipeline(
 
     events(PipelineEvent::Stage(Stage::Report));
     let mut facts = facts(req, &inputs, &result, &checkpoint, &profile_note, &measured);
-    if let Some(a) = measured.first().and_then(|m| m.host_before) {
+    let host_before = measured.first().and_then(|m| m.host_before);
+    if let Some(a) = host_before {
         let state = if a.busy().is_some() { "BUSY" } else { "quiet" };
         facts.push(("host before the runs".to_string(), format!("{state}: {}", a.describe())));
     }
-    let before_runs = measured.first().and_then(|m| m.host_before?.calibration).map(|c| c.memcpy_ns_per_byte);
+    let before_runs = host_before.and_then(|a| a.calibration).map(|c| c.memcpy_ns_per_byte);
     let memory = inputs
         .profile
         .as_ref()
