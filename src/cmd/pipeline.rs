@@ -36,11 +36,12 @@ pub struct Args {
     /// Timed steps of each plan (interleaved).
     #[arg(long, short = 'n', default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     iterations: u64,
-    /// Untimed steps of each plan first.
+    /// Untimed steps in each plan's first turn. Every turn builds the plan's executor
+    /// afresh, so only one plan's arenas are held at a time.
     #[arg(long, default_value_t = 3)]
     warmup: usize,
-    /// Untimed steps of a plan before each of its timed ones, when several plans run
-    /// interleaved, so each is timed in its own cache state rather than the one the
+    /// Untimed steps of a plan before each of its later timed ones, when several plans
+    /// run interleaved, so each is timed in its own cache state rather than the one the
     /// plan before it left.
     #[arg(long, default_value_t = 1)]
     rewarm: usize,

@@ -41,9 +41,10 @@ pub struct Args {
     /// interleaved step by step in this process.
     #[arg(long, requires = "plan")]
     compare_baselines: bool,
-    /// Untimed steps of a plan before each of its timed ones, when several plans run
-    /// interleaved, so each is timed in its own cache state rather than the one the
-    /// plan before it left.
+    /// Untimed steps of a plan before each of its later timed ones, when several plans
+    /// run interleaved (each turn builds the plan's executor afresh, and the first runs
+    /// --warmup untimed steps), so each is timed in its own cache state rather than the
+    /// one the plan before it left.
     #[arg(long, default_value_t = 1, requires = "compare_baselines")]
     rewarm: usize,
     /// Print the summary as JSON instead of tables.

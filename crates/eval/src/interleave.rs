@@ -1,5 +1,5 @@
 //! Running plans for real, side by side: every plan gets its own executor, arenas and
-//! pools, and the timed steps go round-robin (A, B, C, A, B, C …, starting one further
+//! pools, built afresh for each of its turns, and the timed steps go round-robin (A, B, C, A, B, C …, starting one further
 //! along each round) so that a host drifting by tens of percent over a minute moves all
 //! of them alike: ratios measured side by side hold, absolute times do not
 //! (docs/background.md, timing on a shared host).
@@ -26,11 +26,12 @@ pub struct Contender {
 
 #[derive(Debug, Clone, Copy)]
 pub struct MeasureOptions {
-    /// Untimed steps of each plan first.
+    /// Untimed steps in each plan's first turn (each turn builds its executor afresh,
+    /// [`run_interleaved`]).
     pub warmup: usize,
     /// Timed steps of each plan.
     pub iterations: usize,
-    /// Untimed steps of a plan at the start of each of its turns, when there are
+    /// Untimed steps of a plan at the start of each of its later turns, when there are
     /// several plans.
     pub rewarm: usize,
     pub seed: u64,
@@ -89,7 +90,18 @@ impl Measured {
     }
 }
 
-/// Runs every contender, interleaved; `progress` hears about each plan as it starts.
+/// How often, at most, [`run_interleaved`] says which round it is on.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Runs every contender, interleaved; `progress` hears how far the runs are.
+///
+/// Each turn of a plan builds its executor afresh and drops it when the turn ends, so
+/// the host holds one plan's arenas at a time. Held all at once, ResNet-50 b32's eight
+/// plans took 23.5 GB of this 24 GiB host, and the plans built last found too few free
+/// 2 MiB pages: all-DRAM's arena got 8-15% of its bytes on huge pages, and its kernels
+/// ran 3-10% over the profile, which timed them on huge pages (docs/running.md, "Huge
+/// pages"). A fresh executor starts from the same seed, so every turn of every plan runs
+/// the same steps on the same values.
 pub fn run_interleaved(
     model: &Model,
     pools: &mut dyn FnMut() -> Result<PoolSet, EvalError>,
@@ -100,62 +112,110 @@ pub fn run_interleaved(
     if options.iterations == 0 {
         return Err(EvalError::Usage { reason: "iterations must be at least 1".into() });
     }
-    let mut executors = Vec::with_capacity(contenders.len());
-    for c in contenders {
+    let mut build = |c: &Contender| -> Result<PlanExecutor<'_>, EvalError> {
         let pools = pools()?;
         let plan = exec_plan(&c.plan, model, &pools)?;
-        let exec = PlanExecutor::new(model, pools, plan, options.seed)
-            .map_err(|source| EvalError::Exec { strategy: c.name.clone(), error: Box::new(source) })?;
-        executors.push(exec);
-    }
-    let step = |exec: &mut PlanExecutor<'_>, name: &str| {
-        exec.step().map_err(|source| EvalError::Exec { strategy: name.to_string(), error: Box::new(source) })
+        PlanExecutor::new(model, pools, plan, options.seed)
+            .map_err(|source| EvalError::Exec { strategy: c.name.clone(), error: Box::new(source) })
     };
-    // After every plan is known to fit, before any step: a refusal costs no run.
+    // Every plan built once before any step: one that does not fit costs no run.
+    for c in contenders {
+        drop(build(c)?);
+    }
     let when = "before the runs";
     let host = crate::check_host(when, options.require_quiet)?;
     if let Some(warning) = host.and_then(|a| a.warning(when)) {
         progress(&format!("warning: {warning}"));
     }
     let clock = ClockInfo::measure();
-    let mut times: Vec<Vec<PlanStepTimes>> = vec![Vec::with_capacity(options.iterations); contenders.len()];
-    let mut losses: Vec<Vec<f32>> = vec![Vec::new(); contenders.len()];
-    for (i, (exec, c)) in executors.iter_mut().zip(contenders).enumerate() {
-        progress(&format!("warming up {} ({} of {})", c.name, i + 1, contenders.len()));
-        for _ in 0..options.warmup {
-            step(exec, &c.name)?;
-            losses[i].extend(exec.loss());
-        }
-    }
     let n = contenders.len();
-    // One plan has no neighbour to warm its cache away.
-    let rewarm = if n > 1 { options.rewarm } else { 0 };
-    progress(&format!(
-        "{} timed steps of each plan, interleaved{}",
-        options.iterations,
-        match rewarm {
-            0 => String::new(),
-            1 => ", each after an untimed one of its own".to_string(),
-            r => format!(", each after {r} untimed ones of its own"),
+    // One plan has no neighbour to warm its cache away: one turn of all its steps.
+    let (rounds, per_turn, rewarm) =
+        if n > 1 { (options.iterations, 1, options.rewarm) } else { (1, options.iterations, 0) };
+    let first = options.warmup.max(rewarm);
+    progress(&if n == 1 {
+        format!("{} timed steps after {first} untimed", options.iterations)
+    } else if first == rewarm {
+        format!(
+            "{} timed steps of each plan, interleaved, each turn a fresh executor: {rewarm} untimed step(s) first",
+            options.iterations
+        )
+    } else {
+        format!(
+            "{} timed steps of each plan, interleaved, each turn a fresh executor: {rewarm} untimed step(s) first, {first} in a plan's first turn",
+            options.iterations
+        )
+    });
+    let mut turns: Vec<Turns> = (0..n).map(|_| Turns::default()).collect();
+    // A round of a large model takes minutes: say where the runs are, at most every
+    // PROGRESS_EVERY, so a short run stays quiet.
+    let mut said = std::time::Instant::now();
+    for round in 0..rounds {
+        if round > 0 && said.elapsed() >= PROGRESS_EVERY {
+            progress(&format!("round {} of {rounds}", round + 1));
+            said = std::time::Instant::now();
         }
-    ));
-    for round in 0..options.iterations {
         for k in 0..n {
             let i = (round + k) % n;
-            for _ in 0..rewarm {
-                step(&mut executors[i], &contenders[i].name)?;
-                losses[i].extend(executors[i].loss());
+            let (c, done) = (&contenders[i], &mut turns[i]);
+            let mut exec = build(c)?;
+            let untimed = if done.reports.is_empty() { first } else { rewarm };
+            for timed in std::iter::repeat_n(false, untimed).chain(std::iter::repeat_n(true, per_turn)) {
+                let t = exec
+                    .step()
+                    .map_err(|source| EvalError::Exec { strategy: c.name.clone(), error: Box::new(source) })?;
+                done.losses.extend(exec.loss());
+                if timed {
+                    done.steps.push(t);
+                }
             }
-            let t = step(&mut executors[i], &contenders[i].name)?;
-            losses[i].extend(executors[i].loss());
-            times[i].push(t);
+            done.reports.push(exec.report(clock, Vec::new(), Vec::new()));
         }
     }
-    let mut out = Vec::with_capacity(n);
-    for (((exec, c), steps), losses) in executors.iter().zip(contenders).zip(times).zip(losses) {
-        out.push(Measured { host_before: host, ..summarise(c, exec.report(clock, steps, losses))? });
+    contenders
+        .iter()
+        .zip(turns)
+        .map(|(c, t)| Ok(Measured { host_before: host, ..summarise(c, t.into_report()?)? }))
+        .collect()
+}
+
+/// One plan's turns: the timed steps and losses of all, and each turn's executor's report.
+#[derive(Debug, Default)]
+struct Turns {
+    steps: Vec<PlanStepTimes>,
+    losses: Vec<f32>,
+    reports: Vec<PlanRunReport>,
+}
+
+impl Turns {
+    /// The plan's report over all its turns: the steps and losses of every turn; per
+    /// pool, the fewest bytes any turn's arena got on huge pages; the copy thread's
+    /// memcpy speed averaged over the turns (each copies the same bytes). The rest is
+    /// the same in every turn and taken from the last.
+    fn into_report(self) -> Result<PlanRunReport, EvalError> {
+        let Turns { steps, losses, mut reports } = self;
+        let huge_page_bytes = min_by_pool(reports.iter().map(|r| r.huge_page_bytes.as_slice()));
+        let memcpy: Vec<f64> = reports.iter().filter_map(|r| r.copy_memcpy_ns_per_byte).collect();
+        let copy_memcpy_ns_per_byte = (!memcpy.is_empty()).then(|| memcpy.iter().sum::<f64>() / memcpy.len() as f64);
+        let last = reports.pop().ok_or_else(|| EvalError::Usage { reason: "no timed steps".into() })?;
+        Ok(PlanRunReport { steps, losses, huge_page_bytes, copy_memcpy_ns_per_byte, ..last })
     }
-    Ok(out)
+}
+
+/// Per pool, the smallest of the measured figures; `None` where no turn measured it.
+fn min_by_pool<'a>(turns: impl Iterator<Item = &'a [Option<u64>]>) -> Vec<Option<u64>> {
+    turns.fold(Vec::new(), |acc: Vec<Option<u64>>, turn| {
+        if acc.is_empty() {
+            return turn.to_vec();
+        }
+        acc.iter()
+            .zip(turn)
+            .map(|(a, b)| match (a, b) {
+                (Some(a), Some(b)) => Some(*a.min(b)),
+                (a, b) => a.or(*b),
+            })
+            .collect()
+    })
 }
 
 fn median(samples: impl Iterator<Item = f64>) -> f64 {
@@ -180,4 +240,16 @@ fn summarise(c: &Contender, report: PlanRunReport) -> Result<Measured, EvalError
         report,
         host_before: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::min_by_pool;
+
+    #[test]
+    fn a_pools_huge_pages_are_its_worst_turns() {
+        let turns = [vec![Some(8), None, None], vec![Some(3), Some(5), None], vec![Some(6), None, None]];
+        assert_eq!(min_by_pool(turns.iter().map(Vec::as_slice)), vec![Some(3), Some(5), None]);
+        assert_eq!(min_by_pool(std::iter::empty()), Vec::<Option<u64>>::new());
+    }
 }
