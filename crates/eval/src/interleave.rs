@@ -1,8 +1,8 @@
 //! Running plans for real, side by side: every plan gets its own executor, arenas and
-//! pools, built afresh for each of its turns, and the timed steps go round-robin (A, B, C, A, B, C …, starting one further
-//! along each round) so that a host drifting by tens of percent over a minute moves all
-//! of them alike: ratios measured side by side hold, absolute times do not
-//! (docs/background.md, timing on a shared host).
+//! pools, built afresh for each of its turns, and the timed steps go round-robin (A, B,
+//! C, A, B, C …, starting one further along each round) so that a host drifting by tens
+//! of percent over a minute moves all of them alike: ratios measured side by side hold,
+//! absolute times do not (docs/background.md, timing on a shared host).
 //!
 //! A plan's turn starts with an untimed step of its own ([`MeasureOptions::rewarm`]):
 //! a model that fits in the last-level cache otherwise runs its timed step in what the
@@ -133,18 +133,13 @@ pub fn run_interleaved(
     let (rounds, per_turn, rewarm) =
         if n > 1 { (options.iterations, 1, options.rewarm) } else { (1, options.iterations, 0) };
     let first = options.warmup.max(rewarm);
-    progress(&if n == 1 {
-        format!("{} timed steps after {first} untimed", options.iterations)
-    } else if first == rewarm {
-        format!(
-            "{} timed steps of each plan, interleaved, each turn a fresh executor: {rewarm} untimed step(s) first",
-            options.iterations
-        )
-    } else {
-        format!(
-            "{} timed steps of each plan, interleaved, each turn a fresh executor: {rewarm} untimed step(s) first, {first} in a plan's first turn",
-            options.iterations
-        )
+    let steps = options.iterations;
+    progress(&match (n, first == rewarm) {
+        (1, _) => format!("{steps} timed steps after {first} untimed"),
+        (_, same) => format!(
+            "{steps} timed steps of each plan, interleaved, each turn a fresh executor: {rewarm} untimed step(s) first{}",
+            if same { String::new() } else { format!(", {first} in a plan's first turn") }
+        ),
     });
     let mut turns: Vec<Turns> = (0..n).map(|_| Turns::default()).collect();
     // A round of a large model takes minutes: say where the runs are, at most every
@@ -204,18 +199,11 @@ impl Turns {
 
 /// Per pool, the smallest of the measured figures; `None` where no turn measured it.
 fn min_by_pool<'a>(turns: impl Iterator<Item = &'a [Option<u64>]>) -> Vec<Option<u64>> {
-    turns.fold(Vec::new(), |acc: Vec<Option<u64>>, turn| {
-        if acc.is_empty() {
-            return turn.to_vec();
-        }
-        acc.iter()
-            .zip(turn)
-            .map(|(a, b)| match (a, b) {
-                (Some(a), Some(b)) => Some(*a.min(b)),
-                (a, b) => a.or(*b),
-            })
-            .collect()
-    })
+    let lesser = |a: Option<u64>, b: Option<u64>| a.zip(b).map(|(a, b)| a.min(b)).or(a).or(b);
+    turns
+        .map(<[_]>::to_vec)
+        .reduce(|acc, turn| acc.into_iter().zip(turn).map(|(a, b)| lesser(a, b)).collect())
+        .unwrap_or_default()
 }
 
 fn median(samples: impl Iterator<Item = f64>) -> f64 {
