@@ -56,6 +56,14 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
         let (peak, budget) = (row["dram_peak_bytes"].as_u64(), row["budget_bytes"].as_u64());
         assert!(peak <= budget, "{row}");
     }
+    // All-DRAM ran twice: A′ is the anchor, not a row, and every row is set against it.
+    assert!(rows.iter().all(|r| r["name"] != "all-dram (A′)" && r["anchored_error"].is_f64()), "{comparison}");
+    let anchor = &comparison["anchor"];
+    let all_dram = rows.iter().find(|r| r["name"] == "all-dram").expect("all-DRAM's row");
+    let shift = anchor["measured_ms"].as_f64().expect("A′") - anchor["predicted_ms"].as_f64().expect("predicted");
+    assert!((anchor["shift_ms"].as_f64().expect("shift") - shift).abs() < 1e-9, "{anchor}");
+    assert_eq!(anchor["predicted_ms"], all_dram["predicted_ms"], "A′ is all-DRAM's plan");
+    assert!(summary.contains("| anchored |") && summary.contains("The host's pace: all-DRAM ran a second time"));
 
     // Again: the profile resumes and measures nothing twice.
     let out = placer(&args);
@@ -83,7 +91,16 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     ]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for needle in ["predicted", "measured by the arena", "kernels furthest", "side by side", "greedy", "EMULATED"] {
+    for needle in [
+        "predicted",
+        "measured by the arena",
+        "kernels furthest",
+        "side by side",
+        "greedy",
+        "anchored",
+        "(A′)",
+        "EMULATED",
+    ] {
         assert!(stdout.contains(needle), "missing '{needle}' in:\n{stdout}");
     }
     // Every arena's pages are checked where they were bound (the NUMA guest check found

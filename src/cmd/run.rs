@@ -119,7 +119,11 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     if measured.len() > 1 {
         outln!()?;
         outln!("side by side, interleaved ({} timed steps each)", args.iterations)?;
-        out!("{}", plans::comparison(&Comparison::new(&measured)).render())?;
+        let comparison = Comparison::new(&measured);
+        out!("{}", plans::comparison(&comparison).render())?;
+        if let Some(anchor) = &comparison.anchor {
+            outln!("\n{}", anchor.note())?;
+        }
     }
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     if let Some(note) = placer_eval::compare::huge_pages_note(&measured, &names) {

@@ -10,6 +10,9 @@ use serde::Serialize;
 /// The reference strategies' names, as contenders are named.
 pub const FIRST_TOUCH: &str = "first-touch";
 pub const ALL_DRAM: &str = "all-dram";
+/// All-DRAM run a second time in the same interleaved run (A′): the host's pace now
+/// against the profile's, and the run's noise floor against all-DRAM itself.
+pub const ALL_DRAM_AGAIN: &str = "all-dram (A′)";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
@@ -20,6 +23,10 @@ pub struct Row {
     pub predicted_ms: f64,
     /// (measured − predicted) / predicted.
     pub error: f64,
+    /// Measured against the prediction plus the anchor's shift ([`Anchor::shift_ms`]):
+    /// (measured − predicted − shift) / (predicted + shift); `None` without an anchor.
+    /// All-DRAM's is A against A′, the run's noise floor.
+    pub anchored_error: Option<f64>,
     /// First-touch's measured time over this one's: above 1 is faster than first-touch.
     pub speedup_vs_first_touch: Option<f64>,
     /// This one's measured time over all-DRAM's: 1 is as fast as unlimited DRAM.
@@ -33,17 +40,86 @@ pub struct Row {
     pub last_loss: Option<f32>,
 }
 
+/// The host's pace in the run against the profile's, from all-DRAM run twice: the
+/// second copy (A′) measured against all-DRAM's prediction. Under emulation every plan
+/// does the same real work on the same DRAM and differs by the waits the device model
+/// adds, which do not drift with the host, so the host's speed moves every plan's step
+/// by about the same milliseconds: the shift is added, not multiplied.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Anchor {
+    /// A′'s measured step and its MAD, ms.
+    pub measured_ms: f64,
+    pub mad_ms: f64,
+    /// All-DRAM's predicted step, ms.
+    pub predicted_ms: f64,
+    /// A′ − predicted, ms: above 0, the host ran the work every plan shares slower than
+    /// the profile timed it.
+    pub shift_ms: f64,
+    /// All-DRAM (A) over A′, less 1: two runs of one plan in one interleaved run, the
+    /// floor under any agreement figure of this run. `None` when all-DRAM did not run.
+    pub noise_floor: Option<f64>,
+}
+
+impl Anchor {
+    /// From A′'s steps and all-DRAM's predicted and (where it ran) measured step, ns.
+    pub fn new(again: &placer_exec::Stats, predicted_ns: f64, all_dram_ns: Option<f64>) -> Anchor {
+        Anchor {
+            measured_ms: again.median / 1e6,
+            mad_ms: again.mad / 1e6,
+            predicted_ms: predicted_ns / 1e6,
+            shift_ms: (again.median - predicted_ns) / 1e6,
+            noise_floor: all_dram_ns.map(|a| a / again.median - 1.0),
+        }
+    }
+
+    /// A plan's error once its prediction carries the shift, from its measured and
+    /// predicted step, ns.
+    pub fn error_of(&self, measured_ns: f64, predicted_ns: f64) -> f64 {
+        measured_ns / (predicted_ns + self.shift_ms * 1e6) - 1.0
+    }
+
+    /// One line for a report.
+    pub fn note(&self) -> String {
+        let way = if self.shift_ms >= 0.0 { "slower" } else { "faster" };
+        let floor = match self.noise_floor {
+            Some(f) => format!(
+                " All-DRAM against A′, the same plan twice in this run, differ by {:+.1}%: the noise floor under \
+                 every error here.",
+                100.0 * f
+            ),
+            None => String::new(),
+        };
+        format!(
+            "The host's pace: all-DRAM ran a second time, interleaved with the others (A′), {:.3} ms ±{:.3} \
+             against {:.3} ms predicted, so this run did the work every plan shares {:.3} ms ({:.1}%) {way} than \
+             the profile timed it. The anchored column adds that shift to every prediction (docs/running.md, \
+             \"The host's pace\").{floor}",
+            self.measured_ms,
+            self.mad_ms,
+            self.predicted_ms,
+            self.shift_ms.abs(),
+            100.0 * (self.shift_ms / self.predicted_ms).abs(),
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Comparison {
+    /// Every plan measured, but A′.
     pub rows: Vec<Row>,
+    /// From A′, where it ran ([`ALL_DRAM_AGAIN`]).
+    pub anchor: Option<Anchor>,
 }
 
 impl Comparison {
     pub fn new(measured: &[Measured]) -> Comparison {
-        let time_of = |name: &str| measured.iter().find(|m| m.name == name).map(|m| m.step_ns.median);
+        let find = |name: &str| measured.iter().find(|m| m.name == name);
+        let time_of = |name: &str| find(name).map(|m| m.step_ns.median);
         let (first_touch, all_dram) = (time_of(FIRST_TOUCH), time_of(ALL_DRAM));
+        let anchor = find(ALL_DRAM_AGAIN).map(|again| Anchor::new(&again.step_ns, again.predicted_step_ns, all_dram));
         let rows = measured
             .iter()
+            .filter(|m| m.name != ALL_DRAM_AGAIN)
             .map(|m| {
                 let t = m.step_ns.median;
                 Row {
@@ -52,6 +128,7 @@ impl Comparison {
                     mad_ms: m.step_ns.mad / 1e6,
                     predicted_ms: m.predicted_step_ns / 1e6,
                     error: m.prediction_error(),
+                    anchored_error: anchor.as_ref().map(|a| a.error_of(t, m.predicted_step_ns)),
                     speedup_vs_first_touch: first_touch.map(|f| f / t),
                     slowdown_vs_all_dram: all_dram.map(|a| t / a),
                     dram_reserved_bytes: m.report.reserved_bytes.first().copied().unwrap_or(0),
@@ -64,7 +141,7 @@ impl Comparison {
                 }
             })
             .collect();
-        Comparison { rows }
+        Comparison { rows, anchor }
     }
 
     pub fn row(&self, name: &str) -> Option<&Row> {
@@ -323,6 +400,7 @@ mod tests {
             mad_ms,
             predicted_ms,
             error: measured_ms / predicted_ms - 1.0,
+            anchored_error: None,
             speedup_vs_first_touch: None,
             slowdown_vs_all_dram: None,
             dram_reserved_bytes: 0,
@@ -345,6 +423,7 @@ mod tests {
                 row(TWO_LM, 9.0, 0.2, 9.1),
                 row(ALL_DRAM, 5.0, 0.1, 5.0),
             ],
+            anchor: None,
         };
         let st = Standing::of(&c, Some((9.9e6, 10.1e6))).expect("rows");
         // All-DRAM and 2LM are faster, but neither is a placement within the budget.
@@ -358,7 +437,30 @@ mod tests {
             (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.solver_ms),
             (Some(5.0), Some(14.1), Some((9.9, 10.1)))
         );
-        assert!(Standing::of(&Comparison { rows: vec![] }, None).is_none());
+        assert!(Standing::of(&Comparison { rows: vec![], anchor: None }, None).is_none());
+    }
+
+    #[test]
+    fn the_anchor_shifts_every_prediction_by_what_a_prime_measured_beyond_all_dram_s() {
+        // All-DRAM predicted 80 ms; A′ ran 76 (MAD 0.5), all-DRAM itself 76.76.
+        let again = placer_exec::Stats::of(&[75.5e6, 76e6, 76.5e6]).expect("steps");
+        let anchor = Anchor::new(&again, 80e6, Some(76.76e6));
+        assert_eq!((anchor.measured_ms, anchor.mad_ms, anchor.predicted_ms), (76.0, 0.5, 80.0));
+        assert!((anchor.shift_ms + 4.0).abs() < 1e-9, "{anchor:?}");
+        assert!((anchor.noise_floor.expect("all-DRAM ran") - 0.01).abs() < 1e-9, "{anchor:?}");
+        // A plan predicted at 120 ms that measured 114: raw -5.0%; against 116, -1.7%.
+        assert!((anchor.error_of(114e6, 120e6) - (114.0 / 116.0 - 1.0)).abs() < 1e-12);
+        // All-DRAM's own anchored error is A against A′.
+        assert!((anchor.error_of(76.76e6, 80e6) - 0.01).abs() < 1e-9);
+        let note = anchor.note();
+        assert!(
+            note.starts_with("The host's pace: all-DRAM ran a second time, interleaved with the others (A′), 76.000 ms ±0.500 against 80.000 ms predicted"),
+            "{note}"
+        );
+        assert!(note.contains("4.000 ms (5.0%) faster than the profile timed it"), "{note}");
+        assert!(note.ends_with("differ by +1.0%: the noise floor under every error here."), "{note}");
+        let slower = Anchor::new(&placer_exec::Stats::of(&[84e6]).expect("a step"), 80e6, None);
+        assert!(slower.note().contains("4.000 ms (5.0%) slower") && !slower.note().contains("noise floor"));
     }
 
     #[test]

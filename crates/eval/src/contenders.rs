@@ -1,7 +1,8 @@
 //! Which plans run side by side, and under what names: a plan, the baselines the checker
-//! passed at its budget, and all-DRAM as the reference.
+//! passed at its budget, and all-DRAM as the reference, twice (A and A′).
 
 use crate::EvalError;
+use crate::compare::{ALL_DRAM, ALL_DRAM_AGAIN};
 use crate::interleave::Contender;
 use placer_host::Host;
 use placer_ir::Model;
@@ -32,18 +33,27 @@ pub enum LeftOut<'a> {
     NoPlan { baseline: &'a str, why: &'a str },
 }
 
-/// The solve's plan, every baseline the checker passed, and all-DRAM (unless the plan
-/// already keeps everything in DRAM).
+/// The solve's plan, every baseline the checker passed, and all-DRAM twice (unless the
+/// plan already keeps everything in DRAM).
 pub fn from_solve(result: &SolveResult) -> Vec<Contender> {
-    let mut out = vec![Contender { name: plan_label(&result.plan), plan: result.plan.clone() }];
-    out.extend(checked(&result.baselines, &mut |_| {}));
-    if !result.no_placement_needed {
-        out.push(Contender { name: "all-dram".into(), plan: result.all_dram.clone() });
+    let plan = Contender { name: plan_label(&result.plan), plan: result.plan.clone() };
+    let baselines = checked(&result.baselines, &mut |_| {});
+    if result.no_placement_needed {
+        return [plan].into_iter().chain(baselines).collect();
     }
-    out
+    [plan].into_iter().chain(around(baselines, &result.all_dram)).collect()
 }
 
-/// The baselines at `plan`'s budget and the all-DRAM reference, costed from the plan's
+/// `baselines` between all-DRAM again (A′) and all-DRAM: the second copy says how fast
+/// the host runs now against the profile (the anchor, [`crate::compare::Anchor`]) and,
+/// set against the first, how far two runs of one plan differ in this run. Apart in the
+/// round-robin, so the two do not always run back to back.
+fn around(baselines: Vec<Contender>, all_dram: &Plan) -> Vec<Contender> {
+    let copy = |name: &str| Contender { name: name.into(), plan: all_dram.clone() };
+    [copy(ALL_DRAM_AGAIN)].into_iter().chain(baselines).chain([copy(ALL_DRAM)]).collect()
+}
+
+/// The baselines at `plan`'s budget and the all-DRAM reference twice, costed from the plan's
 /// own profile when it is still there; `left_out` hears of each one that is not.
 pub fn baselines_beside(
     model: &Model,
@@ -67,9 +77,7 @@ pub fn baselines_beside(
         profile: profile.map(|p| p.display().to_string()),
     };
     let (all_dram, candidates) = placer_solve::baselines(&request)?;
-    let mut out = checked(&candidates, left_out);
-    out.push(Contender { name: "all-dram".into(), plan: all_dram });
-    Ok(out)
+    Ok(around(checked(&candidates, left_out), &all_dram))
 }
 
 /// The candidates the checker passed, in order.

@@ -194,6 +194,9 @@ impl Report<'_> {
             self.ilp().map_or(0, |m| m.step_ns.count)
         );
         s.push_str(&comparison_markdown(&comparison));
+        if let Some(anchor) = &comparison.anchor {
+            let _ = writeln!(s, "\n{}", anchor.note());
+        }
         s.push_str(&standing_section(&comparison, self.plan));
         if let Some(m) = self.ilp() {
             let r = &m.report;
@@ -307,18 +310,19 @@ pub fn standing_section(comparison: &Comparison, plan: &Plan) -> String {
 
 fn comparison_markdown(c: &Comparison) -> String {
     let mut s = String::from(
-        "| strategy | measured ms | ±MAD | predicted ms | error | speedup vs first-touch | vs all-DRAM | DRAM peak MiB | moves |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| strategy | measured ms | ±MAD | predicted ms | error | anchored | speedup vs first-touch | vs all-DRAM | DRAM peak MiB | moves |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in &c.rows {
         let _ = writeln!(
             s,
-            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {:.2} | {} + {} |",
+            "| {} | {:.3} | {:.3} | {:.3} | {} | {} | {} | {} | {:.2} | {} + {} |",
             r.name,
             r.measured_ms,
             r.mad_ms,
             r.predicted_ms,
             pct(Some(r.error)),
+            pct(r.anchored_error),
             times(r.speedup_vs_first_touch),
             times(r.slowdown_vs_all_dram),
             r.dram_peak_bytes as f64 / MIB,
