@@ -63,6 +63,9 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let shift = anchor["measured_ms"].as_f64().expect("A′") - anchor["predicted_ms"].as_f64().expect("predicted");
     assert!((anchor["shift_ms"].as_f64().expect("shift") - shift).abs() < 1e-9, "{anchor}");
     assert_eq!(anchor["predicted_ms"], all_dram["predicted_ms"], "A′ is all-DRAM's plan");
+    if anchor["applied"] == false {
+        assert!(rows.iter().all(|r| r["anchored_error"] == r["error"]), "a shift within the noise is not added");
+    }
     assert!(summary.contains("| anchored |") && summary.contains("The host's pace: all-DRAM ran a second time"));
 
     // Again: the profile resumes and measures nothing twice.
