@@ -166,13 +166,7 @@ fn render(event: PipelineEvent<'_>, bar: &PassBar) -> std::io::Result<()> {
                 bytes(result.peak_bytes)
             )
         }
-        PipelineEvent::Compared(comparison) => {
-            out!("{}", plans::comparison(comparison).render())?;
-            match &comparison.anchor {
-                Some(anchor) => outln!("{}", anchor.note()),
-                None => Ok(()),
-            }
-        }
+        PipelineEvent::Compared(comparison) => out!("{}", plans::comparison_text(comparison)),
         PipelineEvent::SweepBudget { share } => outln!("sweep: budget {:.0}% of peak live memory", share * 100.0),
         PipelineEvent::SweepNoPlan(e) => outln!("  no plan at this budget: {e}"),
         PipelineEvent::Swept(points) => out!("{}", sweep_table(points).render()),

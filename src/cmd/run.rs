@@ -119,11 +119,7 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
     if measured.len() > 1 {
         outln!()?;
         outln!("side by side, interleaved ({} timed steps each)", args.iterations)?;
-        let comparison = Comparison::new(&measured);
-        out!("{}", plans::comparison(&comparison).render())?;
-        if let Some(anchor) = &comparison.anchor {
-            outln!("\n{}", anchor.note())?;
-        }
+        out!("{}", plans::comparison_text(&Comparison::new(&measured)))?;
     }
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     if let Some(note) = placer_eval::compare::huge_pages_note(&measured, &names) {

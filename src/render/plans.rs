@@ -76,7 +76,16 @@ pub fn facts(m: &Measured, pools: &PoolSet) -> Table {
     t
 }
 
-pub fn comparison(c: &Comparison) -> Table {
+/// The side-by-side table, then the line on the host's pace where A′ ran.
+pub fn comparison_text(c: &Comparison) -> String {
+    let table = comparison(c).render();
+    match &c.anchor {
+        Some(anchor) => format!("{table}\n{}\n", anchor.note()),
+        None => table,
+    }
+}
+
+fn comparison(c: &Comparison) -> Table {
     let mut t = Table::new(&[
         "strategy",
         "measured",

@@ -137,9 +137,9 @@ pub struct Comparison {
 impl Comparison {
     pub fn new(measured: &[Measured]) -> Comparison {
         let find = |name: &str| measured.iter().find(|m| m.name == name);
-        let time_of = |name: &str| find(name).map(|m| m.step_ns.median);
-        let (first_touch, all_dram) = (time_of(FIRST_TOUCH), time_of(ALL_DRAM));
+        let first_touch = find(FIRST_TOUCH).map(|m| m.step_ns.median);
         let steps_of_all_dram = find(ALL_DRAM).map(|m| &m.step_ns);
+        let all_dram = steps_of_all_dram.map(|s| s.median);
         let anchor =
             find(ALL_DRAM_AGAIN).map(|again| Anchor::new(&again.step_ns, again.predicted_step_ns, steps_of_all_dram));
         let rows = measured
