@@ -134,6 +134,26 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
     let stderr = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the plan is for model 'lenet-mnist-b8'") && stderr.lines().count() == 1, "{stderr}");
+
+    // The first-run path: pipeline, then `solve --budget 25%` in the user's own words,
+    // with no model argument. The checkpoint carries its model, so this works even once
+    // the model file is gone.
+    std::fs::remove_file(&model).expect("remove the model file");
+    let solved = dir.path().join("solved.json");
+    let out = placer(&[
+        "solve",
+        "--budget",
+        "25%",
+        "--checkpoint-dir",
+        path_str(&ckpt),
+        "--no-probe",
+        "-o",
+        path_str(&solved),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(stdout.contains("lenet-mnist-b8 from the checkpoint (its file") && stdout.contains("is gone)"), "{stdout}");
+    assert!(solved.is_file());
 }
 
 #[test]

@@ -95,7 +95,9 @@ if [ ! -f "$work/out/finished" ]; then
 fi
 if [ -n "$record" ]; then
     mkdir -p "$record"
-    cp "$work"/out/*.txt "$record/"
+    cp "$work"/out/*.txt "$work"/out/*.xml "$record/"
     echo "vm-check: guest outputs copied to $record"
 fi
+# Where the guest's time went, step by step (wall seconds under TCG).
+[ -f "$work/out/times.txt" ] && echo "vm-check: step times (s): $(awk '{printf "%s %.1f  ", $1, $2 / 1000}' "$work/out/times.txt")"
 python3 "$repo/scripts/vm/verify.py" "$work/out"

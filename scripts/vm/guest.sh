@@ -14,14 +14,16 @@ emulate=optane-dcpmm@pmem,remote-socket@remote-dram
 model=$work/model.json
 
 # step NAME COMMAND...: runs COMMAND with its output in OUT/NAME.txt and records its
-# exit status in OUT/status.txt.
+# exit status in OUT/status.txt and its wall time in OUT/times.txt (ms).
 step() {
     local name=$1
     shift
     echo "+ $*"
+    local start=$(date +%s%N)
     { echo "\$ $*"; "$@"; } >"$out/$name.txt" 2>&1
     local rc=$?
     echo "$name $rc" >>"$out/status.txt"
+    echo "$name $((($(date +%s%N) - start) / 1000000))" >>"$out/times.txt"
     echo "  -> exit $rc"
 }
 
@@ -53,6 +55,10 @@ kernel_view() {
 step setup online_nvdimm
 step kernel kernel_view
 step topo "$placer" topo
+# The guest's own hwloc export, as a user would send it: read back as an XML topology,
+# where no kernel tier is known and HMAT alone must tell node 1 from local DRAM.
+step export lstopo-no-graphics --of xml "$out/export.xml"
+step topo-export "$placer" topo --topology "$out/export.xml" --json
 step topo-json "$placer" topo --json
 step probe "$placer" topo --probe --probe-bytes 64MiB --emulate "$emulate"
 step probe-json "$placer" topo --json --emulate "$emulate"

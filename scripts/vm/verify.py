@@ -79,6 +79,18 @@ if topo:
     check("one pool per tier, each on its own node", got_pools == want_pools, f"pools {got_pools}")
     check("the guest knows it is a virtual machine", t.get("virtual_machine") is True, f"virtual_machine {t.get('virtual_machine')}")
 
+exported = load_json("topo-export")
+if exported:
+    nodes = {n["os_index"]: n for n in exported["host"]["topology"]["nodes"]}
+    kinds = {i: nodes.get(i, {}).get("kind") for i in (0, 1, 2)}
+    check(
+        "the guest's hwloc export: dram, remote-dram, pmem",
+        kinds == {0: "dram", 1: "remote-dram", 2: "pmem"},
+        f"kinds {kinds}",
+    )
+    why = nodes.get(1, {}).get("inferred") or ""
+    check("the export's node 1 is far DRAM by HMAT alone", "HMAT alone" in why, why)
+
 probe = load_json("probe-json")
 if probe:
     for p in (probe.get("probe") or {}).get("pools", []):

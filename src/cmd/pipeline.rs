@@ -87,6 +87,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut host = args.host.open()?;
     let dir = args.output.clone().unwrap_or_else(|| Path::new("reports").join(model.name()));
     outln!("placer pipeline: {} ({source}), budget {budget}", model.name())?;
+    // The budget is checked against DRAM's capacity: say where that figure came from.
+    for note in host.layout.capacity_notes() {
+        outln!("  capacity: {note}")?;
+    }
     let request = PipelineRequest {
         model: &model,
         source: &source,

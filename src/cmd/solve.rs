@@ -107,7 +107,7 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
     let note = format!(
         "{} from {}, as checkpoint {} ({how}) recorded it",
         found.model.name(),
-        found.model_file.display(),
+        found.origin,
         checkpoint.display()
     );
     Ok((found.model, Some(checkpoint), Some(note)))
@@ -154,10 +154,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(chosen) = &chosen {
         outln!("solving {chosen}")?;
     }
-    out!(
-        "{}",
-        header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &args.checkpoint_dir, &budget).render()
-    )?;
+    let mut table =
+        header(&model, &pools, &costs, profile.as_ref(), checkpoint.as_deref(), &args.checkpoint_dir, &budget);
+    // The budget is checked against DRAM's capacity: say where that figure came from.
+    for note in host.layout.capacity_notes() {
+        table.row(vec!["capacity".into(), note]);
+    }
+    out!("{}", table.render())?;
     let mut printed = Deferred::default();
     let result = placer_solve::solve(&request, &mut |line| printed.keep(outln!("  {line}")));
     let _ = std::fs::remove_file(&log_file);

@@ -98,8 +98,8 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
     facts.row(vec![
         "memory mode".into(),
         if layout.two_level_memory {
-            "2LM (memory mode): DRAM is a memory-side cache in front of the slow tier; \
-             there is no separately placeable slow tier"
+            "2LM (memory mode): memory sits behind a memory-side cache (Optane's DRAM, or KNL's MCDRAM \
+             in cache mode) that is not placeable; only the pools below are"
                 .into()
         } else {
             "flat: every tier is placeable".into()

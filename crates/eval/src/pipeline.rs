@@ -128,6 +128,8 @@ pub fn pipeline(
     if let Some((_, note)) = &memory {
         facts.push(("host memory".to_string(), note.clone()));
     }
+    // The budget was checked against DRAM's capacity: where that figure came from.
+    facts.extend(host.layout.capacity_notes().into_iter().map(|note| ("capacity".to_string(), note)));
     let report = Report { model, plan: &result.plan, measured: &measured, facts, sweep: sweep.as_deref() };
     let written = report.write(req.output)?;
     Ok(PipelineOutcome { result, measured, sweep, written, memory })

@@ -9,10 +9,14 @@
 //!   attribute, where one is at most half the size of another. The smaller one is the
 //!   on-package memory; the CPU model says how sure that is.
 //! - **Far DRAM** (another socket's memory, or an expander the firmware calls plain
-//!   memory): a CPU-less node with no subtype that the kernel keeps in the same memory
-//!   tier as local DRAM, and that HMAT says is slower to reach.
+//!   memory): a node with no subtype, no CPUs of its own, that HMAT says is slower to
+//!   reach than the home DRAM node, and that the kernel keeps in DRAM's memory tier.
+//!   Where no kernel tier is known (an XML export, a kernel before 6.1), HMAT alone
+//!   decides, when it says the node is clearly slower: at most 4/5 of the home node's
+//!   bandwidth, or at least 5/4 of its latency ([`CLEARLY_SLOWER`]). In an export, hwloc
+//!   lends a CPU-less node its neighbour's CPUs, so there the CPU count is no evidence.
 
-use crate::discover::{HostTopology, NumaNode};
+use crate::discover::{HostTopology, NumaNode, Source};
 use placer_pools::PoolKind;
 
 /// CPU models that carry on-package memory usable in flat mode, with what the vendor
@@ -55,11 +59,26 @@ fn classify_node(topology: &HostTopology, node: &NumaNode) -> Class {
     if let Some(class) = on_package_tier(topology, node) {
         return class;
     }
-    if node.cpus > 0 {
+    let live = topology.source == Source::ThisHost;
+    if node.cpus > 0 && live {
         return named(dram());
     }
-    far_dram(topology, node).unwrap_or_else(|| named(PoolKind::Unknown))
+    match far_dram(topology, node) {
+        Some(class) => class,
+        None if node.cpus > 0 => named(dram()),
+        // In an export, a node under a package whose CPUs are all gone (offline, or
+        // outside the cgroup) is still that package's memory: hwloc would otherwise have
+        // lent it the package's CPUs.
+        None if !live && node.package.is_some() => named(dram()),
+        None => named(PoolKind::Unknown),
+    }
 }
+
+/// How much slower HMAT must say a node is, with no kernel tier to back it, before it
+/// is a tier of its own: a fifth less bandwidth, or a quarter more latency. Nodes of one
+/// socket differ by a few per cent (sub-NUMA clusters); a far socket's or an expander's
+/// differ by 30% and more.
+pub(crate) const CLEARLY_SLOWER: f64 = 1.25;
 
 /// A node with no subtype and no memory attribute that shares its locality with a node
 /// at least twice its size, also unnamed and unattributed.
@@ -94,25 +113,47 @@ fn on_package_tier(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
     })
 }
 
-/// A CPU-less node with no subtype, in the kernel's DRAM tier, that HMAT says is
-/// slower to reach than the local DRAM.
+/// A node with no subtype and no CPUs of its own (on a live host; an export cannot
+/// tell), slower by HMAT than the home DRAM node: in the kernel's DRAM tier and slower
+/// at all, or, with no kernel tier known, clearly slower ([`CLEARLY_SLOWER`]).
 fn far_dram(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
-    let local = topology.nodes.iter().find(|n| n.cpus > 0 && n.subtype.as_deref().is_none_or(|s| s == "DRAM"))?;
-    let (tier, dram_tier) = (node.kernel_tier?, local.kernel_tier?);
-    if tier != dram_tier {
+    let live = topology.source == Source::ThisHost;
+    if node.subtype.is_some() || live && node.cpus > 0 {
         return None;
     }
-    let (latency, local_latency) = (node.attrs.latency()?, local.attrs.latency()?);
+    // The home DRAM node: local, with CPUs, unnamed or named DRAM, and the fastest by
+    // HMAT (in an export every node at the home package's locality has CPUs).
+    let local = topology
+        .nodes
+        .iter()
+        .filter(|n| n.os_index != node.os_index && n.cpus > 0 && topology.is_local(n))
+        .filter(|n| n.subtype.as_deref().is_none_or(|s| s.eq_ignore_ascii_case("DRAM")))
+        .filter(|n| n.attrs.latency().is_some() || n.attrs.read_bw().is_some())
+        .min_by_key(|n| (std::cmp::Reverse(n.attrs.read_bw().unwrap_or(0)), n.attrs.latency().unwrap_or(u64::MAX)))?;
+    let latency = node.attrs.latency().zip(local.attrs.latency());
     let read_bw = node.attrs.read_bw().zip(local.attrs.read_bw());
-    if latency <= local_latency && read_bw.is_none_or(|(far, near)| far >= near) {
+    let (slower, tier_note) = match (node.kernel_tier, local.kernel_tier) {
+        (Some(tier), Some(dram_tier)) => {
+            let slower = latency.is_some_and(|(far, near)| far > near) || read_bw.is_some_and(|(far, near)| far < near);
+            (tier == dram_tier && slower, format!("in the kernel's memory tier {tier} with local DRAM"))
+        }
+        _ => {
+            let clearly = |worse: u64, better: u64| worse as f64 >= CLEARLY_SLOWER * better as f64;
+            let slower = latency.is_some_and(|(far, near)| clearly(far, near))
+                || read_bw.is_some_and(|(far, near)| clearly(near, far));
+            (slower, "no kernel memory tier; HMAT alone says it is clearly slower".to_string())
+        }
+    };
+    if !slower {
         return None;
     }
+    let latency = latency.map(|(far, near)| format!("; HMAT latency {far} ns against {near}")).unwrap_or_default();
     let bandwidth = read_bw.map(|(far, near)| format!(", read {far} MiB/s against {near}")).unwrap_or_default();
     Some(Class {
         kind: PoolKind::RemoteDram,
         inferred: Some(format!(
-            "far DRAM (another socket's, or an expander's): no CPUs or subtype; in the kernel's memory tier \
-             {tier} with local DRAM (node {}); HMAT latency {latency} ns against {local_latency}{bandwidth}",
+            "far DRAM (another socket's, or an expander's): no subtype{}; {tier_note} (node {}){latency}{bandwidth}",
+            if live { " or CPUs" } else { "" },
             local.os_index
         )),
     })
@@ -121,7 +162,7 @@ fn far_dram(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::{MemAttrs, Source};
+    use crate::discover::MemAttrs;
 
     fn node(os_index: u32, cpus: usize, capacity_mib: u64, tier: u32, latency: u64, read_bw: u64) -> NumaNode {
         NumaNode {
@@ -136,6 +177,7 @@ mod tests {
             kmem_dax: None,
             kernel_tier: Some(tier),
             memory_side_cache: None,
+            capacity_note: None,
             attrs: MemAttrs { read_bandwidth_mibps: Some(read_bw), latency_ns: Some(latency), ..MemAttrs::default() },
         }
     }
@@ -152,6 +194,7 @@ mod tests {
             packages: 1,
             cpus: 2,
             home_package: Some(0),
+            home_note: None,
             nodes: vec![node(0, 2, 1536, 4, 102, 105600), node(1, 0, 512, 4, 140, 34000), pmem],
             cpu_model: None,
             virtual_machine: true,
@@ -161,6 +204,7 @@ mod tests {
         assert_eq!(kinds, vec![PoolKind::Dram, PoolKind::RemoteDram, PoolKind::Pmem]);
         let why = host.nodes[1].inferred.as_deref().unwrap_or_default();
         assert!(why.contains("memory tier 4") && why.contains("140 ns against 102"), "{why}");
+        assert!(why.contains("no subtype or CPUs"), "{why}");
         assert_eq!(host.nodes[2].inferred, None, "hwloc named node 2");
 
         // In a tier of its own, or no slower than local DRAM, it stays unknown: the
@@ -171,5 +215,37 @@ mod tests {
         host.nodes[1] = node(1, 0, 512, 4, 102, 105600);
         host.classify();
         assert_eq!(host.nodes[1].kind, PoolKind::Unknown);
+    }
+
+    /// The guest's export as lstopo wrote it: no kernel tiers, and hwloc lends node 1
+    /// node 0's CPUs. HMAT alone decides: half the bandwidth is a tier of its own, a few
+    /// per cent is not.
+    #[test]
+    fn in_an_export_hmat_alone_splits_a_clearly_slower_node_off() {
+        let exported = |far: NumaNode| {
+            let mut near = node(0, 2, 1536, 0, 10, 10000);
+            near.kernel_tier = None;
+            let mut host = HostTopology {
+                source: Source::Xml { path: "guest.xml".into() },
+                packages: 1,
+                cpus: 2,
+                home_package: Some(0),
+                home_note: None,
+                nodes: vec![near, NumaNode { kernel_tier: None, ..far }],
+                cpu_model: None,
+                virtual_machine: false,
+            };
+            host.classify();
+            (host.nodes[1].kind, host.nodes[1].inferred.clone().unwrap_or_default())
+        };
+        let (kind, why) = exported(node(1, 2, 512, 0, 20, 5000));
+        assert_eq!(kind, PoolKind::RemoteDram, "{why}");
+        assert!(why.contains("HMAT alone") && why.contains("read 5000 MiB/s against 10000"), "{why}");
+        assert_eq!(exported(node(1, 2, 512, 0, 10, 5000)).0, PoolKind::RemoteDram, "bandwidth alone");
+        assert_eq!(exported(node(1, 2, 512, 0, 13, 10000)).0, PoolKind::RemoteDram, "latency alone");
+        assert_eq!(exported(node(1, 2, 512, 0, 11, 9000)), (PoolKind::Dram, String::new()), "within a fifth");
+        let mut named = node(1, 2, 512, 0, 20, 5000);
+        named.subtype = Some("DRAM".into());
+        assert_eq!(exported(named).0, PoolKind::Dram, "hwloc's subtype wins");
     }
 }

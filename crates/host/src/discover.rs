@@ -3,6 +3,7 @@
 //! crate (and the tests) never touch hwloc objects.
 
 use crate::HostError;
+use crate::xml_guard::{Bitmap, check_xml};
 use hwlocality::Topology;
 use hwlocality::memory::attribute::MemoryAttribute;
 use hwlocality::object::TopologyObject;
@@ -81,6 +82,10 @@ pub struct NumaNode {
     /// A memory-side cache in front of this node (2LM / cache mode): `Some(bytes)`, or
     /// `Some(0)` when its size is not known.
     pub memory_side_cache: Option<u64>,
+    /// Where `capacity` came from when the kernel disagreed with hwloc, and why that
+    /// figure was used (capacity.rs). Live hosts only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity_note: Option<String>,
     pub attrs: MemAttrs,
 }
 
@@ -89,9 +94,14 @@ pub struct HostTopology {
     pub source: Source,
     pub packages: u32,
     pub cpus: usize,
-    /// The package whose CPUs run the model: the one holding the first CPU. Nodes of
-    /// other packages are "remote".
+    /// The package whose CPUs run the model: the one holding the first CPU, or, when
+    /// that package has no memory this process may use (its node offline, or outside a
+    /// cgroup's cpuset), the first package in CPU order that has. Nodes of other packages
+    /// are "remote".
     pub home_package: Option<u32>,
+    /// Why the home package is not the first CPU's, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub home_note: Option<String>,
     pub nodes: Vec<NumaNode>,
     /// CPU model name, when hwloc reports it.
     pub cpu_model: Option<String>,
@@ -149,8 +159,34 @@ impl HostTopology {
 
     fn from_hwloc(topology: &Topology, source: Source, xml_text: &str) -> HostTopology {
         let packages: Vec<&TopologyObject> = topology.objects_with_type(ObjectType::Package).collect();
+        // The first CPU's package, unless it has no NUMA node: then the first package in
+        // CPU order that has one, else the first that has one at all (a process on that
+        // CPU still runs, but all its memory is far; pool 0 must be the nearest there is).
+        let with_memory: Vec<u64> = topology
+            .objects_with_type(ObjectType::NUMANode)
+            .filter_map(package_of)
+            .map(|p| p.global_persistent_index())
+            .collect();
         let first_pu = topology.objects_with_type(ObjectType::PU).next();
-        let home = first_pu.and_then(|pu| package_of(pu)).or_else(|| packages.first().copied());
+        let first = first_pu.and_then(|pu| package_of(pu)).or_else(|| packages.first().copied());
+        let home = match first {
+            Some(p) if !with_memory.is_empty() && !with_memory.contains(&p.global_persistent_index()) => topology
+                .objects_with_type(ObjectType::PU)
+                .filter_map(package_of)
+                .find(|p| with_memory.contains(&p.global_persistent_index()))
+                .or_else(|| packages.iter().copied().find(|p| with_memory.contains(&p.global_persistent_index())))
+                .or(first),
+            _ => first,
+        };
+        let os = |p: Option<&TopologyObject>| p.and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok());
+        let home_note = (os(home) != os(first)).then(|| {
+            let name = |p: Option<u32>| p.map_or("?".to_string(), |i| format!("P#{i}"));
+            format!(
+                "home package {}: the first CPU's package ({}) has no NUMA node this process may use",
+                name(os(home)),
+                name(os(first))
+            )
+        });
         let initiator = home.and_then(|p| p.cpuset()).map(|c| c.clone_target());
         let attr = |a: MemoryAttribute<'_>, node: &TopologyObject| -> Option<u64> {
             let initiator = initiator.clone()?;
@@ -159,6 +195,20 @@ impl HostTopology {
         let live = source == Source::ThisHost;
         let kernel_tiers = if live { kernel_memory_tiers() } else { Vec::new() };
         let kmem = if live { kmem_dax_devices() } else { Vec::new() };
+        // Knights Landing's MCDRAM in cache mode: hwloc shows it as an L3 cache of subtype
+        // MemorySideCache over the nodes it caches, not as a MemCache above them.
+        let side_caches: Vec<(Vec<usize>, u64)> = topology
+            .objects_with_type(ObjectType::L3Cache)
+            .filter(|o| o.subtype().is_some_and(|s| s.to_bytes() == b"MemorySideCache"))
+            .map(|o| {
+                let nodes = o.nodeset().map(|set| set.iter_set().map(usize::from).collect()).unwrap_or_default();
+                let size = match o.attributes() {
+                    Some(ObjectAttributes::Cache(c)) => c.size().map_or(0, |s| s.get()),
+                    _ => 0,
+                };
+                (nodes, size)
+            })
+            .collect();
         let nodes = topology
             .objects_with_type(ObjectType::NUMANode)
             .map(|n| {
@@ -168,7 +218,13 @@ impl HostTopology {
                 };
                 let behind_cache = n.ancestors().take_while(|a| a.object_type() == ObjectType::MemCache).count() > 0;
                 let os_index = n.os_index().and_then(|i| u32::try_from(i).ok()).unwrap_or(u32::MAX);
-                let memory_side_cache = behind_cache.then(|| memory_cache_size(&source, os_index, xml_text));
+                let memory_side_cache =
+                    behind_cache.then(|| memory_cache_size(&source, os_index, xml_text)).or_else(|| {
+                        side_caches
+                            .iter()
+                            .find(|(nodes, _)| nodes.contains(&(os_index as usize)))
+                            .map(|(_, size)| *size)
+                    });
                 NumaNode {
                     os_index,
                     capacity,
@@ -181,6 +237,7 @@ impl HostTopology {
                     kmem_dax: kmem.iter().find(|(node, _)| *node == os_index).map(|(_, dev)| dev.clone()),
                     kernel_tier: kernel_tiers.iter().find(|(n, _)| *n == os_index).map(|(_, t)| *t),
                     memory_side_cache,
+                    capacity_note: None,
                     attrs: MemAttrs {
                         bandwidth_mibps: attr(MemoryAttribute::bandwidth(topology), n),
                         read_bandwidth_mibps: attr(MemoryAttribute::read_bandwidth(topology), n),
@@ -191,13 +248,18 @@ impl HostTopology {
                     },
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut nodes = nodes;
+        if live {
+            crate::capacity::cross_check(&mut nodes, &crate::capacity::KernelMemory::read());
+        }
         let cpu_model = packages.iter().find_map(|p| p.info("CPUModel")).map(|s| s.to_string_lossy().into_owned());
         let mut host = HostTopology {
             source,
             packages: packages.len() as u32,
             cpus: topology.cpuset().weight().unwrap_or(0),
-            home_package: home.and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok()),
+            home_package: os(home),
+            home_note,
             nodes,
             cpu_model,
             virtual_machine: live && hypervisor_flag(),
@@ -219,8 +281,10 @@ impl HostTopology {
         }
     }
 
-    /// True when some node sits behind a memory-side cache: DRAM is a cache for the
-    /// slow tier (Optane Memory Mode, "2LM"), so there is no separately placeable tier.
+    /// True when some node sits behind a memory-side cache: DRAM caching the slow tier
+    /// (Optane Memory Mode, "2LM"), or MCDRAM caching DDR (Knights Landing's cache mode,
+    /// which hwloc shows as an L3 cache of subtype MemorySideCache). The cache is not a
+    /// placeable tier.
     pub fn two_level_memory(&self) -> bool {
         self.nodes.iter().any(|n| n.memory_side_cache.is_some())
     }
@@ -244,137 +308,11 @@ fn memory_cache_size(source: &Source, os_index: u32, xml_text: &str) -> u64 {
             .skip(1)
             .find_map(|object| {
                 let head = object.split('>').next()?;
-                let nodeset = u128::from_str_radix(xml_attr(head, "nodeset")?.trim_start_matches("0x"), 16).ok()?;
-                let covers = os_index < 128 && nodeset & (1u128 << os_index) != 0;
-                covers.then(|| xml_attr(head, "cache_size")?.parse().ok()).flatten()
+                let nodeset = Bitmap::parse(xml_attr(head, "nodeset")?).ok()?;
+                nodeset.bit(os_index as usize).then(|| xml_attr(head, "cache_size")?.parse().ok()).flatten()
             })
             .unwrap_or(0),
     }
-}
-
-/// What hwloc's own XML reader (Debian builds hwloc without libxml2) trusts and does
-/// not check, refused here first. Each of these killed placer inside hwloc 2.9 (found
-/// by scripts/fuzz.sh): malformed XML, or an object with a `cpuset` and no
-/// `complete_cpuset` (a NULL read); a bitmap hwloc does not write, such as one starting
-/// with a comma (an assertion); an object type hwloc does not write (it matches the
-/// first letters); a memory-side cache with no NUMA node below it, or a
-/// NUMA node whose sets are not within its parent's (hwloc drops it, then asserts
-/// that the machine has NUMA nodes); an object with a cpuset and no nodeset (a NULL
-/// compared), or a NUMA node whose nodeset does not hold its own index (an assertion
-/// while guessing memory tiers). Exports always write the sets in pairs, each object's
-/// within its parent's, every object with a cpuset with a nodeset too, a NUMA node's
-/// nodeset as its own index, and a cache only in front of memory.
-fn check_xml(text: &str) -> Result<(), String> {
-    // Exports name hwloc's DTD (`<!DOCTYPE topology SYSTEM "hwloc2.dtd">`).
-    let options = roxmltree::ParsingOptions { allow_dtd: true, ..roxmltree::ParsingOptions::default() };
-    let doc =
-        roxmltree::Document::parse_with_options(text, options).map_err(|e| format!("not well-formed XML: {e}"))?;
-    let at = |node: roxmltree::Node<'_, '_>| {
-        let pos = doc.text_pos_at(node.range().start);
-        format!("the <{}> at line {}, column {}", node.tag_name().name(), pos.row, pos.col)
-    };
-    for node in doc.descendants() {
-        for attr in node.attributes().filter(|a| a.name().ends_with("cpuset") || a.name().ends_with("nodeset")) {
-            if bitmap(attr.value()).is_none() {
-                let value: String = attr.value().chars().take(40).collect();
-                return Err(format!(
-                    "{}: {}=\"{value}\" is not a bitmap as hwloc writes them (0x0000000f,0x...)",
-                    at(node),
-                    attr.name()
-                ));
-            }
-        }
-    }
-    let set = |node: roxmltree::Node<'_, '_>, name: &str| node.attribute(name).and_then(bitmap);
-    let is_type =
-        |node: roxmltree::Node<'_, '_>, ty: &str| node.has_tag_name("object") && node.attribute("type") == Some(ty);
-    for object in doc.descendants().filter(|n| n.has_tag_name("object")) {
-        match object.attribute("type") {
-            Some(ty) if OBJECT_TYPES.contains(&ty) => {}
-            Some(ty) => {
-                let ty: String = ty.chars().take(40).collect();
-                return Err(format!("{}: type \"{ty}\" is not an hwloc object type", at(object)));
-            }
-            None => return Err(format!("{}: no type", at(object))),
-        }
-        if is_type(object, "MemCache") && !object.descendants().any(|n| is_type(n, "NUMANode")) {
-            return Err(format!("{}: a memory-side cache with no NUMA node below it", at(object)));
-        }
-        let parent = object.ancestors().skip(1).find(|n| n.has_tag_name("object"));
-        for (name, complete) in [("cpuset", "complete_cpuset"), ("nodeset", "complete_nodeset")] {
-            let Some(own) = set(object, name) else { continue };
-            let Some(whole) = set(object, complete) else {
-                return Err(format!("{}: a {name} and no {complete}", at(object)));
-            };
-            if !own.within(&whole) {
-                return Err(format!("{}: its {name} is not within its {complete}", at(object)));
-            }
-            if let Some(parent) = parent
-                && let Some(theirs) = set(parent, name)
-                && !own.within(&theirs)
-            {
-                return Err(format!("{}: its {name} is not within its parent's ({})", at(object), at(parent)));
-            }
-        }
-        if object.has_attribute("cpuset") != object.has_attribute("nodeset") {
-            return Err(format!("{}: a cpuset without a nodeset, or a nodeset without a cpuset", at(object)));
-        }
-        if is_type(object, "NUMANode") {
-            let index = object.attribute("os_index").and_then(|i| i.parse::<usize>().ok());
-            let holds = |i: usize| set(object, "nodeset").is_some_and(|own| own.bit(i));
-            if !index.is_some_and(holds) {
-                return Err(format!("{}: a NUMA node whose nodeset does not hold its os_index", at(object)));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The object types hwloc writes, as it writes them (hwloc 2.x, and 1.x's `Cache`,
-/// `Socket` and `System`). hwloc reads a type by its first letters, whatever follows:
-/// `MemCa;he` was a memory-side cache to it.
-const OBJECT_TYPES: [&str; 23] = [
-    "Machine", "Package", "Die", "Core", "PU", "L1Cache", "L2Cache", "L3Cache", "L4Cache", "L5Cache", "L1iCache",
-    "L2iCache", "L3iCache", "Group", "NUMANode", "MemCache", "Bridge", "PCIDev", "OSDev", "Misc", "Cache", "Socket",
-    "System",
-];
-
-/// A bitmap from hwloc XML: its 32-bit words, lowest first, and whether every bit
-/// above them is set.
-struct Bitmap {
-    words: Vec<u32>,
-    infinite: bool,
-}
-
-impl Bitmap {
-    fn bit(&self, i: usize) -> bool {
-        self.words.get(i / 32).map_or(self.infinite, |w| w >> (i % 32) & 1 == 1)
-    }
-
-    fn within(&self, other: &Bitmap) -> bool {
-        (!self.infinite || other.infinite)
-            && (0..self.words.len().max(other.words.len()) * 32).all(|i| !self.bit(i) || other.bit(i))
-    }
-}
-
-/// A bitmap as hwloc writes them: comma-separated words of 1 to 8 hex digits, each
-/// after `0x`, highest first, after an optional `0xf...f,` (every bit above them set),
-/// or `0xf...f` alone. `None` for anything else.
-fn bitmap(value: &str) -> Option<Bitmap> {
-    let (words, infinite) = match value.strip_prefix("0xf...f") {
-        Some("") => return Some(Bitmap { words: Vec::new(), infinite: true }),
-        Some(rest) => (rest.strip_prefix(',')?, true),
-        None => (value, false),
-    };
-    let words = words
-        .split(',')
-        .rev()
-        .map(|w| {
-            let hex = w.strip_prefix("0x").filter(|h| (1..=8).contains(&h.len()))?;
-            u32::from_str_radix(hex, 16).ok().filter(|_| hex.bytes().all(|b| b.is_ascii_hexdigit()))
-        })
-        .collect::<Option<Vec<u32>>>()?;
-    Some(Bitmap { words, infinite })
 }
 
 fn xml_attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {

@@ -63,7 +63,8 @@ pub struct HostLayout {
     pub topology: HostTopology,
     pub origin: LayoutOrigin,
     pub pools: Vec<PoolSpec>,
-    /// DRAM caches a slower tier (Optane Memory Mode): no separately placeable slow tier.
+    /// Some memory sits behind a memory-side cache (Optane Memory Mode's DRAM, Knights
+    /// Landing's MCDRAM in cache mode): the cache is not a placeable tier.
     pub two_level_memory: bool,
 }
 
@@ -154,10 +155,16 @@ impl HostLayout {
                         "virtual machine: this node is as fast as the hypervisor's memory behind it, not as {kind}"
                     ));
                 }
+                notes.extend(nodes.iter().filter_map(|n| n.capacity_note.clone()));
+                if kind == PoolKind::Dram
+                    && let Some(note) = &topology.home_note
+                {
+                    notes.push(note.clone());
+                }
                 if let Some(cache) = nodes.iter().find_map(|n| n.memory_side_cache) {
                     let size = if cache > 0 { format!("{} ", crate::fmt_bytes(cache)) } else { String::new() };
                     notes.push(format!(
-                        "2LM: behind a {size}memory-side cache (DRAM caches this tier); the cache is not placeable"
+                        "2LM: behind a {size}memory-side cache (Optane's DRAM, or KNL's MCDRAM in cache mode); the cache is not placeable"
                     ));
                 }
                 PoolSpec {
@@ -209,6 +216,12 @@ impl HostLayout {
             });
         }
         Ok(HostLayout { topology, origin: LayoutOrigin::Discovered, pools, two_level_memory })
+    }
+
+    /// Each node whose capacity the kernel's figures changed, and why (capacity.rs): what
+    /// every budget checked against a pool's capacity rests on.
+    pub fn capacity_notes(&self) -> Vec<String> {
+        self.topology.nodes.iter().filter_map(|n| n.capacity_note.clone()).collect()
     }
 
     pub fn any_emulated(&self) -> bool {

@@ -11,6 +11,7 @@
 pub mod activity;
 pub mod bandwidth;
 pub mod cache;
+mod capacity;
 mod classify;
 pub mod device;
 pub mod discover;
@@ -19,6 +20,7 @@ pub mod layout;
 pub mod probe;
 
 mod host;
+mod xml_guard;
 
 pub use activity::HostActivity;
 pub use cache::{DramBaseline, HostCache};

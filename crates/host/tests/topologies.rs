@@ -235,7 +235,7 @@ fn fuzz_xml_that_crashed_hwloc_is_refused_before_it() {
     let cases = [
         ("fuzz-hwloc-unterminated.xml", "not well-formed XML"),
         ("fuzz-hwloc-no-complete-cpuset.xml", "<object> at line 2, column 3: a cpuset and no complete_cpuset"),
-        ("fuzz-hwloc-bitmap-leading-comma.xml", "allowed_nodeset=\",0x00000001\" is not a bitmap"),
+        ("fuzz-hwloc-bitmap-leading-comma.xml", "allowed_nodeset=\",0x00000001\" starts with a comma"),
         ("fuzz-hwloc-memcache-without-numa.xml", "line 3, column 7: a memory-side cache with no NUMA node below it"),
         ("fuzz-hwloc-numa-outside-parent.xml", "line 4, column 7: its cpuset is not within its parent's"),
         ("fuzz-hwloc-type-prefix.xml", "line 3, column 7: type \"MemCa;he\" is not an hwloc object type"),

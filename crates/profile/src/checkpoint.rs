@@ -3,8 +3,10 @@
 //! directory) after every pass.
 //!
 //! Layout: `placer-profile\n` magic, then a little-endian u32 format version, then the
-//! bincode body. The version is read before the body, so a file from another version is
-//! refused by name rather than misread.
+//! bincode body, then (from version 17) the profiled model's JSON as a bincode
+//! `Option<String>`. The version is read before the body, so a file from another version
+//! is refused by name rather than misread. Version 16, the same body with no model after
+//! it, is read as version 17 without a model.
 
 use crate::ProfileError;
 use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile, ProfileHeader};
@@ -12,6 +14,9 @@ use std::io::Read;
 use std::path::Path;
 
 const MAGIC: &[u8] = b"placer-profile\n";
+
+/// The one older version this placer reads: its body is version 17's, without the model.
+const OLD_VERSION: u32 = 16;
 
 fn config() -> bincode::config::Configuration<bincode::config::LittleEndian, bincode::config::Varint> {
     bincode::config::standard().with_little_endian().with_variable_int_encoding()
@@ -63,32 +68,44 @@ pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     bincode::serde::encode_into_std_write(profile, &mut bytes, config()).map_err(|e| e.to_string())?;
+    bincode::serde::encode_into_std_write(&profile.model_json, &mut bytes, config()).map_err(|e| e.to_string())?;
     Ok(bytes)
 }
 
-/// The bincode body after the magic and a version this placer reads.
-fn body<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8], ProfileError> {
+/// The bincode body after the magic and a version this placer reads, and that version.
+fn body<'a>(bytes: &'a [u8], path: &Path) -> Result<(&'a [u8], u32), ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
     let body = bytes.strip_prefix(MAGIC).ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
     let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
     let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != OLD_VERSION {
         return Err(bad(format!(
             "format version {version}, from another placer (this one reads version {FORMAT_VERSION}); \
              move it aside, or replace it with placer profile --fresh"
         )));
     }
-    Ok(body)
+    Ok((body, version))
 }
 
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
-    let body = body(bytes, path)?;
-    let (profile, read): (Profile, usize) =
+    let (body, version) = body(bytes, path)?;
+    let (mut profile, read): (Profile, usize) =
         with_limit_for!(body.len() as u64, |config| bincode::serde::decode_from_slice(body, config))
             .map_err(|e| bad(damage(e)))?;
-    if read != body.len() {
-        return Err(bad(format!("damaged: {} trailing bytes", body.len() - read)));
+    let mut read_all = read;
+    if version == OLD_VERSION {
+        profile.header.version = FORMAT_VERSION;
+    } else {
+        let rest = &body[read..];
+        let (model_json, read): (Option<String>, usize) =
+            with_limit_for!(rest.len() as u64, |config| bincode::serde::decode_from_slice(rest, config))
+                .map_err(|e| bad(damage(e)))?;
+        profile.model_json = model_json;
+        read_all += read;
+    }
+    if read_all != body.len() {
+        return Err(bad(format!("damaged: {} trailing bytes", body.len() - read_all)));
     }
     Ok(profile)
 }
@@ -108,8 +125,14 @@ pub fn load_header(path: &Path) -> Result<ProfileHeader, ProfileError> {
     let mut reader = std::io::BufReader::new(file);
     let mut prefix = Vec::with_capacity(MAGIC.len() + 4);
     (&mut reader).take((MAGIC.len() + 4) as u64).read_to_end(&mut prefix).map_err(|e| bad(e.to_string()))?;
-    body(&prefix, path)?;
-    with_limit_for!(len, |config| bincode::serde::decode_from_std_read(&mut reader, config)).map_err(|e| bad(damage(e)))
+    let (_, version) = body(&prefix, path)?;
+    let mut header: ProfileHeader =
+        with_limit_for!(len, |config| bincode::serde::decode_from_std_read(&mut reader, config))
+            .map_err(|e| bad(damage(e)))?;
+    if version == OLD_VERSION {
+        header.version = FORMAT_VERSION;
+    }
+    Ok(header)
 }
 
 /// Replaces `path` with `profile` so that a crash at any moment leaves either the old

@@ -304,6 +304,7 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         step_overhead: None,
         host_activity: activity,
         merged_from: sources,
+        model_json: first.model_json.clone(),
     };
     Merged { profile, disagreements }
 }

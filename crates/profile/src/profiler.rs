@@ -371,6 +371,8 @@ pub fn run_to_checkpoint(
                 });
             }
             old.header.model_source = plan.header.model_source.clone();
+            // A checkpoint of version 16 carries no model; the hash says this is it.
+            old.model_json.get_or_insert_with(|| model.to_json());
             old
         }
         None => Profile {
@@ -389,6 +391,7 @@ pub fn run_to_checkpoint(
             step_overhead: None,
             host_activity: Vec::new(),
             merged_from: Vec::new(),
+            model_json: Some(model.to_json()),
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;

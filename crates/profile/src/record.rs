@@ -26,7 +26,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// profile's woken timings leave out.
 /// 16: every check of the host's activity times a memcpy too
 /// (`placer_host::Calibration::memcpy_ns_per_byte`).
-pub const FORMAT_VERSION: u32 = 16;
+/// 17: the profiled model follows the body ([`Profile::model_json`]), so a checkpoint
+/// can be solved without its model file; version 16 is read as 17 without one.
+pub const FORMAT_VERSION: u32 = 17;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,6 +310,12 @@ pub struct Profile {
     /// The shards this profile was merged from, in shard order (empty for a profile
     /// measured as one).
     pub merged_from: Vec<ShardSource>,
+    /// The profiled model as model.json (`Model::to_json`), whatever it was built from
+    /// (a file, the zoo, an import): `placer solve` without a model reads it back from
+    /// here. Stored after the body ([`crate::checkpoint`]), so reading a header never
+    /// decodes it; `None` in checkpoints of version 16.
+    #[serde(skip)]
+    pub model_json: Option<String>,
 }
 
 /// One shard of a merged profile: where and how it was measured, and how fast its host

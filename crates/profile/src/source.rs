@@ -9,12 +9,14 @@ use placer_ir::Model;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// A checkpoint's header and the model it measured, read back from the file it was
-/// profiled from.
+/// A checkpoint's header and the model it measured: the one the checkpoint carries, or,
+/// in a checkpoint of version 16, the one read back from the file it was profiled from.
 #[derive(Debug)]
 pub struct Profiled {
     pub header: ProfileHeader,
-    pub model_file: PathBuf,
+    /// Where the model came from, in words: its file, and whether that file still
+    /// holds it.
+    pub origin: String,
     pub model: Model,
 }
 
@@ -70,36 +72,56 @@ fn newest_first(dir: &Path) -> Result<Vec<PathBuf>, ProfileError> {
     Ok(found.into_iter().map(|(_, path)| path).collect())
 }
 
-/// Reads `checkpoint`'s header and the model file it records, refusing a checkpoint that records
-/// no file, a file that has gone, and a file that no longer holds the profiled model.
+/// Reads `checkpoint` and the model it measured. A checkpoint that carries its model
+/// ([`crate::Profile::model_json`]) needs nothing else, whatever the model was built
+/// from; its recorded file, if any, is only named. One of version 16 carries none: its
+/// model file must still be there and hold the profiled model.
 pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
-    let header = checkpoint::load_header(checkpoint)?;
+    let profile = checkpoint::load(checkpoint)?;
+    let header = profile.header;
     let refuse = |reason: String| ProfileError::ModelSource { checkpoint: checkpoint.to_path_buf(), reason };
-    let Some(source) = header.model_source.as_ref() else {
+    let from_file = |source: &str| -> Result<Model, String> {
+        let model = placer_ir::load_model(Path::new(source)).map_err(|e| format!("it no longer loads: {e}"))?;
+        let hash = model.content_hash();
+        if hash != header.model_hash {
+            return Err(format!("model hash {} then, {} now", short(&header.model_hash), short(&hash)));
+        }
+        Ok(model)
+    };
+    if let Some(json) = &profile.model_json {
+        let model = placer_ir::parse_model(json)
+            .ok()
+            .filter(|m| m.content_hash() == header.model_hash)
+            .ok_or_else(|| refuse("damaged: the model it carries is not the one it profiled".into()))?;
+        let origin = match header.model_source.as_deref() {
+            None => "the checkpoint (built in memory, not read from a file)".to_string(),
+            Some(source) if !Path::new(source).is_file() => format!("the checkpoint (its file {source} is gone)"),
+            Some(source) => match from_file(source) {
+                Ok(_) => source.to_string(),
+                Err(why) => format!("the checkpoint (its file {source} has changed since it was profiled: {why})"),
+            },
+        };
+        return Ok(Profiled { header, origin, model });
+    }
+    let Some(source) = header.model_source.clone() else {
         return Err(refuse(format!(
             "it records no model file (model {} was built in memory); name the model: placer solve MODEL --budget B --profile {}",
             header.model_name,
             checkpoint.display()
         )));
     };
-    let model_file = PathBuf::from(source);
-    if !model_file.is_file() {
+    if !Path::new(&source).is_file() {
         return Err(refuse(format!(
             "its model file {source} is gone; name the model where it is now: placer solve MODEL --budget B --profile {}",
             checkpoint.display()
         )));
     }
-    let changed = |now: &str| {
+    let model = from_file(&source).map_err(|now| {
         refuse(format!(
             "its model file {source} has changed since it was profiled ({now}); profile it again: placer profile {source}"
         ))
-    };
-    let model = placer_ir::load_model(&model_file).map_err(|e| changed(&format!("it no longer loads: {e}")))?;
-    let hash = model.content_hash();
-    if hash != header.model_hash {
-        return Err(changed(&format!("model hash {} then, {} now", short(&header.model_hash), short(&hash))));
-    }
-    Ok(Profiled { header, model_file, model })
+    })?;
+    Ok(Profiled { header, origin: source, model })
 }
 
 fn short(hash: &str) -> &str {

@@ -20,6 +20,25 @@ fn a_saved_profile_loads_back_identical() {
 }
 
 #[test]
+fn the_model_round_trips_and_a_version_16_checkpoint_reads_as_one_without_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = profile("m", 10);
+    p.model_json = Some("{\"a model\": true}".into());
+    let path = dir.path().join("p.ckpt");
+    checkpoint::save(&path, &p).expect("saves");
+    assert_eq!(checkpoint::load(&path).expect("loads"), p);
+    // Version 16: the same body, nothing after it.
+    p.model_json = None;
+    let new = checkpoint::encode(&p).expect("encodes");
+    assert_eq!(new.last(), Some(&0), "None is one byte");
+    let old = [&new[..15], &16u32.to_le_bytes()[..], &new[19..new.len() - 1]].concat();
+    std::fs::write(&path, old).expect("write");
+    p.header.version = FORMAT_VERSION;
+    assert_eq!(checkpoint::load(&path).expect("reads version 16"), p);
+    assert_eq!(checkpoint::load_header(&path).expect("header").version, FORMAT_VERSION);
+}
+
+#[test]
 fn damaged_and_foreign_files_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = checkpoint::encode(&profile("m", 100)).expect("encodes");

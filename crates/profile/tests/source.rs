@@ -55,7 +55,7 @@ fn a_checkpoint_leads_back_to_its_model_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (model_file, ckpt) = profiled_file(dir.path());
     let found = source::profiled(&ckpt).expect("found");
-    assert_eq!(found.model_file, model_file);
+    assert_eq!(found.origin, model_file.display().to_string());
     assert_eq!(found.model.content_hash(), found.header.model_hash);
 }
 
@@ -90,6 +90,37 @@ fn a_changed_moved_or_unrecorded_model_file_is_refused_with_what_to_run() {
     profile.header.model_source = None;
     checkpoint::save(&ckpt, &profile).expect("save");
     refused("records no model file");
+}
+
+/// What `placer pipeline` then `placer solve --budget 25%` needs: a checkpoint that
+/// carries its model is solved without it, whatever happened to the file.
+#[test]
+fn a_checkpoint_that_carries_its_model_needs_no_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (model_file, ckpt) = profiled_file(dir.path());
+    let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
+    let mut profile = checkpoint::load(&ckpt).expect("load");
+    profile.model_json = Some(model.to_json());
+    checkpoint::save(&ckpt, &profile).expect("save");
+    let origin = |ckpt: &Path| {
+        let found = source::profiled(ckpt).expect("solvable");
+        assert_eq!(found.model.content_hash(), model.content_hash());
+        found.origin
+    };
+    assert_eq!(origin(&ckpt), model_file.display().to_string());
+    let other = placer_zoo::build("lenet-mnist", 4).expect("zoo");
+    placer_ir::save_model(&other, &model_file).expect("write");
+    assert!(origin(&ckpt).contains("has changed since it was profiled"));
+    std::fs::remove_file(&model_file).expect("remove");
+    assert!(origin(&ckpt).contains("is gone"));
+    profile.header.model_source = None;
+    checkpoint::save(&ckpt, &profile).expect("save");
+    assert!(origin(&ckpt).contains("built in memory"));
+    // A carried model that is not the profiled one is damage, said on one line.
+    profile.model_json = Some(other.to_json());
+    checkpoint::save(&ckpt, &profile).expect("save");
+    let err = source::profiled(&ckpt).expect_err("damaged").to_string();
+    assert!(err.contains("damaged: the model it carries") && !err.contains('\n'), "{err}");
 }
 
 #[test]

@@ -81,6 +81,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         step_overhead: None,
         host_activity: Vec::new(),
         merged_from: Vec::new(),
+        model_json: None,
     }
 }
 

@@ -74,6 +74,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
         step_overhead: None,
         host_activity: Vec::new(),
         merged_from: Vec::new(),
+        model_json: None,
     }
 }
 
