@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The ONNX file: a forward graph (opsets 9-18) or an onnxruntime-training graph.
+    /// The ONNX file: a forward graph (opsets 9-20) or an onnxruntime-training graph.
     model: PathBuf,
     /// Write model.json here instead of to standard output.
     #[arg(long, short)]

@@ -1,7 +1,7 @@
 //! ONNX import: `placer import model.onnx` turns an ONNX graph into a placer training
 //! graph (model.json), from shapes alone.
 //!
-//! - **Forward graphs** (`torch.onnx.export`, tf2onnx, Caffe2 exports; opsets 9–18)
+//! - **Forward graphs** (`torch.onnx.export`, tf2onnx, Caffe2 exports; opsets 9–20)
 //!   are lowered onto placer's op set through the zoo's [`placer_zoo::GraphBuilder`],
 //!   which derives the backward pass and the SGD-momentum updates exactly as for the
 //!   zoo's own models. A softmax cross-entropy loss is attached to the first output.

@@ -7,7 +7,7 @@ use prost::Message;
 use std::path::Path;
 
 /// Opsets of the default domain (`ai.onnx`) whose operator semantics the importer knows.
-pub const OPSETS: std::ops::RangeInclusive<i64> = 9..=18;
+pub const OPSETS: std::ops::RangeInclusive<i64> = 9..=20;
 /// ONNX IR versions the protobuf layout is read for (3 is ONNX 1.0 era, 11 is ONNX 1.18+).
 const IR_VERSIONS: std::ops::RangeInclusive<i64> = 3..=12;
 /// The `com.microsoft` opset of onnxruntime's contrib and training ops.

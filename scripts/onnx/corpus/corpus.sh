@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Regenerate the corpus of real exports in tests/data/onnx-corpus (committed).
 #
-# Usage: scripts/onnx/corpus/corpus.sh [WORKDIR]
+# Usage: scripts/onnx/corpus/corpus.sh [WORKDIR] [NAME.EXPORTER ...]
+#
+# With NAME.EXPORTER arguments (e.g. bert_sdpa.ts vit_b_16.dynamo; NAME.train also makes
+# NAME.ort), only those are exported and stripped, and the manifest keeps every other
+# entry as it was: the committed files of the others stay byte for byte.
 #
 # Not part of the build or the tests: the tests read the committed, stripped files.
 # This script is how they were made, with the real tools from PyPI:
@@ -44,18 +48,24 @@ venv() {
 venv "$TORCH_VENV" "${TORCH_PINS[@]}"
 venv "$ORT_VENV" "${ORT_PINS[@]}"
 
-if [ $# -ge 1 ]; then
+if [ $# -ge 1 ] && [[ $1 != *.* || -d $1 ]]; then
     WORK=$1
+    shift
     mkdir -p "$WORK"
 else
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
 fi
 rm -rf "$WORK/raw"
-"$TORCH_VENV/bin/python" "$HERE/export_torch.py" "$WORK" 2> >(grep -v '^\[torch.onnx\]' >&2)
+"$TORCH_VENV/bin/python" "$HERE/export_torch.py" "$WORK" "$@" 2> >(grep -v '^\[torch.onnx\]' >&2)
 "$ORT_VENV/bin/python" "$HERE/make_training.py" "$WORK" 2> >(grep -vE '^\S+ \S+ \[I:onnxruntime' >&2)
-rm -rf "$DEST.new"
-"$TORCH_VENV/bin/python" "$HERE/strip.py" "$WORK" "$DEST.new"
-rm -rf "$DEST"
-mv "$DEST.new" "$DEST"
+if [ $# -ge 1 ]; then
+    # Only these: stripped into the committed corpus, merged into its manifest.
+    "$TORCH_VENV/bin/python" "$HERE/strip.py" "$WORK" "$DEST" --merge
+else
+    rm -rf "$DEST.new"
+    "$TORCH_VENV/bin/python" "$HERE/strip.py" "$WORK" "$DEST.new"
+    rm -rf "$DEST"
+    mv "$DEST.new" "$DEST"
+fi
 echo "$PROG: wrote $(ls "$DEST" | wc -l) files to $DEST" >&2

@@ -8,9 +8,15 @@ exporter wrote them) and OUT/raw/NAME.json: the framework's own parameter count 
 how to import the file.  Models are built from their code with random weights
 (`weights=None`, or a transformers config): nothing is downloaded from a model hub.
 
-Three exporters:
+Four exporters:
   ts       torch.onnx.export(dynamo=False), the TorchScript exporter, opset 17
   dynamo   torch.onnx.export(dynamo=True), opset 18
+  static   the TorchScript exporter with no dynamic axes (every shape is the example's)
+
+The NAME_sdpa models are exported by every exporter at torch's default opset (20 in
+torch 2.15), as a user who passes no opset gets them; their training graphs then carry
+opset 20's Gelu, which onnxruntime differentiates with its own GeluGrad, and its fused
+FastGelu (GPT-2) and QuickGelu (Llama's SiLU).
   train    the TorchScript exporter in training mode (dropout and batch norm as in
            training, no constant folding): the input of make_training.py, which turns
            it into an onnxruntime training graph.
@@ -50,13 +56,20 @@ CNNS = {
     "vit_b_16": ("vit_b_16", 224),
 }
 TRANSFORMERS = ["bert", "distilbert", "roberta", "gpt2", "t5_encoder", "llama"]
+# The same transformers with the attention users get by default (transformers 5:
+# PyTorch's scaled_dot_product_attention), exported as it is decomposed: a NaN guard
+# after the softmax (IsNaN, Where), masks computed in the graph. Named NAME_sdpa.
+SDPA = ["bert", "distilbert", "roberta", "gpt2", "llama"]
 # (model, exporter) pairs that make the corpus.  Names: MODEL.EXPORTER.
 PLAN = (
     [(m, "ts") for m in CNNS]
     + [(m, "ts") for m in TRANSFORMERS]
-    + [(m, "dynamo") for m in ["resnet50", "mobilenet_v2", "bert", "gpt2", "llama"]]
+    + [(m, "dynamo") for m in ["resnet50", "mobilenet_v2", "bert", "gpt2", "llama", "vit_b_16"]]
     # Every model as a training graph too, where onnxruntime-training can make one.
     + [(m, "train") for m in list(CNNS) + TRANSFORMERS]
+    + [(f"{m}_sdpa", e) for m in SDPA for e in ("ts", "dynamo", "train")]
+    # A static export (no dynamic axes), whose shape constants carry its batch.
+    + [("roberta_sdpa", "static")]
 )
 
 
@@ -115,12 +128,14 @@ def build(name, exporter):
         m = getattr(torchvision.models, fn)(weights=None, **kwargs)
         x = torch.randn(BATCH, 3, side, side)
         return m, (x,), ["input"], {"input": {0: "batch"}}, {"batch": BATCH}
+    sdpa = name.endswith("_sdpa")
+    name = name.removesuffix("_sdpa")
     inner = transformer(name)
     inner.config.use_cache = False
     try:
-        inner.set_attn_implementation("eager")
+        inner.set_attn_implementation("sdpa" if sdpa else "eager")
     except Exception:  # older transformers: the config attribute
-        inner.config._attn_implementation = "eager"
+        inner.config._attn_implementation = "sdpa" if sdpa else "eager"
     # onnxruntime's cross-entropy takes [N, C]: token-level heads are flattened to rows.
     m = Logits(inner, flatten=train and name in ("gpt2", "llama", "t5_encoder"))
     ids = torch.randint(0, inner.config.vocab_size, (BATCH, SEQ))
@@ -154,14 +169,16 @@ def export(name, exporter, out):
     params = sum(p.numel() for p in m.parameters())
     path = os.path.join(out, f"{name}.{exporter}.onnx")
     t = time.time()
+    # torch's default opset for the default-attention models, as users export them.
+    opset = {} if name.endswith("_sdpa") else {"opset_version": 18 if exporter == "dynamo" else 17}
     if exporter == "dynamo":
         # Static shapes: the dynamo exporter's symbolic sizes are not named dims.
-        torch.onnx.export(m, args, path, dynamo=True, opset_version=18, input_names=names,
-                          output_names=["logits"], verbose=False)
+        torch.onnx.export(m, args, path, dynamo=True, input_names=names, output_names=["logits"], verbose=False,
+                          **opset)
     else:
         torch.onnx.export(
-            m, args, path, dynamo=False, opset_version=17, input_names=names, output_names=["logits"],
-            dynamic_axes=None if exporter == "train" else axes,
+            m, args, path, dynamo=False, input_names=names, output_names=["logits"], **opset,
+            dynamic_axes=None if exporter in ("train", "static") else axes,
             training=torch.onnx.TrainingMode.TRAINING if train else torch.onnx.TrainingMode.EVAL,
             do_constant_folding=not train,
         )

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Strip the weights from the corpus's graphs, keeping every shape, and write the manifest.
 
-Usage: strip.py OUT DEST
+Usage: strip.py OUT DEST [--merge]
 
 For each OUT/raw/NAME.onnx with its NAME.json, writes DEST/NAME.onnx: the same graph
 in which every tensor of more than 1,024 elements (initializers and Constant
@@ -10,7 +10,8 @@ attributes) is marked as external data in a file that does not exist,
 shape, and reads only constants of at most 1,024 elements), so the import is the
 same as from the full file.  DEST/manifest.json lists each graph with its exporter,
 the framework's parameter count, its import arguments, and the stripped file's
-sha256.
+sha256. With --merge, DEST already holds a corpus: the files of OUT are added to it (or
+replace theirs), and its manifest keeps every other entry.
 """
 
 import hashlib
@@ -62,9 +63,9 @@ def strip(path, dest, stem):
 
 
 def main():
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: strip.py OUT DEST")
-    raw, dest = os.path.join(sys.argv[1], "raw"), sys.argv[2]
+    if len(sys.argv) not in (3, 4) or sys.argv[3:] not in ([], ["--merge"]):
+        raise SystemExit("usage: strip.py OUT DEST [--merge]")
+    raw, dest, merge = os.path.join(sys.argv[1], "raw"), sys.argv[2], sys.argv[3:] == ["--merge"]
     os.makedirs(dest, exist_ok=True)
     manifest = []
     for f in sorted(os.listdir(raw)):
@@ -89,8 +90,12 @@ def main():
         })
         print(f"{f}: {len(m.graph.node)} nodes, {n} tensors ({nbytes:,} bytes) stripped, "
               f"{os.path.getsize(out):,} bytes left", file=sys.stderr)
+    if merge:
+        made = {e["file"] for e in manifest}
+        kept = [e for e in json.load(open(os.path.join(dest, "manifest.json"))) if e["file"] not in made]
+        manifest = sorted(kept + manifest, key=lambda e: e["file"])
     failures = os.path.join(raw, "ort-failures.txt")
-    if os.path.exists(failures):
+    if os.path.exists(failures) and not merge:
         # Models onnxruntime-training could not make a training graph of, and why.
         with open(failures) as src, open(os.path.join(dest, "ort-failures.txt"), "w") as out:
             out.write(src.read())

@@ -271,7 +271,15 @@ pub(crate) fn evaluate(l: &Lowerer<'_>, node: &NodeProto, inputs: &[Constant]) -
             let Some(target) = inputs.get(1).and_then(Constant::ints) else {
                 return unsupported("Expand to a shape the importer does not know");
             };
-            let target: Vec<u64> = target.iter().map(|&d| d.max(0) as u64).collect();
+            let mut target: Vec<u64> = target.iter().map(|&d| d.max(0) as u64).collect();
+            // A static export's target shape carries the export's batch; with --batch the
+            // data already has the new one (RoBERTa's token types expanded to the batch).
+            if let Some((file, new)) = l.rebatch
+                && target.first() == Some(&file)
+                && first.shape.first() == Some(&new)
+            {
+                target[0] = new;
+            }
             let shape = super::derive::broadcast_all(&[&first.shape, &target])?;
             let data = first.data.as_ref().and_then(|d| match d.as_slice() {
                 [x] => Some(vec![*x; shape.iter().product::<u64>() as usize]),

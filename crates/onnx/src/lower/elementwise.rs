@@ -179,3 +179,24 @@ pub(crate) fn expand_weight(l: &mut Lowerer<'_>, node: &NodeProto, w: &Constant)
         "Expand of a weight imported as a fed ones tensor times the weight",
     )
 }
+
+/// A constant of the export's batch that the exporter folded from a weight expanded to it
+/// (the dynamo exporter writes ViT's `class_token.expand(B, -1, -1)` as one [B, 1, D]
+/// initializer): the weight as it was, [1, ...], expanded to `batch` as [`expand_weight`]
+/// does, so that it is one parameter whatever the batch.
+pub(crate) fn unfold_batch(l: &mut Lowerer<'_>, c: &Constant, batch: u64, out: &str) -> Result<Tensor, Fail> {
+    let rest = &c.shape[1..];
+    let one = Constant { shape: [&[1], rest].concat(), elem: c.elem, data: None, origin: c.origin.clone() };
+    let ones = Value::Data(Constant {
+        shape: [&[batch], rest].concat(),
+        elem: Elem::Float(DType::F32),
+        data: None,
+        origin: format!("{out}.ones"),
+    });
+    let note = "a constant of the export's batch (a weight the exporter expanded and folded, as ViT's class \
+                token) imported as one [1, ...] weight times a fed ones tensor";
+    match combine(l, Kind::Mul, &ones, &Value::Const(one), out, note)?.pop() {
+        Some(Value::Tensor(t)) => Ok(t),
+        _ => bad("the expanded weight is not a tensor"),
+    }
+}

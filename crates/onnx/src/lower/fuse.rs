@@ -25,6 +25,9 @@ pub(crate) enum Fused {
     ClipGrad { x: String, dy: String, min: f64, max: f64 },
     /// RMSNorm written out (Llama's and T5's `x · rsqrt(mean(x²) + ε) · w`).
     RmsNorm { x: String, scale: String, epsilon: f64 },
+    /// `Where(IsNaN(softmax), c, v)`: the guard PyTorch's scaled-dot-product attention
+    /// puts after its softmax (and onnxruntime's gradient of it): `v`, unchanged.
+    NanGuard { value: String },
 }
 
 impl Fused {
@@ -87,6 +90,17 @@ impl Fused {
                 let dx = super::training::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
             }
+            Fused::NanGuard { value } => match l.value(value).cloned() {
+                Some(Value::Poisoned) => Err(Fail::Poisoned),
+                Some(v) => {
+                    l.note(
+                        "NaN guard after a softmax (IsNaN, Where) passed over: placer's attention masks are finite, \
+                         so no row is masked whole and the softmax never yields NaN",
+                    );
+                    Ok(vec![v])
+                }
+                None => bad(format!("the guarded value '{value}' is not known")),
+            },
             Fused::ScaledMatMul { matmul: i, alpha } => {
                 let node = &l.graph.node[*i];
                 let (a, b) = (l.operand(node, 0)?, l.operand(node, 1)?);
@@ -191,6 +205,14 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
                     skipped.extend(chain);
                 }
             }
+            "IsNaN" => {
+                if let Some(wheres) = nan_guard(l, node) {
+                    for (w, value) in wheres {
+                        fused.insert(w, Fused::NanGuard { value });
+                    }
+                    skipped.push(i);
+                }
+            }
             "Erf" => {
                 if let Some((last, f, chain)) = gelu(l, i) {
                     fused.insert(last, f);
@@ -233,6 +255,28 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
         l.skip(i);
     }
     fused
+}
+
+/// `IsNaN` of a softmax whose every reader is `Where(that, constant, v)`: each Where and
+/// the value `v` it passes on when nothing is NaN (the softmax itself in the forward pass,
+/// its gradient in onnxruntime's backward pass).
+fn nan_guard(l: &Lowerer<'_>, isnan: &NodeProto) -> Option<Vec<(usize, String)>> {
+    let of = *l.topo.producer.get(isnan.input.first()?)?;
+    let mask = isnan.output.first()?;
+    let exposed = l.graph.output.iter().any(|o| o.name.as_ref() == Some(mask));
+    if l.graph.node[of].op_type() != "Softmax" || exposed {
+        return None;
+    }
+    let readers = l.topo.readers_of(mask);
+    readers
+        .iter()
+        .map(|&r| {
+            let w = &l.graph.node[r];
+            let guards = w.op_type() == "Where" && w.input.first() == Some(mask) && is_const(l, w.input.get(1)?);
+            guards.then(|| (r, w.input.get(2).cloned())).and_then(|(r, v)| Some((r, v?)))
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|w| !w.is_empty())
 }
 
 /// `Mul(Mul(x, Add(Erf(Div(x, √2)), 1)), 0.5)` in either multiplication order, as

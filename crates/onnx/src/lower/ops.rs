@@ -641,7 +641,24 @@ fn sum(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 }
 
 fn concat(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let parts: Vec<Tensor> = (0..node.input.len()).map(|k| l.tensor_operand(node, k)).collect::<Result<_, _>>()?;
+    // A float constant as tall as the export's batch beside activations: a weight the
+    // exporter expanded to the batch and folded (ViT's class token, dynamo).
+    let values: Vec<Value> = (0..node.input.len()).map(|k| l.operand(node, k)).collect::<Result<_, _>>()?;
+    let batch = values.iter().find_map(|v| match v {
+        Value::Tensor(t) => t.shape.first().copied(),
+        _ => None,
+    });
+    let exported = l.rebatch.map(|(file, _)| file).or(batch);
+    let mut parts = Vec::with_capacity(values.len());
+    for (k, v) in values.iter().enumerate() {
+        parts.push(match (v, batch) {
+            (Value::Const(c), Some(b)) if matches!(c.elem, Elem::Float(_)) && c.shape.first() == exported.as_ref() => {
+                let out = format!("{}.part{k}", node.output[0]);
+                elementwise::unfold_batch(l, c, b, &out)?
+            }
+            _ => l.tensor_operand(node, k)?,
+        });
+    }
     let rank = parts[0].shape.len();
     let ax = axis(Attrs(node).int("axis", 1), rank)?;
     let ts: Vec<T> = parts.iter().map(|p| l.exact(p)).collect();
