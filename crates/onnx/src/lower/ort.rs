@@ -22,6 +22,7 @@ pub(crate) const OPS: &[&str] = &[
     "FastGeluGrad",
     "FastGelu",
     "BiasGelu",
+    "Gelu",
     "BiasGeluGrad_dX",
     "QuickGelu",
     "QuickGeluGrad",
@@ -48,7 +49,7 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, node: &NodeProto) -> Option<Lowered> {
         "TanhGrad" => activation_grad(l, node, Op::TanhBackward, (1, 0)),
         "SigmoidGrad" => activation_grad(l, node, Op::SigmoidBackward, (0, 1)),
         "GeluGrad" | "FastGeluGrad" => activation_grad(l, node, Op::GeluBackward, (0, 1)),
-        "FastGelu" | "BiasGelu" => gelu(l, node),
+        "FastGelu" | "BiasGelu" | "Gelu" => gelu(l, node),
         "BiasGeluGrad_dX" => bias_gelu_grad(l, node),
         "QuickGelu" => quick_gelu(l, node),
         "QuickGeluGrad" => quick_gelu_grad(l, node),
@@ -153,8 +154,9 @@ fn activation_grad(l: &mut Lowerer<'_>, node: &NodeProto, op: Op, order: (usize,
     Ok(vec![tensor(dx[0], dy.shape)])
 }
 
-/// FastGelu (GELU's tanh approximation) and BiasGelu (bias, then GELU): placer's `gelu`,
-/// after a `bias_add` when there is a bias.
+/// FastGelu (GELU's tanh approximation), BiasGelu (bias, then GELU) and Gelu (opset 20's,
+/// or onnxruntime's own in `com.microsoft`; exact or tanh): placer's `gelu`, after a
+/// `bias_add` when there is a bias.
 fn gelu(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let x = l.tensor_operand(node, 0)?;
     let unbiased = l.exact(&x);
