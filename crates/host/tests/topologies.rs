@@ -162,6 +162,29 @@ fn a_device_model_can_time_a_real_pool_in_place() {
     assert!(err.contains("no pool after '@'"), "{err}");
 }
 
+/// The QEMU guest's own export (scripts/vm/guest.sh, `lstopo-no-graphics --of xml`,
+/// hwloc 2.9 in the guest): node 1 is CPU-less DRAM at the far socket's HMAT figures,
+/// with no subtype, and an export has no kernel tiers, so HMAT alone must split it off;
+/// before, it was merged into `dram`.
+#[test]
+fn the_guests_own_export_splits_far_dram_by_hmat_alone() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/guest-export.xml");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let options =
+        HostOptions { topology_xml: Some(path), cache_dir: cache.path().to_path_buf(), ..HostOptions::default() };
+    let host = Host::open(&options).expect("the guest's export loads");
+    let kinds: Vec<(String, PoolKind, Vec<u32>)> =
+        pools(&host).into_iter().map(|(name, kind, _, nodes)| (name, kind, nodes)).collect();
+    let want = [
+        ("dram", PoolKind::Dram, vec![0]),
+        ("remote-dram", PoolKind::RemoteDram, vec![1]),
+        ("pmem", PoolKind::Pmem, vec![2]),
+    ];
+    assert_eq!(kinds, want.map(|(n, k, v)| (n.to_string(), k, v)).to_vec());
+    let why = host.layout.topology.nodes[1].inferred.clone().unwrap_or_default();
+    assert!(why.contains("HMAT alone") && why.contains("140 ns against 102"), "{why}");
+}
+
 #[test]
 fn a_cxl_expander_is_its_own_tier() {
     let host = open_xml("cxl-expander.xml");
