@@ -110,6 +110,32 @@ fn a_tiny_cnn_becomes_a_training_graph() {
     assert_eq!(imported.model.tensors().iter().filter(|t| t.role == placer_ir::Role::Weight).count(), 3);
 }
 
+/// Where(mask, relu, sigmoid) between two activations, as a gate of two branches: both
+/// branches reach the loss, and each gets a gradient.
+#[test]
+fn where_between_two_activations_routes_both_branches() {
+    let mut nodes = cnn_nodes();
+    nodes.splice(
+        1..2,
+        [
+            node("Relu", &["c"], &["a"], vec![]),
+            node("Sigmoid", &["c"], &["s"], vec![]),
+            node("Where", &["gate", "a", "s"], &["r"], vec![]),
+        ],
+    );
+    let mut model = tiny_cnn(17, nodes);
+    let gate =
+        TensorProto { name: Some("gate".into()), dims: vec![1, 4, 1, 1], data_type: Some(9), ..Default::default() };
+    model.graph.as_mut().expect("graph").initializer.push(gate);
+    let imported = run(bytes(&model)).expect("imports");
+    let model = &imported.model;
+    let ops: Vec<&str> = model.nodes().iter().map(|n| n.op.as_str()).collect();
+    for op in ["relu", "sigmoid", "mul", "add", "relu_backward", "sigmoid_backward"] {
+        assert!(ops.contains(&op), "{op} missing from {ops:?}");
+    }
+    assert!(imported.notes.keys().any(|n| n.contains("x·mask + y·(1 − mask)")), "{:?}", imported.notes);
+}
+
 #[test]
 fn a_symbolic_batch_needs_a_size() {
     let err = import_bytes(Path::new("t.onnx"), bytes(&tiny_cnn(13, cnn_nodes())), &ImportOptions::default())

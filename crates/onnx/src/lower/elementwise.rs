@@ -107,7 +107,7 @@ pub(crate) fn binary(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 pub(crate) fn where_(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let (c, x, y) = (l.operand(node, 0)?, l.operand(node, 1)?, l.operand(node, 2)?);
     let (act, fill) = match (&x, &y) {
-        (Value::Tensor(_), Value::Tensor(_)) => return unsupported("Where between two activations"),
+        (Value::Tensor(_), Value::Tensor(_)) => return select(l, node, &c, &x, &y),
         (Value::Tensor(_), f) => (&x, f),
         (f, Value::Tensor(_)) => (&y, f),
         _ => return bad("Where without an activation"),
@@ -130,6 +130,31 @@ pub(crate) fn where_(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         &node.output[0],
         "Where(mask, x, fill) imported as x plus a fed bias (0 or the fill)",
     )
+}
+
+/// Where(mask, x, y) between two activations: `x·m + y·(1 − m)`, with the mask and its
+/// complement fed (as data, they change with every batch). Both branches get their
+/// gradient through the products, as the framework's select routes it.
+fn select(l: &mut Lowerer<'_>, node: &NodeProto, c: &Value, x: &Value, y: &Value) -> Lowered {
+    let (Value::Data(cond) | Value::Const(cond)) = c else {
+        return unsupported("Where between two activations with a computed condition");
+    };
+    let out = &node.output[0];
+    let fed = |what: &str| {
+        Value::Data(Constant {
+            shape: cond.shape.clone(),
+            elem: Elem::Float(DType::F32),
+            data: None,
+            origin: format!("{out}.{what}"),
+        })
+    };
+    let note = "Where(mask, x, y) between two activations imported as x·mask + y·(1 − mask), both fed";
+    let then = combine(l, Kind::Mul, x, &fed("mask"), &format!("{out}.then"), note)?;
+    let other = combine(l, Kind::Mul, y, &fed("unmask"), &format!("{out}.else"), note)?;
+    match (then.first(), other.first()) {
+        (Some(a), Some(b)) => combine(l, Kind::Add, a, b, out, note),
+        _ => bad("Where's branches produced nothing"),
+    }
 }
 
 /// Clip with constant bounds (ReLU6 is Clip(0, 6)).
