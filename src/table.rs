@@ -2,12 +2,12 @@
 
 /// Formats a byte count with a binary unit: `1.5 GiB`.
 pub fn bytes(b: u64) -> String {
-    placer_host::fmt_bytes(b)
+    placer_units::fmt_bytes(b)
 }
 
 /// Formats a count with thousands separators: `25,557,032`.
 pub fn count(n: u64) -> String {
-    placer_host::fmt_count(n)
+    placer_units::fmt_count(n)
 }
 
 /// Formats a large quantity with an SI suffix: `4.1 G`.

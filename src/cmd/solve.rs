@@ -116,7 +116,7 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (model, checkpoint, chosen) = choose(&args)?;
     let budget = Budget::parse(&args.budget)?;
-    let small_tensor = placer_host::parse_bytes(&args.small_tensor)
+    let small_tensor = placer_units::parse_bytes(&args.small_tensor)
         .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
     let log_file = std::env::temp_dir().join(format!("placer-highs-{}.log", std::process::id()));
     let options = IlpOptions {

@@ -23,7 +23,7 @@ pub struct Args {
 }
 
 fn parse_size(text: &str) -> Result<u64, String> {
-    placer_host::parse_bytes(text)
+    placer_units::parse_bytes(text)
 }
 
 #[derive(Serialize)]

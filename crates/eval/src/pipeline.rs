@@ -8,11 +8,12 @@ use crate::compare::Comparison;
 use crate::contenders::{from_solve, plan_label};
 use crate::interleave::{MeasureOptions, Measured, run_interleaved};
 use crate::report::{Report, SweepPoint};
-use placer_host::{Host, fmt_bytes, fmt_count};
+use placer_host::Host;
 use placer_ir::Model;
 use placer_profile::{ProfileOptions, Progress, profile_into_dir};
 use placer_solve::ilp::{Formulation, IlpOptions};
 use placer_solve::{Budget, InputsEvent, SolveError, SolveInputs, SolveRequest, SolveResult, solve_inputs};
+use placer_units::{fmt_bytes, fmt_count};
 use std::path::{Path, PathBuf};
 
 /// Everything one pipeline run is asked to do.

@@ -50,7 +50,7 @@ fn differ(a: u64, b: u64) -> bool {
 /// - with several, the nodes' figures stand (nothing says which node holds the
 ///   difference), and each node says so.
 pub(crate) fn cross_check(nodes: &mut [NumaNode], kernel: &KernelMemory) {
-    let fmt = crate::fmt_bytes;
+    let fmt = placer_units::fmt_bytes;
     for node in nodes.iter_mut() {
         let Some(&(_, sysfs)) = kernel.nodes.iter().find(|(i, _)| *i == node.os_index) else { continue };
         if differ(node.capacity, sysfs) {

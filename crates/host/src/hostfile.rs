@@ -152,6 +152,6 @@ pub fn load(path: &Path, topology: HostTopology) -> Result<HostLayout, HostError
 fn capacity_bytes(c: &Capacity) -> Result<u64, String> {
     match c {
         Capacity::Bytes(b) => Ok(*b),
-        Capacity::Text(t) => crate::parse_bytes(t),
+        Capacity::Text(t) => placer_units::parse_bytes(t),
     }
 }

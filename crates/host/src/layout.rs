@@ -162,7 +162,7 @@ impl HostLayout {
                     notes.push(note.clone());
                 }
                 if let Some(cache) = nodes.iter().find_map(|n| n.memory_side_cache) {
-                    let size = if cache > 0 { format!("{} ", crate::fmt_bytes(cache)) } else { String::new() };
+                    let size = if cache > 0 { format!("{} ", placer_units::fmt_bytes(cache)) } else { String::new() };
                     notes.push(format!(
                         "2LM: behind a {size}memory-side cache (Optane's DRAM, or KNL's MCDRAM in cache mode); the cache is not placeable"
                     ));
@@ -203,7 +203,7 @@ impl HostLayout {
             let notes = vec![format!(
                 "emulated: data lives in pool '{}' ({}); its capacity is shared with that pool",
                 home.name,
-                crate::fmt_bytes(home.capacity)
+                placer_units::fmt_bytes(home.capacity)
             )];
             pools.push(PoolSpec {
                 name,

@@ -1,7 +1,7 @@
 //! `--budget`: a byte count (`64GB`, `64GiB`, `512MiB`) or a share of peak live memory
 //! (`0.25`, `25%`).
 
-use placer_host::parse_bytes;
+use placer_units::parse_bytes;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Budget {
@@ -62,7 +62,7 @@ impl Budget {
 impl std::fmt::Display for Budget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Budget::Bytes(b) => write!(f, "{}", placer_host::fmt_bytes(*b)),
+            Budget::Bytes(b) => write!(f, "{}", placer_units::fmt_bytes(*b)),
             Budget::Fraction(x) => write!(f, "{:.0}% of peak live memory", x * 100.0),
         }
     }

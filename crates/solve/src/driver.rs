@@ -67,8 +67,8 @@ fn plan_and_check(
 fn overshoot_reason(over: u64, budget: u64) -> String {
     format!(
         "its DRAM arena still needs {} over the {} budget after moving the tensors packed above it out of DRAM",
-        placer_host::fmt_bytes(over),
-        placer_host::fmt_bytes(budget)
+        placer_units::fmt_bytes(over),
+        placer_units::fmt_bytes(budget)
     )
 }
 
@@ -175,8 +175,8 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     if budget < asked {
         progress(&format!(
             "the budget ({}) is more than DRAM holds; planning for its capacity ({})",
-            placer_host::fmt_bytes(asked),
-            placer_host::fmt_bytes(budget)
+            placer_units::fmt_bytes(asked),
+            placer_units::fmt_bytes(budget)
         ));
     }
     let (all_dram, all_dram_plan) = all_dram(req, &unlimited);
@@ -311,7 +311,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             progress(&format!(
                 "the plan's DRAM arena did not pack within the budget: {} tensors ({}) moved out of DRAM for their whole life",
                 r.tensors,
-                placer_host::fmt_bytes(r.bytes)
+                placer_units::fmt_bytes(r.bytes)
             ));
         }
         let ilp = Some((&outcome, start_label.clone()));

@@ -3,10 +3,10 @@
 
 use crate::cost::{Costs, KernelCost};
 use crate::pools::SolvePools;
-use placer_host::fmt_bytes;
 use placer_ir::{Liveness, Model, NodeId, TensorId};
 use placer_kernels::dispatch::scratch_len;
 use placer_profile::tasks::Pin;
+use placer_units::fmt_bytes;
 
 /// Allocations are rounded up to whole pages: that is what a pool hands out.
 pub const PAGE: u64 = 4096;
