@@ -2,8 +2,8 @@
 //! so that emulation and later commands reuse measured DRAM figures.
 
 use crate::HostError;
-use crate::discover::HostTopology;
 use crate::probe::PoolsProbe;
+use crate::topology::HostTopology;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};

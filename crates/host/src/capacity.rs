@@ -5,7 +5,7 @@
 //! budget is checked against these figures, so a disagreement is resolved here, and the
 //! figure used is said, with why, on the node ([`crate::NumaNode::capacity_note`]).
 
-use crate::discover::NumaNode;
+use crate::topology::NumaNode;
 
 /// What the kernel says: each node's `MemTotal` from
 /// /sys/devices/system/node/node<i>/meminfo, and /proc/meminfo's `MemTotal`, in bytes.
@@ -108,7 +108,7 @@ fn mem_total(text: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::MemAttrs;
+    use crate::topology::MemAttrs;
     use placer_pools::PoolKind;
 
     fn node(os_index: u32, gib: u64) -> NumaNode {

@@ -16,7 +16,7 @@
 //!   bandwidth, or at least 5/4 of its latency ([`CLEARLY_SLOWER`]). In an export, hwloc
 //!   lends a CPU-less node its neighbour's CPUs, so there the CPU count is no evidence.
 
-use crate::discover::{HostTopology, NumaNode, Source};
+use crate::topology::{HostTopology, NumaNode, Source};
 use placer_pools::PoolKind;
 
 /// CPU models that carry on-package memory usable in flat mode, with what the vendor
@@ -37,6 +37,21 @@ pub(crate) struct Class {
     /// The reasoning behind an inferred kind; `None` when hwloc's subtype or the node's
     /// CPUs settled it.
     pub inferred: Option<String>,
+}
+
+impl HostTopology {
+    /// Sets every node's `kind` (and `inferred`). An on-package tier inferred from an
+    /// XML export loses the CPUs hwloc lent it from its neighbour.
+    pub fn classify(&mut self) {
+        let classes = classify(self);
+        for (node, class) in self.nodes.iter_mut().zip(classes) {
+            if class.inferred.is_some() && class.kind == PoolKind::Hbm {
+                node.cpus = 0;
+            }
+            node.kind = class.kind;
+            node.inferred = class.inferred;
+        }
+    }
 }
 
 /// Classifies every node of `topology`, in order.
@@ -162,7 +177,7 @@ fn far_dram(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discover::MemAttrs;
+    use crate::topology::MemAttrs;
 
     fn node(os_index: u32, cpus: usize, capacity_mib: u64, tier: u32, latency: u64, read_bw: u64) -> NumaNode {
         NumaNode {

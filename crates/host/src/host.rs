@@ -2,10 +2,10 @@
 
 use crate::HostError;
 use crate::cache::{self, DramBaseline, HostCache};
-use crate::discover::{HostTopology, Source};
 use crate::hostfile;
 use crate::layout::{BackendSpec, EmulateChoice, HostLayout, PoolSpec};
 use crate::probe::{self, PoolsProbe, ProbeOptions};
+use crate::topology::{HostTopology, Source};
 use placer_pools::{Backend, NumaBinder, Pool, PoolError, PoolId, PoolKind, PoolSet};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,8 +8,8 @@
 
 use crate::HostError;
 use crate::device::DeviceModel;
-use crate::discover::{HostTopology, MemAttrs};
 use crate::layout::{BackendSpec, HostLayout, LayoutOrigin, PoolSpec};
+use crate::topology::{HostTopology, MemAttrs};
 use placer_pools::PoolKind;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

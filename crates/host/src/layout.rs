@@ -3,7 +3,7 @@
 
 use crate::HostError;
 use crate::device::DeviceModel;
-use crate::discover::{HostTopology, MemAttrs, NumaNode, Source};
+use crate::topology::{HostTopology, MemAttrs, NumaNode, Source};
 use placer_pools::PoolKind;
 use serde::Serialize;
 use std::path::PathBuf;

@@ -14,21 +14,22 @@ pub mod cache;
 mod capacity;
 mod classify;
 pub mod device;
-pub mod discover;
+mod discover;
 pub mod hostfile;
 pub mod layout;
 pub mod probe;
 
 mod host;
+mod topology;
 mod xml_guard;
 
 pub use activity::HostActivity;
 pub use cache::{DramBaseline, HostCache};
 pub use device::DeviceModel;
-pub use discover::{HostTopology, MemAttrs, NumaNode, Source};
 pub use host::{Host, HostOptions};
 pub use layout::{BackendSpec, Emulate, EmulateChoice, HostLayout, LayoutOrigin, PoolSpec};
 pub use probe::{PoolsProbe, ProbeOptions};
+pub use topology::{HostTopology, MemAttrs, NumaNode, Source};
 
 use std::path::PathBuf;
 
