@@ -3,7 +3,7 @@
 
 use crate::SolveError;
 use crate::placement::MoveKind;
-use crate::plan::Plan;
+use crate::plan::{Plan, SideCache};
 use crate::two_lm;
 use placer_exec::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, SideWaits};
 use placer_ir::{Model, TensorId};
@@ -88,7 +88,7 @@ fn side_waits(
     plan: &Plan,
     model: &Model,
     pools: &PoolSet,
-    cache: &two_lm::SideCache,
+    cache: &SideCache,
     pool_ids: &HashMap<&str, PoolId>,
 ) -> Result<SideWaits, SolveError> {
     let mismatch = |reason: String| SolveError::Mismatch { reason };

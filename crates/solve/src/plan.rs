@@ -9,7 +9,6 @@ use crate::instance::Instance;
 use crate::layout::{Layout, lay_out};
 use crate::placement::{MoveKind, Placement};
 use crate::pools::PoolFigures;
-use crate::two_lm::SideCache;
 use placer_ir::Model;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -374,4 +373,13 @@ impl Plan {
         }
         Ok(plan)
     }
+}
+
+/// plan.json's record of the cache a 2LM plan runs behind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SideCache {
+    /// The pool behind the cache: every tensor placed there is reached through it.
+    pub pool: String,
+    pub cache_bytes: u64,
+    pub line_bytes: u64,
 }

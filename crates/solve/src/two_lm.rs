@@ -14,24 +14,14 @@
 //! the real cache is measured instead (docs/hosts.md).
 
 use crate::cost::Costs;
-use crate::plan::{Plan, PlanKernel};
+use crate::plan::{Plan, PlanKernel, SideCache};
 use crate::pools::SolvePools;
 use placer_ir::Model;
 use placer_pools::{MemorySideCache, SideTraffic};
-use serde::{Deserialize, Serialize};
 
 /// How every output names this baseline.
 pub const LABEL: &str = "EMULATED 2LM";
 pub const LINE_BYTES: u64 = 64;
-
-/// plan.json's record of the cache a 2LM plan runs behind.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SideCache {
-    /// The pool behind the cache: every tensor placed there is reached through it.
-    pub pool: String,
-    pub cache_bytes: u64,
-    pub line_bytes: u64,
-}
 
 /// Per step, what the cache costs the slow device in the steady state: the schedule
 /// runs once to warm the cache, as every training step after the first finds it, and
