@@ -1,8 +1,10 @@
 //! Shape arithmetic: the small index tensors that exporters compute shapes with
-//! (`Shape` → `Gather` → `Unsqueeze` → `Concat` → `Reshape`), and views that change only
-//! the shape of a value.
+//! (`Shape` → `Gather` → `Unsqueeze` → `Concat` → `Reshape`), views that change only
+//! the shape of a value, and nodes that compute data (masks, ids) from data and
+//! constants, evaluated like constants but by shape alone (`data_node`). The arithmetic
+//! itself is derive.rs's, which needs nothing from here.
 
-use super::{Fail, Lowerer, bad, unsupported};
+use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Constant, Elem, Value};
 use placer_ir::DType;
@@ -253,7 +255,7 @@ pub(crate) fn evaluate(l: &Lowerer<'_>, node: &NodeProto, inputs: &[Constant]) -
             Ok(vec![Value::Const(Constant { shape, elem: first.elem, data, origin: out.to_string() })])
         }
         "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" => {
-            let shape = super::derive::reduce_shape(l, node, &first.shape)?;
+            let shape = reduce_shape(l, node, &first.shape)?;
             Ok(vec![Value::Const(Constant { shape, elem: first.elem, data: None, origin: out.to_string() })])
         }
         "Cast" => {
@@ -349,4 +351,60 @@ fn slice(node: &NodeProto, inputs: &[Constant]) -> Result<Vec<Value>, Fail> {
         out
     });
     Ok(vec![Value::Const(Constant { shape, elem: data.elem, data: values, origin: node.output[0].clone() })])
+}
+
+/// Reductions of constants or data: the shape only.
+pub(crate) fn reduce_shape(l: &Lowerer<'_>, node: &NodeProto, shape: &[u64]) -> Result<Vec<u64>, Fail> {
+    let keep = Attrs(node).int("keepdims", 1) == 1;
+    let all: Vec<usize> = match axes(l, node)? {
+        Some(a) if !a.is_empty() => a.iter().map(|&x| axis(x, shape.len())).collect::<Result<_, _>>()?,
+        _ => (0..shape.len()).collect(),
+    };
+    Ok(shape
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (all.contains(&i), keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect())
+}
+
+/// A node whose operands are constants and data values, at least one of them data:
+/// its result is data too, shaped by the same rules as for constants.
+pub(crate) fn data_node(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let inputs: Vec<Constant> = (0..node.input.len())
+        .filter(|&k| !node.input[k].is_empty())
+        .map(|k| match l.operand(node, k)? {
+            Value::Const(c) | Value::Data(c) => Ok(c),
+            _ => bad("a data op with an activation operand"),
+        })
+        .collect::<Result<_, _>>()?;
+    let values = evaluate(l, node, &inputs)?;
+    Ok(values
+        .into_iter()
+        .map(|v| match v {
+            Value::Const(mut c) => {
+                // Values computed from data are never read: they change every step.
+                c.data = None;
+                Value::Data(c)
+            }
+            other => other,
+        })
+        .collect())
+}
+
+/// Random draws change every step: data, whatever their operands.
+const RANDOM: &[&str] = &["RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli"];
+
+/// Whether every operand is a constant or data, and at least one is data (or the op
+/// draws random numbers).
+pub(crate) fn is_data_node(l: &Lowerer<'_>, node: &NodeProto) -> bool {
+    if RANDOM.contains(&node.op_type()) {
+        return true;
+    }
+    let operands: Vec<Option<&Value>> = node.input.iter().filter(|n| !n.is_empty()).map(|n| l.value(n)).collect();
+    operands.iter().any(|v| matches!(v, Some(Value::Data(_))))
+        && operands.iter().all(|v| matches!(v, Some(Value::Data(_) | Value::Const(_))))
 }

@@ -6,10 +6,9 @@
 //! it is differentiated; where an activation or an embedding finally reads such a
 //! value, it becomes an input that placer is fed (`Lowerer::feed`).
 
-use super::consts::{axes, axis};
-use super::{Fail, Lowered, Lowerer, bad, unsupported};
+use super::{Fail, bad, unsupported};
 use crate::proto::NodeProto;
-use crate::values::{Attrs, Constant, Elem, MAX_COMPUTED_ELEMENTS, Value};
+use crate::values::{Attrs, Constant, Elem, MAX_COMPUTED_ELEMENTS};
 use placer_ir::DType;
 
 /// Numpy-style broadcast of shapes.
@@ -198,60 +197,4 @@ fn gather_nd(node: &NodeProto, inputs: &[Constant], out: &str) -> Result<Vec<Con
     let mut shape = lead.to_vec();
     shape.extend_from_slice(&data.shape[from..]);
     Ok(vec![Constant { shape, elem: data.elem, data: None, origin: out.to_string() }])
-}
-
-/// Reductions of constants or data: the shape only.
-pub(crate) fn reduce_shape(l: &Lowerer<'_>, node: &NodeProto, shape: &[u64]) -> Result<Vec<u64>, Fail> {
-    let keep = Attrs(node).int("keepdims", 1) == 1;
-    let all: Vec<usize> = match axes(l, node)? {
-        Some(a) if !a.is_empty() => a.iter().map(|&x| axis(x, shape.len())).collect::<Result<_, _>>()?,
-        _ => (0..shape.len()).collect(),
-    };
-    Ok(shape
-        .iter()
-        .enumerate()
-        .filter_map(|(i, &d)| match (all.contains(&i), keep) {
-            (false, _) => Some(d),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect())
-}
-
-/// A node whose operands are constants and data values, at least one of them data:
-/// its result is data too, shaped by the same rules as for constants.
-pub(crate) fn data_node(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let inputs: Vec<Constant> = (0..node.input.len())
-        .filter(|&k| !node.input[k].is_empty())
-        .map(|k| match l.operand(node, k)? {
-            Value::Const(c) | Value::Data(c) => Ok(c),
-            _ => bad("a data op with an activation operand"),
-        })
-        .collect::<Result<_, _>>()?;
-    let values = super::consts::evaluate(l, node, &inputs)?;
-    Ok(values
-        .into_iter()
-        .map(|v| match v {
-            Value::Const(mut c) => {
-                // Values computed from data are never read: they change every step.
-                c.data = None;
-                Value::Data(c)
-            }
-            other => other,
-        })
-        .collect())
-}
-
-/// Random draws change every step: data, whatever their operands.
-const RANDOM: &[&str] = &["RandomUniformLike", "RandomNormalLike", "RandomUniform", "RandomNormal", "Bernoulli"];
-
-/// Whether every operand is a constant or data, and at least one is data (or the op
-/// draws random numbers).
-pub(crate) fn is_data_node(l: &Lowerer<'_>, node: &NodeProto) -> bool {
-    if RANDOM.contains(&node.op_type()) {
-        return true;
-    }
-    let operands: Vec<Option<&Value>> = node.input.iter().filter(|n| !n.is_empty()).map(|n| l.value(n)).collect();
-    operands.iter().any(|v| matches!(v, Some(Value::Data(_))))
-        && operands.iter().all(|v| matches!(v, Some(Value::Data(_) | Value::Const(_))))
 }

@@ -2,8 +2,8 @@
 //! builder's tape so that the backward pass can be derived.
 
 use super::consts::{self, axis, int_operand, shape_of};
+use super::elementwise;
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
-use super::{derive, elementwise};
 use crate::graph::op_label;
 use crate::proto::NodeProto;
 use crate::values::{Attrs, Constant, Elem, Tensor, Value, constant_of};
@@ -36,7 +36,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
             let Some(Value::Const(w)) = l.value(&node.input[0]).cloned() else { return bad("Expand without a weight") };
             elementwise::expand_weight(l, node, &w)
         }
-        _ if derive::is_data_node(l, node) => derive::data_node(l, node),
+        _ if consts::is_data_node(l, node) => consts::data_node(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
         "Cast" => cast(l, node),
         "Conv" => conv(l, node),
@@ -715,7 +715,7 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         }
         (Value::Tensor(x), Value::Const(i), ax) if i.numel() == 1 => pick(l, node, x, ax),
         (Value::Const(_), Value::Const(_), _) => consts::fold(l, node),
-        (Value::Const(_) | Value::Data(_), Value::Const(_) | Value::Data(_), _) => derive::data_node(l, node),
+        (Value::Const(_) | Value::Data(_), Value::Const(_) | Value::Data(_), _) => consts::data_node(l, node),
         _ => unsupported(format!(
             "Gather other than an embedding lookup ({:?} by {:?})",
             shape_of(&table),

@@ -108,7 +108,7 @@ fn lower_node<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "ReduceSum" => reduce_sum(l, node),
         "InPlaceAccumulatorV2" | "InPlaceAccumulator" => accumulate(l, node),
         // Masks and shape arithmetic, whatever the op.
-        _ if super::derive::is_data_node(l, node) || all_constant(l, node) => forward(l, node),
+        _ if consts::is_data_node(l, node) || all_constant(l, node) => forward(l, node),
         _ => ort::lower(l, node).unwrap_or_else(|| forward(l, node)),
     }
 }
