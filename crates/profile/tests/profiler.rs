@@ -107,8 +107,10 @@ fn a_quiet_round_ends_the_stage_and_a_noisy_one_calls_for_another() {
     assert_eq!(all.profile.round_checks.len(), 2);
     assert!(all.profile.round_checks.iter().all(|k| !k.quiet && k.passes as usize == c));
     assert_eq!(all.profile.round_checks[1].rerun_of as usize, per_round, "round 3 re-checks round 2");
-    // Any change at all is within a limit of 100%: one round, then the check, then no more.
-    options.protocol.round_noise = 1.0;
+    // A limit no change can exceed: one round, then the check, then no more. (A limit of
+    // 1.0 was not that: with the other tests on both cores a median moved by a spread of
+    // 1.45 in a clean clone's run, and the check called for another round.)
+    options.protocol.round_noise = 1e9;
     let quiet =
         profile_into_dir(&model, pools(), "test-host", &options, &dir.path().join("b"), &mut |_| {}).expect("runs");
     assert!(quiet.profile.is_complete());
