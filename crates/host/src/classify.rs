@@ -93,7 +93,7 @@ fn classify_node(topology: &HostTopology, node: &NumaNode) -> Class {
 /// is a tier of its own: a fifth less bandwidth, or a quarter more latency. Nodes of one
 /// socket differ by a few per cent (sub-NUMA clusters); a far socket's or an expander's
 /// differ by 30% and more.
-pub(crate) const CLEARLY_SLOWER: f64 = 1.25;
+const CLEARLY_SLOWER: f64 = 1.25;
 
 /// A node with no subtype and no memory attribute that shares its locality with a node
 /// at least twice its size, also unnamed and unattributed.

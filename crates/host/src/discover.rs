@@ -76,8 +76,7 @@ impl HostTopology {
                 .objects_with_type(ObjectType::PU)
                 .filter_map(package_of)
                 .find(|p| with_memory.contains(&p.global_persistent_index()))
-                .or_else(|| packages.iter().copied().find(|p| with_memory.contains(&p.global_persistent_index())))
-                .or(first),
+                .or_else(|| packages.iter().copied().find(|p| with_memory.contains(&p.global_persistent_index()))),
             _ => first,
         };
         let os = |p: Option<&TopologyObject>| p.and_then(|p| p.os_index()).and_then(|i| u32::try_from(i).ok());
@@ -111,7 +110,7 @@ impl HostTopology {
                 (nodes, size)
             })
             .collect();
-        let nodes = topology
+        let mut nodes: Vec<NumaNode> = topology
             .objects_with_type(ObjectType::NUMANode)
             .map(|n| {
                 let capacity = match n.attributes() {
@@ -150,8 +149,7 @@ impl HostTopology {
                     },
                 }
             })
-            .collect::<Vec<_>>();
-        let mut nodes = nodes;
+            .collect();
         if live {
             crate::capacity::cross_check(&mut nodes, &crate::capacity::KernelMemory::read());
         }

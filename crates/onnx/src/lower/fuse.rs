@@ -267,13 +267,13 @@ fn nan_guard(l: &Lowerer<'_>, isnan: &NodeProto) -> Option<Vec<(usize, String)>>
     if l.graph.node[of].op_type() != "Softmax" || exposed {
         return None;
     }
-    let readers = l.topo.readers_of(mask);
-    readers
+    l.topo
+        .readers_of(mask)
         .iter()
         .map(|&r| {
             let w = &l.graph.node[r];
             let guards = w.op_type() == "Where" && w.input.first() == Some(mask) && is_const(l, w.input.get(1)?);
-            guards.then(|| (r, w.input.get(2).cloned())).and_then(|(r, v)| Some((r, v?)))
+            guards.then(|| Some((r, w.input.get(2)?.clone())))?
         })
         .collect::<Option<Vec<_>>>()
         .filter(|w| !w.is_empty())
