@@ -287,3 +287,38 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
     assert_eq!(total as u32, done.passes_total);
     assert_eq!(done.merged().len() as u32, per_round);
 }
+
+#[test]
+fn skipped_calibrations_are_said_and_a_later_run_measures_them() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let model = zoo_file(tmp.path(), "mlp", "4");
+    let ckpt = tmp.path().join("ckpt");
+    let (m, c) = (model.to_str().expect("utf-8"), ckpt.to_str().expect("utf-8"));
+    let quick = ["--rounds", "1", "--skip-calibrations"];
+    let out = profile_full(tmp.path(), m, c, "1", &quick);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("interference skipped (--skip-calibrations), step overhead skipped (--skip-calibrations); solve")
+            && s.contains("until a run without the flag"),
+        "{s}"
+    );
+    let file = only_checkpoint(&ckpt);
+    let profile = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    assert!(profile.is_complete() && profile.interference.is_none() && profile.step_overhead.is_none());
+
+    let solve = ["solve", m, "--budget", "50%", "--no-probe", "--profile", file.to_str().expect("utf-8")];
+    let out = run(tmp.path(), &solve);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("not measured: the profile has no interference calibration"), "solve says so");
+
+    // The flag is not part of the checkpoint's identity: a run without it resumes the
+    // finished passes and measures only the calibrations.
+    let out = profile_full(tmp.path(), m, c, "1", &quick[..2]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("calibrations") && s.contains("s, step overhead ") && !s.contains("skipped"), "{s}");
+    let after = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    assert!(after.interference.is_some() && after.step_overhead.is_some());
+    assert_eq!(after.measurements.len(), profile.measurements.len(), "no pass measured twice");
+}

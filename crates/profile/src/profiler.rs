@@ -45,6 +45,11 @@ pub struct ProfileOptions {
     /// measured on a cluster's nodes, resumed on one of them or on a node like them),
     /// when nothing else differs.
     pub mixed_hosts: bool,
+    /// Measure the passes only, not the interference and step-overhead calibrations
+    /// that follow them: a quick profile (a test, a guest under a software CPU) whose
+    /// solve then charges each copy's whole CPU time and no step overhead, and says so.
+    /// Not part of the checkpoint's identity: a later run without it measures them.
+    pub skip_calibrations: bool,
 }
 
 impl ProfileOptions {
@@ -78,6 +83,7 @@ impl ProfileOptions {
             require_quiet: false,
             shard: None,
             mixed_hosts: false,
+            skip_calibrations: false,
         }
     }
 }
@@ -140,6 +146,8 @@ pub struct PassPlan {
     pub require_quiet: bool,
     /// See [`ProfileOptions::mixed_hosts`].
     pub mixed_hosts: bool,
+    /// See [`ProfileOptions::skip_calibrations`].
+    pub skip_calibrations: bool,
 }
 
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
@@ -279,6 +287,7 @@ pub fn plan(
         header,
         require_quiet: options.require_quiet,
         mixed_hosts: options.mixed_hosts,
+        skip_calibrations: options.skip_calibrations,
     })
 }
 
@@ -446,7 +455,7 @@ pub fn run_to_checkpoint(
         let second = Stage { tasks: &judgement.second_stage, passes: &second, first_pass: first_total };
         run_stage(model, &pools, plan, &second, &mut profile, path, &mut runner, &mut |p| report(p, on_pass))?;
     }
-    if profile.interference.is_none() && calibrates_interference(&plan.header) {
+    if profile.interference.is_none() && !plan.skip_calibrations && calibrates_interference(&plan.header) {
         let calibration = if plan.header.protocol.steps == Steps::Live {
             // A live engine runs whole steps only, and the calibration times one kernel
             // beside a copy: it gets a resident engine (the footprint fits, or it would
@@ -462,7 +471,7 @@ pub fn run_to_checkpoint(
         profile.interference = Some(calibration);
         checkpoint::save(path, &profile)?;
     }
-    if profile.step_overhead.is_none() && measures_step_overhead(&plan.header) {
+    if profile.step_overhead.is_none() && !plan.skip_calibrations && measures_step_overhead(&plan.header) {
         // The passes' engine goes first: the steps below reserve an arena of their own.
         drop(runner.take());
         let base = base_placement(model, &plan.pins);

@@ -373,6 +373,12 @@ impl Profile {
         Stats::of(&timed)
     }
 
+    /// Seconds of [`Profile::wall_seconds`] spent on the interference and step-overhead
+    /// calibrations, not on passes.
+    pub fn calibration_seconds(&self) -> f64 {
+        self.interference.as_ref().map_or(0.0, |i| i.seconds) + self.step_overhead.as_ref().map_or(0.0, |o| o.seconds)
+    }
+
     /// What the host did while this profile was measured, in one line: quiet, or busy
     /// in how many intervals and how (the first busy one's figures).
     pub fn activity_note(&self) -> String {

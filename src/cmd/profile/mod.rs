@@ -124,6 +124,12 @@ pub struct Args {
     /// them. The checkpoint keeps the fingerprint it began with.
     #[arg(long)]
     mixed_hosts: bool,
+    /// Measure the passes only, not the calibrations of what a copy beside a kernel and
+    /// a step beyond its kernels cost: for a quick look. `solve` then charges each
+    /// copy's whole CPU time and no step overhead, and says so; a later run without
+    /// this flag measures them.
+    #[arg(long)]
+    skip_calibrations: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -178,6 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         require_quiet: args.require_quiet,
         shard: args.shard,
         mixed_hosts: args.mixed_hosts,
+        skip_calibrations: args.skip_calibrations,
     };
     let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode, options.shard));
     // Exporting needs no match: a checkpoint that is finished, or that was made with
@@ -385,10 +392,35 @@ fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassPlan, profile: &place
             "first {:.1} s ({} passes x {rounds}, with the reference pass), second {:.1} s ({} passes x {rounds})",
             d.first_stage_seconds,
             d.first_stage_passes,
-            (profile.wall_seconds - d.first_stage_seconds).max(0.0),
+            (profile.wall_seconds - d.first_stage_seconds - profile.calibration_seconds()).max(0.0),
             d.second_stage_passes
         ),
     ]);
+}
+
+/// What the calibrations after the passes measured, or why they did not run.
+fn calibrations_note(plan: &PassPlan, profile: &placer_profile::Profile) -> String {
+    let mut parts = Vec::new();
+    match &profile.interference {
+        Some(i) => parts.push(format!("interference {:.1} s", i.seconds)),
+        None if !profiler::calibrates_interference(&profile.header) => {}
+        None if plan.skip_calibrations => parts.push("interference skipped (--skip-calibrations)".to_string()),
+        None => parts.push("interference not yet measured".to_string()),
+    }
+    match &profile.step_overhead {
+        Some(o) => parts.push(format!("step overhead {:.1} s", o.seconds)),
+        None if !profiler::measures_step_overhead(&profile.header) => {}
+        None if plan.skip_calibrations => parts.push("step overhead skipped (--skip-calibrations)".to_string()),
+        None => parts.push("step overhead not yet measured".to_string()),
+    }
+    if parts.is_empty() {
+        return "none due (a shard's are measured once its merge is resumed)".into();
+    }
+    let mut note = parts.join(", ");
+    if note.contains("skipped") {
+        note.push_str("; solve charges each copy's whole CPU time and no step overhead until a run without the flag");
+    }
+    note
 }
 
 fn render(
@@ -461,6 +493,7 @@ fn render(
     if let Some(d) = &profile.design {
         design_rows(&mut t, d, plan, profile);
     }
+    t.row(vec!["calibrations".into(), calibrations_note(plan, profile)]);
     t.row(vec![
         "checkpoint".into(),
         format!("{} ({} measurements)", path.display(), count(profile.measurements.len() as u64)),
