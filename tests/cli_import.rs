@@ -89,7 +89,7 @@ fn a_bert_like_export_with_external_weights_matches_bert_tiny() {
     let data = onnx_testdata();
     let dims = ["--batch", "4", "--dim", "sequence=128"];
     let ours = imported(&data.join("bert_like.onnx"), &dims);
-    // The weights' file is never opened: a model whose data file is missing imports alike.
+    // Weights are never read from the data file: a model whose data file is missing imports alike.
     let nodata = imported(&data.join("bert_like_nodata.onnx"), &dims);
     assert_eq!(summary(&ours).parameter_bytes, summary(&nodata).parameter_bytes);
     let (a, b) = (summary(&ours), summary(&zoo("bert-tiny", 4)));

@@ -10,8 +10,9 @@
 //!   and the shapes the file leaves out are derived.
 //!
 //! Weights are never read: constants are known by shape, and only small index and
-//! scalar tensors (shape arithmetic, GELU's √2) are decoded. External data files are
-//! never opened. What placer cannot run is reported in one error, with counts.
+//! scalar tensors (shape arithmetic, GELU's √2) and integer indices are decoded; of
+//! external data files only those indices are read. What placer cannot run is reported
+//! in one error, with counts.
 
 mod error;
 mod graph;

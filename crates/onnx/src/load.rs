@@ -1,7 +1,9 @@
 //! Reading and checking the ONNX protobuf.
 
 use crate::OnnxError;
-use crate::proto::ModelProto;
+use crate::proto::tensor_proto::{self, DataLocation};
+use crate::proto::{ModelProto, TensorProto};
+use crate::values::MAX_READ_INDEX_ELEMENTS;
 use bytes::Bytes;
 use prost::Message;
 use std::path::Path;
@@ -22,10 +24,60 @@ pub struct Loaded {
 }
 
 /// Decodes `path`. Tensor payloads stay undecoded slices of the file's bytes (weights are
-/// never interpreted), and external data files are never opened.
+/// never interpreted); of external data, only integer initializers small enough to be
+/// read as indices are read ([`inline_indices`]).
 pub fn load(path: &Path) -> Result<Loaded, OnnxError> {
     let bytes = std::fs::read(path).map_err(|source| OnnxError::Io { path: path.to_path_buf(), source })?;
-    decode(path, Bytes::from(bytes))
+    let mut loaded = decode(path, Bytes::from(bytes))?;
+    if let (Some(graph), Some(dir)) = (loaded.model.graph.as_mut(), path.parent()) {
+        inline_indices(&mut graph.initializer, dir);
+    }
+    Ok(loaded)
+}
+
+/// Reads, into the file's own payload, the external data of integer initializers of at
+/// most [`MAX_READ_INDEX_ELEMENTS`] elements: indices, which the dynamo exporter stores
+/// beside the weights in `NAME.onnx.data`. Weights (floats) stay unread. A payload that
+/// cannot be read (a missing file, a location outside the model's directory, a short
+/// read) leaves its tensor known by shape, as every weight is.
+fn inline_indices(initializers: &mut [TensorProto], dir: &Path) {
+    for t in initializers.iter_mut() {
+        let width = match tensor_proto::DataType::try_from(t.data_type.unwrap_or(0)) {
+            Ok(tensor_proto::DataType::Int64) => 8,
+            Ok(tensor_proto::DataType::Int32) => 4,
+            _ => continue,
+        };
+        let numel: i64 = t.dims.iter().product();
+        if t.data_location != Some(DataLocation::External as i32)
+            || !(0..=MAX_READ_INDEX_ELEMENTS as i64).contains(&numel)
+        {
+            continue;
+        }
+        if let Some(payload) = external_payload(t, dir, numel as u64 * width) {
+            t.raw_data = Some(Bytes::from(payload));
+            t.data_location = Some(DataLocation::Default as i32);
+        }
+    }
+}
+
+fn external_payload(t: &TensorProto, dir: &Path, len: u64) -> Option<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let entry =
+        |key: &str| t.external_data.iter().find(|e| e.key.as_deref() == Some(key)).and_then(|e| e.value.as_deref());
+    let location = Path::new(entry("location")?);
+    // The ONNX rule: a location is relative to the model's directory, and stays in it.
+    if !location.components().all(|c| matches!(c, std::path::Component::Normal(_))) {
+        return None;
+    }
+    let offset: u64 = entry("offset").map_or(Some(0), |o| o.parse().ok())?;
+    if entry("length").is_some_and(|l| l.parse::<u64>().ok() != Some(len)) {
+        return None;
+    }
+    let mut file = std::fs::File::open(dir.join(location)).ok()?;
+    file.seek(SeekFrom::Start(offset)).ok()?;
+    let mut payload = vec![0; usize::try_from(len).ok()?];
+    file.read_exact(&mut payload).ok()?;
+    Some(payload)
 }
 
 pub fn decode(path: &Path, bytes: Bytes) -> Result<Loaded, OnnxError> {

@@ -9,6 +9,11 @@ use placer_zoo::T;
 /// Constants larger than this are known by shape only: their payload is never read.
 pub const MAX_READ_ELEMENTS: u64 = 1024;
 
+/// Integer constants are indices, never weights: up to this size they are read, so that
+/// an index the exporter wrote out in full (the dynamo exporter's `as_strided`, a Gather
+/// by every position in order) can be recognised.
+pub const MAX_READ_INDEX_ELEMENTS: u64 = 1 << 16;
+
 /// Values the importer computes from known constants (a rotary cos/sin cache, a causal
 /// mask's buckets) keep their elements up to this size, so that "known by shape only"
 /// keeps meaning "a stored tensor or something computed from one": a weight.
@@ -102,7 +107,8 @@ pub fn constant_of(t: &TensorProto, origin: &str) -> Constant {
     let elem = Elem::from_onnx(t.data_type.unwrap_or(0));
     let numel: u64 = shape.iter().product();
     let external = t.data_location == Some(DataLocation::External as i32);
-    let data = if numel <= MAX_READ_ELEMENTS && !external { read_elements(t, elem, numel as usize) } else { None };
+    let limit = if matches!(elem, Elem::Int(_)) { MAX_READ_INDEX_ELEMENTS } else { MAX_READ_ELEMENTS };
+    let data = if numel <= limit && !external { read_elements(t, elem, numel as usize) } else { None };
     Constant { shape, elem, data, origin: origin.to_string() }
 }
 

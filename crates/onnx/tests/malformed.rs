@@ -136,6 +136,65 @@ fn where_between_two_activations_routes_both_branches() {
     assert!(imported.notes.keys().any(|n| n.contains("x·mask + y·(1 − mask)")), "{:?}", imported.notes);
 }
 
+/// The dynamo exporter's `as_strided` after a flatten: a Gather of the flat pooled
+/// features by every position in order, an index it stores beside the weights in
+/// `NAME.onnx.data`. It imports as a view, at the file's batch and at another; a
+/// missing data file leaves the index unknown, and the Gather is refused by name.
+#[test]
+fn a_gather_by_every_position_in_order_from_external_data_is_a_view() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut nodes = cnn_nodes();
+    nodes.splice(
+        3..4,
+        [
+            node("Reshape", &["p", "flat_shape"], &["flat"], vec![]),
+            node("Gather", &["flat", "positions"], &["strided"], vec![]),
+            node("Flatten", &["strided"], &["f"], vec![]),
+        ],
+    );
+    let mut model = tiny_cnn(20, nodes);
+    let graph = model.graph.as_mut().expect("graph");
+    graph.input = vec![value("x", &[Some(2), Some(3), Some(8), Some(8)])];
+    graph.initializer.push(TensorProto {
+        name: Some("flat_shape".into()),
+        dims: vec![1],
+        data_type: Some(7),
+        int64_data: vec![-1],
+        ..Default::default()
+    });
+    let entry =
+        |k: &str, v: &str| placer_onnx::proto::StringStringEntryProto { key: Some(k.into()), value: Some(v.into()) };
+    graph.initializer.push(TensorProto {
+        name: Some("positions".into()),
+        dims: vec![2, 4, 1, 1],
+        data_type: Some(7),
+        data_location: Some(placer_onnx::proto::tensor_proto::DataLocation::External as i32),
+        external_data: vec![entry("location", "m.onnx.data"), entry("offset", "16"), entry("length", "64")],
+        ..Default::default()
+    });
+    let path = dir.path().join("m.onnx");
+    std::fs::write(&path, bytes(&model)).expect("write");
+    let import = |batch| placer_onnx::import(&path, &ImportOptions { batch: Some(batch), ..Default::default() });
+
+    let err = import(2).expect_err("no data file: the index is unknown");
+    assert!(err.to_string().contains("Gather other than an embedding lookup ([8] by [2, 4, 1, 1])"), "{err}");
+
+    let mut data = vec![0xAB_u8; 16];
+    data.extend((0..8_i64).flat_map(i64::to_le_bytes));
+    std::fs::write(dir.path().join("m.onnx.data"), &data).expect("write");
+    for batch in [2, 3] {
+        let imported = import(batch).expect("imports");
+        let pooled = imported.model.tensors().iter().find(|t| t.name.starts_with("strided")).map(|t| t.shape.clone());
+        let logits = imported.model.tensors().iter().find(|t| t.name == "logits").map(|t| t.shape.clone());
+        assert_eq!(logits, Some(vec![batch, 10]), "{pooled:?}");
+    }
+
+    // Positions out of order are not a view: refused, not reordered silently.
+    data[16..24].copy_from_slice(&1_i64.to_le_bytes());
+    std::fs::write(dir.path().join("m.onnx.data"), &data).expect("write");
+    assert!(import(2).expect_err("a permutation").to_string().contains("Gather other than"));
+}
+
 #[test]
 fn a_symbolic_batch_needs_a_size() {
     let err = import_bytes(Path::new("t.onnx"), bytes(&tiny_cnn(13, cnn_nodes())), &ImportOptions::default())

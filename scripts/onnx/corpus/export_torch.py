@@ -12,6 +12,9 @@ Four exporters:
   ts       torch.onnx.export(dynamo=False), the TorchScript exporter, opset 17
   dynamo   torch.onnx.export(dynamo=True), opset 18
   static   the TorchScript exporter with no dynamic axes (every shape is the example's)
+  default  torch.onnx.export(m, args, path) with input and output names only, as a user
+           who passes nothing else gets it: torch 2.15's dynamo exporter at opset 20,
+           its indices stored beside the weights (ConvNeXt's `as_strided`)
 
 The NAME_sdpa models are exported by every exporter at torch's default opset (20 in
 torch 2.15), as a user who passes no opset gets them; their training graphs then carry
@@ -70,6 +73,7 @@ PLAN = (
     + [(f"{m}_sdpa", e) for m in SDPA for e in ("ts", "dynamo", "train")]
     # A static export (no dynamic axes), whose shape constants carry its batch.
     + [("roberta_sdpa", "static")]
+    + [("convnext_tiny", "default")]
 )
 
 
@@ -171,7 +175,9 @@ def export(name, exporter, out):
     t = time.time()
     # torch's default opset for the default-attention models, as users export them.
     opset = {} if name.endswith("_sdpa") else {"opset_version": 18 if exporter == "dynamo" else 17}
-    if exporter == "dynamo":
+    if exporter == "default":
+        torch.onnx.export(m, args, path, input_names=names, output_names=["logits"])
+    elif exporter == "dynamo":
         # Static shapes: the dynamo exporter's symbolic sizes are not named dims.
         torch.onnx.export(m, args, path, dynamo=True, input_names=names, output_names=["logits"], verbose=False,
                           **opset)

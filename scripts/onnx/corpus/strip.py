@@ -5,10 +5,11 @@ Usage: strip.py OUT DEST [--merge]
 
 For each OUT/raw/NAME.onnx with its NAME.json, writes DEST/NAME.onnx: the same graph
 in which every tensor of more than 1,024 elements (initializers and Constant
-attributes) is marked as external data in a file that does not exist,
-`NAME.weights-stripped`.  placer never reads such payloads (it knows a weight by its
-shape, and reads only constants of at most 1,024 elements), so the import is the
-same as from the full file.  DEST/manifest.json lists each graph with its exporter,
+attributes; integer tensors, which are indices, above 65,536) is marked as external
+data in a file that does not exist, `NAME.weights-stripped`.  placer never reads such
+payloads (it knows a weight by its shape, and reads only constants of at most 1,024
+elements, indices of at most 65,536), so the import is the same as from the full file.
+Indices that the exporter stored as external data are written into the file.  DEST/manifest.json lists each graph with its exporter,
 the framework's parameter count, its import arguments, and the stripped file's
 sha256. With --merge, DEST already holds a corpus: the files of OUT are added to it (or
 replace theirs), and its manifest keeps every other entry.
@@ -23,6 +24,8 @@ import onnx
 from onnx import TensorProto
 
 KEEP = 1024  # elements; placer reads constants up to this size (values.rs)
+KEEP_INDEX = 1 << 16  # elements of an integer tensor (MAX_READ_INDEX_ELEMENTS)
+INDEX_TYPES = (TensorProto.INT64, TensorProto.INT32)
 
 
 def tensors(graph):
@@ -40,13 +43,14 @@ def tensors(graph):
 
 
 def strip(path, dest, stem):
-    m = onnx.load(path, load_external_data=False)
+    # External data (the dynamo exporter's NAME.onnx.data) is loaded: its indices stay.
+    m = onnx.load(path)
     stripped, offset = 0, 0
     for t in tensors(m.graph):
         numel = 1
         for d in t.dims:
             numel *= d
-        if numel <= KEEP:
+        if numel <= (KEEP_INDEX if t.data_type in INDEX_TYPES else KEEP):
             continue
         width = onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
         for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data"):

@@ -369,6 +369,33 @@ pub(crate) fn fed_ids(l: &mut Lowerer<'_>, ids: &Value) -> Result<T, Fail> {
     Ok(l.feed(&c, placer_ir::DType::I32))
 }
 
+/// Whether constant `c` holds 0, 1, 2, ... in order: a Gather by it takes every element
+/// of a flat tensor in place.
+fn is_iota(c: &Constant) -> bool {
+    c.data.as_ref().is_some_and(|d| d.iter().enumerate().all(|(k, &v)| v == k as f64))
+}
+
+/// A Gather of flat `x` by every position in order, shaped as the index (the dynamo
+/// exporter's `as_strided` after a flatten: ConvNeXt's pooled features): `x` viewed in
+/// the index's shape, whose first dimension follows `--batch` when the file fixed it.
+fn in_order(l: &mut Lowerer<'_>, x: Value, index: &Constant) -> Lowered {
+    let numel = shape_of(&x)[0];
+    let mut shape = index.shape.clone();
+    if let Some((file, new)) = l.rebatch
+        && shape.first() == Some(&file)
+        && numel != index.numel()
+    {
+        shape[0] = new;
+    }
+    if shape.iter().product::<u64>() != numel {
+        return bad(format!(
+            "a Gather by every position in order ({:?}) of a flat tensor of {numel} elements",
+            index.shape
+        ));
+    }
+    Ok(vec![consts::with_shape(x, shape)])
+}
+
 /// One position of an activation along the axis before its last (BERT's pooler takes
 /// token 0 of [B, S, D]): a batched matmul by a fed one-hot selector [.., 1, S], so that
 /// the gradient reaches every position, as the framework's scatter does.
@@ -714,6 +741,7 @@ fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
             Ok(vec![tensor(y, shape)])
         }
         (Value::Tensor(x), Value::Const(i), ax) if i.numel() == 1 => pick(l, node, x, ax),
+        (Value::Tensor(x), Value::Const(i), 0) if x.shape.len() == 1 && is_iota(i) => in_order(l, table, i),
         (Value::Const(_), Value::Const(_), _) => consts::fold(l, node),
         (Value::Const(_) | Value::Data(_), Value::Const(_) | Value::Data(_), _) => consts::data_node(l, node),
         _ => unsupported(format!(
