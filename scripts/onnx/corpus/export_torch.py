@@ -12,6 +12,9 @@ Four exporters:
   ts       torch.onnx.export(dynamo=False), the TorchScript exporter, opset 17
   dynamo   torch.onnx.export(dynamo=True), opset 18
   static   the TorchScript exporter with no dynamic axes (every shape is the example's)
+  noopt    the dynamo exporter at torch's default opset with optimize=False: the graph
+           as it is translated, before onnxscript's optimiser folds it (CastLike,
+           SplitToSequence and SequenceAt, an RMSNorm's axes behind a Reshape)
   default  torch.onnx.export(m, args, path) with input and output names only, as a user
            who passes nothing else gets it: torch 2.15's dynamo exporter at opset 20,
            its indices stored beside the weights (ConvNeXt's `as_strided`)
@@ -74,6 +77,7 @@ PLAN = (
     # A static export (no dynamic axes), whose shape constants carry its batch.
     + [("roberta_sdpa", "static")]
     + [("convnext_tiny", "default")]
+    + [(m, "noopt") for m in ["llama", "gpt2_sdpa", "bert_sdpa"]]
 )
 
 
@@ -177,6 +181,8 @@ def export(name, exporter, out):
     opset = {} if name.endswith("_sdpa") else {"opset_version": 18 if exporter == "dynamo" else 17}
     if exporter == "default":
         torch.onnx.export(m, args, path, input_names=names, output_names=["logits"])
+    elif exporter == "noopt":
+        torch.onnx.export(m, args, path, dynamo=True, optimize=False, input_names=names, output_names=["logits"])
     elif exporter == "dynamo":
         # Static shapes: the dynamo exporter's symbolic sizes are not named dims.
         torch.onnx.export(m, args, path, dynamo=True, input_names=names, output_names=["logits"], verbose=False,

@@ -258,8 +258,13 @@ pub(crate) fn evaluate(l: &Lowerer<'_>, node: &NodeProto, inputs: &[Constant]) -
             let shape = reduce_shape(l, node, &first.shape)?;
             Ok(vec![Value::Const(Constant { shape, elem: first.elem, data: None, origin: out.to_string() })])
         }
-        "Cast" => {
-            let to = Elem::from_onnx(Attrs(node).int("to", 1) as i32);
+        "Cast" | "CastLike" => {
+            // CastLike (the dynamo exporter's unoptimised graphs) casts to its second
+            // operand's element type.
+            let to = match inputs.get(1) {
+                Some(like) if op == "CastLike" => like.elem,
+                _ => Elem::from_onnx(Attrs(node).int("to", 1) as i32),
+            };
             let mut c = first.clone();
             if matches!(to, Elem::Int(_) | Elem::Bool) {
                 c.data = c.data.map(|d| d.into_iter().map(f64::trunc).collect());

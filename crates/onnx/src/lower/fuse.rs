@@ -120,20 +120,20 @@ fn tensor_value(l: &Lowerer<'_>, name: &str) -> Result<crate::values::Tensor, Fa
     }
 }
 
-/// The elements of a small constant `name`, from an initializer or a Constant node.
+/// The elements of a small constant `name`, from an initializer or a Constant node, or
+/// a Reshape, Unsqueeze, Squeeze or Identity of one (the dynamo exporter's unoptimised
+/// graphs reshape a ReduceMean's axes `[-1]` to `[-1]`): those keep the elements.
 pub(crate) fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
     if let Some(init) = l.initializers.get(name) {
         return constant_of(init, name).data;
     }
     let node = &l.graph.node[*l.topo.producer.get(name)?];
-    if node.op_type() != "Constant" {
-        return None;
-    }
     let a = Attrs(node);
-    match a.tensor("value") {
-        Some(t) => constant_of(t, name).data,
-        None if a.has("value_float") => Some(vec![a.float("value_float", 0.0)]),
-        None => None,
+    match (node.op_type(), a.tensor("value")) {
+        ("Constant", Some(t)) => constant_of(t, name).data,
+        ("Constant", None) if a.has("value_float") => Some(vec![a.float("value_float", 0.0)]),
+        ("Reshape" | "Unsqueeze" | "Squeeze" | "Identity", _) => small(l, node.input.first()?),
+        _ => None,
     }
 }
 

@@ -110,6 +110,12 @@ impl<'m> Lowerer<'m> {
         *self.notes.entry(what.into()).or_default() += 1;
     }
 
+    /// Gives ONNX value `name` its value ahead of the node that outputs it (a split's
+    /// parts, which SequenceAt nodes then pass on).
+    pub fn set_value(&mut self, name: String, v: Value) {
+        self.values.insert(name, v);
+    }
+
     pub fn value(&self, name: &str) -> Option<&Value> {
         self.values.get(name)
     }

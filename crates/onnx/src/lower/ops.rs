@@ -38,7 +38,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         }
         _ if consts::is_data_node(l, node) => consts::data_node(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
-        "Cast" => cast(l, node),
+        "Cast" | "CastLike" => cast(l, node),
         "Conv" => conv(l, node),
         "Relu" => unary(l, node, |g, name, x| g.relu(name, x)),
         "Tanh" => unary(l, node, |g, name, x| g.tanh(name, x)),
@@ -62,6 +62,8 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Sub" | "Mul" | "Div" => elementwise::binary(l, node),
         "Where" => elementwise::where_(l, node),
         "Slice" => super::slice::slice(l, node),
+        "SplitToSequence" => super::slice::split_to_sequence(l, node),
+        "SequenceAt" => super::slice::sequence_at(l, node),
         "Split" | "Neg" | "Size" => super::ort::lower(l, node).unwrap_or_else(|| unsupported(op_label(node))),
         "Clip" => elementwise::clip(l, node),
         "Sigmoid" => unary(l, node, |g, name, x| g.sigmoid(name, x)),
@@ -93,6 +95,7 @@ const KNOWN: &[&str] = &[
     "Identity",
     "Dropout",
     "Cast",
+    "CastLike",
     "Conv",
     "Relu",
     "Tanh",
@@ -116,6 +119,8 @@ const KNOWN: &[&str] = &[
     "Erf",
     "Where",
     "Slice",
+    "SplitToSequence",
+    "SequenceAt",
     "Clip",
     "Sigmoid",
     "HardSigmoid",
@@ -201,8 +206,25 @@ fn dropout(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 }
 
 fn cast(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    // A constant cast like an activation (the dynamo exporter's unoptimised attention
+    // scale): the constant, in the activation's element type.
+    if let (Value::Const(c), Some(Value::Tensor(like))) = (l.operand(node, 0)?, l.optional(node, 1)?) {
+        let elem = match l.dtype_of(like.t) {
+            d @ (placer_ir::DType::I32 | placer_ir::DType::I64) => Elem::Int(d),
+            d => Elem::Float(d),
+        };
+        let data = match elem {
+            Elem::Int(_) => c.data.map(|d| d.into_iter().map(f64::trunc).collect()),
+            _ => c.data,
+        };
+        return Ok(vec![Value::Const(Constant { elem, data, origin: node.output[0].clone(), ..c })]);
+    }
     let x = l.tensor_operand(node, 0)?;
-    let to = Elem::from_onnx(Attrs(node).int("to", 1) as i32).dtype();
+    let to = match l.optional(node, 1)? {
+        Some(Value::Tensor(like)) if node.op_type() == "CastLike" => Some(l.dtype_of(like.t)),
+        Some(Value::Const(like) | Value::Data(like)) if node.op_type() == "CastLike" => like.elem.dtype(),
+        _ => Elem::from_onnx(Attrs(node).int("to", 1) as i32).dtype(),
+    };
     if to == Some(l.dtype_of(x.t)) {
         return Ok(vec![Value::Tensor(x)]);
     }

@@ -114,3 +114,79 @@ pub(crate) fn gather_all(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: 
     shape.remove(ax);
     Some(Ok(vec![Value::Tensor(Tensor { t, shape })]))
 }
+
+/// SplitToSequence read only by SequenceAt at constant positions (the dynamo exporter's
+/// unoptimised `torch.split`, GPT-2's query, key and value): a Split whose parts are
+/// the SequenceAt outputs, given their values here; each SequenceAt then passes its
+/// own on ([`sequence_at`]).
+pub(crate) fn split_to_sequence(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let ax = axis(crate::values::Attrs(node).int("axis", 0), x.shape.len())?;
+    let dim = x.shape[ax];
+    let sizes: Vec<u64> = match l.optional(node, 1)? {
+        Some(Value::Const(c)) => match (c.ints(), c.shape.is_empty()) {
+            // One chunk size: equal chunks, the last one shorter, as torch.split makes.
+            (Some(s), true) if s[0] > 0 => {
+                let s = s[0] as u64;
+                (0..dim.div_ceil(s)).map(|k| s.min(dim - k * s)).collect()
+            }
+            (Some(s), false) => s.iter().map(|&d| d.max(0) as u64).collect(),
+            _ => return unsupported("SplitToSequence with sizes the importer does not know"),
+        },
+        _ => return unsupported("SplitToSequence without constant sizes"),
+    };
+    let mut parts = vec![String::new(); sizes.len()];
+    for &r in l.topo.readers_of(&node.output[0]) {
+        let reader = &l.graph.node[r];
+        let at = (reader.op_type() == "SequenceAt")
+            .then(|| reader.input.get(1).and_then(|p| l.value(p)))
+            .flatten()
+            .and_then(|v| if let Value::Const(c) = v { c.scalar() } else { None });
+        let Some(at) = at else { return unsupported("SplitToSequence read other than by SequenceAt at a constant") };
+        let k = if at < 0.0 { at + sizes.len() as f64 } else { at } as usize;
+        match parts.get_mut(k) {
+            Some(p) if p.is_empty() => *p = reader.output[0].clone(),
+            _ => return unsupported("SplitToSequence with a part read twice or out of range"),
+        }
+    }
+    if parts.iter().any(String::is_empty) {
+        return unsupported("SplitToSequence with a part no SequenceAt reads");
+    }
+    let split = NodeProto {
+        op_type: Some("Split".into()),
+        name: node.name.clone(),
+        input: vec![node.input[0].clone()],
+        output: parts.clone(),
+        attribute: vec![
+            crate::proto::AttributeProto {
+                name: Some("axis".into()),
+                i: Some(ax as i64),
+                r#type: Some(2),
+                ..Default::default()
+            },
+            crate::proto::AttributeProto {
+                name: Some("split".into()),
+                ints: sizes.iter().map(|&s| s as i64).collect(),
+                r#type: Some(7),
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let values = super::ort::lower(l, &split).unwrap_or_else(|| bad("Split has no lowering"))?;
+    let first = values.first().cloned().ok_or(Fail::Error("a split into no parts".into()))?;
+    for (name, v) in parts.into_iter().zip(values) {
+        l.set_value(name, v);
+    }
+    // The sequence itself: only the SequenceAt nodes read it, and they ignore it.
+    Ok(vec![first])
+}
+
+/// SequenceAt of a [`split_to_sequence`]: its part, already given its value.
+pub(crate) fn sequence_at(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    l.operand(node, 0)?;
+    match l.value(&node.output[0]) {
+        Some(v) => Ok(vec![v.clone()]),
+        None => unsupported("SequenceAt of a sequence other than a SplitToSequence's"),
+    }
+}
