@@ -2,7 +2,6 @@
 
 use common::profiles::{A_US, checkpoints, profile};
 use common::{path_str, placer, text};
-use placer_profile::checkpoint;
 
 mod common;
 
@@ -106,7 +105,7 @@ fn garbage_and_missing_checkpoints_are_bad_input() {
 fn profiles_of_different_models_are_refused() {
     let (dir, a, _b) = checkpoints(&A_US);
     let other = dir.path().join("other.ckpt");
-    checkpoint::save(&other, &profile("another-model-b2", 4, 10.0, &A_US)).expect("save");
+    placer_profile::save_checkpoint(&other, &profile("another-model-b2", 4, 10.0, &A_US)).expect("save");
     let out = placer(&["compare", path_str(&a), path_str(&other)]);
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

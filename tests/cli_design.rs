@@ -41,12 +41,12 @@ fn a_screened_profile_measures_or_predicts_every_configuration_once() {
         assert!(summary.contains(row), "{row}: {summary}");
     }
 
-    let p = placer_profile::checkpoint::load(&ckpt).expect("loads");
+    let p = placer_profile::load_checkpoint(&ckpt).expect("loads");
     assert!(p.is_complete());
     let record = p.design.as_ref().expect("a screening design records its verdicts");
     let ir = placer_ir::load_model(&model).expect("model");
     let full: BTreeSet<(u64, Vec<u16>)> =
-        placer_profile::tasks::enumerate(&ir, 2, &[], placer_profile::tasks::Rules::default())
+        placer_profile::enumerate_tasks(&ir, 2, &[], placer_profile::Rules::default())
             .expect("tasks")
             .tasks
             .into_iter()
@@ -69,7 +69,7 @@ fn a_screened_profile_measures_or_predicts_every_configuration_once() {
     // A second run finds the finished checkpoint: nothing measured, the same verdicts.
     let (_, again) = profile(&model, "screen", &ckpt_dir);
     assert!(again.contains("resumed after"), "{again}");
-    assert_eq!(placer_profile::checkpoint::load(&ckpt).expect("loads"), p);
+    assert_eq!(placer_profile::load_checkpoint(&ckpt).expect("loads"), p);
 }
 
 #[test]
@@ -115,7 +115,7 @@ fn a_screened_profile_is_compared_with_a_full_one_on_what_it_predicted() {
     // join is. Exit 0 or 3 (disagreement), never a usage error.
     assert!(matches!(out.status.code(), Some(0 | 3)), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_str(&text(&out.stdout)).expect("json");
-    let screened_profile = placer_profile::checkpoint::load(&screened).expect("loads");
+    let screened_profile = placer_profile::load_checkpoint(&screened).expect("loads");
     let rows = report["predicted_rows"].as_array().expect("predicted rows");
     assert_eq!(rows.len(), screened_profile.predictions().len(), "every prediction met its full measurement");
     assert_eq!(report["predicted"]["rows"].as_u64(), Some(rows.len() as u64));

@@ -54,11 +54,10 @@ fn profile_measures_every_configuration_and_exports_them() {
     );
     assert!(s.contains("live steps: 1 warm-up steps"), "the summary says what a step ran (a tiny step: live): {s}");
 
-    let profile = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("checkpoint loads");
+    let profile = placer_profile::load_checkpoint(&only_checkpoint(&ckpt)).expect("checkpoint loads");
     assert!(profile.is_complete() && profile.header.emulated);
     let model_ir = placer_ir::load_model(&model).expect("model");
-    let tasks =
-        placer_profile::tasks::enumerate(&model_ir, 2, &[], placer_profile::tasks::Rules::default()).expect("tasks");
+    let tasks = placer_profile::enumerate_tasks(&model_ir, 2, &[], placer_profile::Rules::default()).expect("tasks");
     // Three rounds by default: every configuration measured once per round.
     assert_eq!(profile.header.protocol.rounds, 3);
     assert_eq!(profile.measurements.len(), 3 * tasks.tasks.len());
@@ -122,7 +121,7 @@ fn profile_measures_every_configuration_and_exports_them() {
         profile_full(tmp.path(), m, picked.to_str().expect("utf-8"), "2", &["--steps", "picked", "--rounds", "1"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("picked steps: 1 warm-up steps"), "{}", text(&out.stdout));
-    let profile = placer_profile::checkpoint::load(&only_checkpoint(&picked)).expect("checkpoint loads");
+    let profile = placer_profile::load_checkpoint(&only_checkpoint(&picked)).expect("checkpoint loads");
     assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Picked);
     assert_eq!(profile.merged().len(), tasks.tasks.len());
 }
@@ -137,7 +136,7 @@ fn another_protocol_is_refused_in_words_and_its_checkpoint_still_exports() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let file = only_checkpoint(&ckpt);
     let bytes = std::fs::read(&file).expect("checkpoint");
-    let profile = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    let profile = placer_profile::load_checkpoint(&file).expect("checkpoint loads");
     assert!(profile.is_complete() && !profile.measurements.is_empty());
 
     // Three rounds on the same checkpoint: refused, on one line naming the field and both
@@ -167,7 +166,7 @@ fn another_protocol_is_refused_in_words_and_its_checkpoint_still_exports() {
     // So is an unfinished one of other settings, with a note of what differs.
     let mut unfinished = profile.clone();
     unfinished.passes_total += 1;
-    placer_profile::checkpoint::save(&file, &unfinished).expect("save");
+    placer_profile::save_checkpoint(&file, &unfinished).expect("save");
     let bytes = std::fs::read(&file).expect("checkpoint");
     let out = profile_full(tmp.path(), m, c, "3", &["--rounds", "1", "--export", "csv"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -242,7 +241,7 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
             })
         });
         if let Some(path) = saved
-            && let Ok(p) = placer_profile::checkpoint::load(&path)
+            && let Ok(p) = placer_profile::load_checkpoint(&path)
             && p.passes_done >= 3
         {
             break p;
@@ -261,7 +260,7 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
     // SIGKILL: the kernel drops the lock with the process, so it blocks nobody after.
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
-    let killed = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("the checkpoint survives a kill");
+    let killed = placer_profile::load_checkpoint(&only_checkpoint(&ckpt)).expect("the checkpoint survives a kill");
     assert!(!killed.is_complete(), "killed mid-run");
     assert!(killed.passes_done >= before.passes_done);
 
@@ -272,7 +271,7 @@ fn a_killed_profile_resumes_with_nothing_lost_or_measured_twice() {
         "{}",
         text(&out.stdout)
     );
-    let done = placer_profile::checkpoint::load(&only_checkpoint(&ckpt)).expect("loads");
+    let done = placer_profile::load_checkpoint(&only_checkpoint(&ckpt)).expect("loads");
     assert!(done.is_complete());
     // What was measured before the kill is kept exactly, and nothing is measured twice.
     assert_eq!(&done.measurements[..killed.measurements.len()], &killed.measurements[..]);
@@ -304,7 +303,7 @@ fn skipped_calibrations_are_said_and_a_later_run_measures_them() {
         "{s}"
     );
     let file = only_checkpoint(&ckpt);
-    let profile = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    let profile = placer_profile::load_checkpoint(&file).expect("checkpoint loads");
     assert!(profile.is_complete() && profile.interference.is_none() && profile.step_overhead.is_none());
 
     let solve = ["solve", m, "--budget", "50%", "--no-probe", "--profile", file.to_str().expect("utf-8")];
@@ -318,7 +317,7 @@ fn skipped_calibrations_are_said_and_a_later_run_measures_them() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(s.contains("calibrations") && s.contains("s, step overhead ") && !s.contains("skipped"), "{s}");
-    let after = placer_profile::checkpoint::load(&file).expect("checkpoint loads");
+    let after = placer_profile::load_checkpoint(&file).expect("checkpoint loads");
     assert!(after.interference.is_some() && after.step_overhead.is_some());
     assert_eq!(after.measurements.len(), profile.measurements.len(), "no pass measured twice");
 }

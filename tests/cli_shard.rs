@@ -24,7 +24,7 @@ fn profile(cache: &Path, model: &str, dir: &str, extra: &[&str]) -> Output {
 
 /// The (signature, configuration) keys of a checkpoint.
 fn keys(path: &Path) -> BTreeSet<(u64, Vec<u16>)> {
-    let p = placer_profile::checkpoint::load(path).expect("checkpoint loads");
+    let p = placer_profile::load_checkpoint(path).expect("checkpoint loads");
     p.measurements.iter().map(|m| (m.signature, m.config.clone())).collect()
 }
 
@@ -75,8 +75,8 @@ fn shards_merge_into_the_unsharded_profiles_keys_and_solve_takes_them() {
     // Resuming it measures only the interference calibration; then solve takes it.
     let out = profile(cache, m, path_str(&shards), &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let p = placer_profile::checkpoint::load(&merged).expect("loads");
-    assert!(placer_profile::profiler::is_finished(&p) && p.merged_from.len() == 3);
+    let p = placer_profile::load_checkpoint(&merged).expect("loads");
+    assert!(placer_profile::is_finished(&p) && p.merged_from.len() == 3);
     assert_eq!(keys(&merged), expected);
     // compare takes it beside the unsharded profile: agreeing (0) or not (3) is the
     // host's noise, but every key is joined.

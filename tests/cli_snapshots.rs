@@ -12,7 +12,6 @@
 mod common;
 use common::profiles::{A_US, checkpoints, profile, save_pair};
 use common::{BUNDLED, MODEL_WITH_PROBLEMS, command, path_str};
-use placer_profile::checkpoint;
 use std::path::Path;
 use std::process::Command;
 
@@ -223,7 +222,7 @@ fn errors_of_bad_budgets_and_profiles() {
     let dir = scratch();
     let (a, b) = save_pair(dir.path(), &A_US);
     let other = dir.path().join("other.ckpt");
-    checkpoint::save(&other, &profile("another-model-b2", 4, 10.0, &A_US)).expect("save");
+    placer_profile::save_checkpoint(&other, &profile("another-model-b2", 4, 10.0, &A_US)).expect("save");
     let garbage = dir.path().join("garbage.ckpt");
     std::fs::write(&garbage, b"this is not a checkpoint").expect("write");
     let (a, b, other, garbage) = (path_str(&a), path_str(&b), path_str(&other), path_str(&garbage));

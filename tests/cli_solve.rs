@@ -105,7 +105,7 @@ fn solve_turns_a_profile_into_a_checked_plan() {
     // Another model's checkpoint, and a file that is no checkpoint at all, are not its.
     std::fs::write(solo.join("notes.ckpt"), b"not a checkpoint").expect("write");
     let other_ckpt = solo.join("other.ckpt");
-    placer_profile::checkpoint::save(&other_ckpt, &common::profiles::profile("toy-b2", 4, 1.0, &[10.0])).expect("save");
+    placer_profile::save_checkpoint(&other_ckpt, &common::profiles::profile("toy-b2", 4, 1.0, &[10.0])).expect("save");
     let out = named(&solo);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));

@@ -2,8 +2,7 @@
 
 use crate::table::{Table, count};
 use anyhow::Context as _;
-use placer_profile::agreement::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
-use placer_profile::checkpoint;
+use placer_profile::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -38,8 +37,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let a = checkpoint::load(&args.a)?;
-    let b = checkpoint::load(&args.b)?;
+    let a = placer_profile::load_checkpoint(&args.a)?;
+    let b = placer_profile::load_checkpoint(&args.b)?;
     // A profile taken on a busy host disagrees with its repeat for reasons of the host.
     for (path, profile) in [(&args.a, &a), (&args.b, &b)] {
         if profile.busy_intervals().0 > 0 {
@@ -51,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("cannot compare {} with {}", args.a.display(), args.b.display()))?;
     c.worst = c.worst_offenders(args.top);
     if let Some(path) = &args.repeat {
-        let repeat = checkpoint::load(path)?;
+        let repeat = placer_profile::load_checkpoint(path)?;
         let floor = compare(&a, &repeat, &options)
             .with_context(|| format!("cannot compare {} with its repeat {}", args.a.display(), path.display()))?;
         c.floor = Some(floor.non_tiny);

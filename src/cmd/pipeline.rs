@@ -8,7 +8,7 @@ use crate::render::progress::{self, PassBar};
 use crate::table::{Table, bytes};
 use placer_eval::{MeasureOptions, PipelineEvent, PipelineRequest, Stage, SweepPoint, plan_label};
 use placer_ir::Model;
-use placer_profile::{ProfileOptions, Steps, profiler};
+use placer_profile::{ProfileOptions, Steps};
 use placer_solve::Budget;
 use std::path::{Path, PathBuf};
 
@@ -101,7 +101,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             model_source: file,
             require_quiet: args.require_quiet,
             ..ProfileOptions::pipeline(args.reps, args.rounds)
-                .with_steps(Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)))
+                .with_steps(Steps::parse(&args.steps).unwrap_or_else(|| placer_profile::default_steps(&model)))
         },
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions {

@@ -9,7 +9,7 @@ use crate::args::{FormulationArg, HostArgs};
 use crate::out::Deferred;
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
-use placer_profile::{Profile, source};
+use placer_profile::Profile;
 use placer_solve::cost::{Costs, KernelCost, UNCALIBRATED_SHARE};
 use placer_solve::ilp::IlpOptions;
 use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
@@ -88,7 +88,7 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
         if args.profile.is_some() {
             return Ok((model, args.profile.clone(), None));
         }
-        let found = source::latest_of(&args.checkpoint_dir, &model)?;
+        let found = placer_profile::latest_of(&args.checkpoint_dir, &model)?;
         let note = found.as_ref().map(|checkpoint| {
             format!(
                 "{} with checkpoint {} (the most recent of this model in {})",
@@ -101,9 +101,9 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
     }
     let (checkpoint, how) = match &args.profile {
         Some(path) => (path.clone(), "given"),
-        None => (source::latest(&args.checkpoint_dir)?, "the most recent"),
+        None => (placer_profile::latest(&args.checkpoint_dir)?, "the most recent"),
     };
-    let found = source::profiled(&checkpoint)?;
+    let found = placer_profile::profiled(&checkpoint)?;
     let note = format!(
         "{} from {}, as checkpoint {} ({how}) recorded it",
         found.model.name(),

@@ -1,9 +1,8 @@
 //! Synthetic profiles for `placer compare` and `placer solve --profile`: known medians,
 //! no measuring, so what the CLI prints about them is the same on every machine.
 
-use placer_profile::checkpoint;
-use placer_profile::record::{FORMAT_NAME, FORMAT_VERSION};
 use placer_profile::{DesignSpec, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
+use placer_profile::{FORMAT_NAME, FORMAT_VERSION};
 use std::path::{Path, PathBuf};
 
 /// A profile of `model` in which kernel i has median `us[i]` (MAD 1 µs, 30 samples),
@@ -48,7 +47,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
                 seed: 1,
                 rounds: 1,
                 round_noise: 0.0,
-                steps: placer_profile::record::Steps::Whole,
+                steps: placer_profile::Steps::Whole,
             },
             mode: Mode {
                 max_simultaneous,
@@ -95,7 +94,7 @@ pub fn checkpoints(b_us: &[f64]) -> (tempfile::TempDir, PathBuf, PathBuf) {
 /// Saves profiles A and B as `checkpoints` does, into `dir`.
 pub fn save_pair(dir: &Path, b_us: &[f64]) -> (PathBuf, PathBuf) {
     let (a, b) = (dir.join("single.ckpt"), dir.join("simultaneous.ckpt"));
-    checkpoint::save(&a, &profile("toy-b2", 1, 40.0, &A_US)).expect("save A");
-    checkpoint::save(&b, &profile("toy-b2", 4, 10.0, b_us)).expect("save B");
+    placer_profile::save_checkpoint(&a, &profile("toy-b2", 1, 40.0, &A_US)).expect("save A");
+    placer_profile::save_checkpoint(&b, &profile("toy-b2", 4, 10.0, b_us)).expect("save B");
     (a, b)
 }

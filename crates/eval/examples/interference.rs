@@ -15,7 +15,7 @@ use placer_exec::{Executor, PoolAssignment, Stats};
 use placer_host::{Host, HostOptions};
 use placer_ir::NodeId;
 use placer_pools::PoolId;
-use placer_profile::interference::CopyBench;
+use placer_profile::CopyBench;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let usage = "usage: MODEL.json CKPT [ROUNDS [KiB...]]";
     let model = placer_ir::load_model(std::path::Path::new(args.get(1).ok_or(usage)?))?;
-    let profile = placer_profile::checkpoint::load(std::path::Path::new(args.get(2).ok_or(usage)?))?;
+    let profile = placer_profile::load_checkpoint(std::path::Path::new(args.get(2).ok_or(usage)?))?;
     let calibration = profile.interference.ok_or("the profile has no interference calibration")?;
     let rounds: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(21);
     let sizes: Vec<usize> = match args.get(4..).filter(|a| !a.is_empty()) {

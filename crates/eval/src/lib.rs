@@ -58,7 +58,7 @@ impl EvalError {
 /// Watches the host before plans are timed ([`placer_host::HostActivity::watch`]): its
 /// activity, or `NotQuiet` when it was busy and `require_quiet`. `None` without `/proc`.
 pub fn check_host(when: &str, require_quiet: bool) -> Result<Option<placer_host::HostActivity>, EvalError> {
-    let activity = placer_host::HostActivity::watch(placer_profile::profiler::QUIET_CHECK);
+    let activity = placer_host::HostActivity::watch(placer_profile::QUIET_CHECK);
     if let (true, Some(a)) = (require_quiet, activity) {
         a.require_quiet(when)?;
     }

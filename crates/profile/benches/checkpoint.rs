@@ -4,7 +4,6 @@
 //! with `cargo bench -p placer-profile --bench checkpoint`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use placer_profile::checkpoint;
 use std::path::Path;
 
 #[path = "../tests/common/mod.rs"]
@@ -15,15 +14,17 @@ const RECORDS: usize = 1_000_000;
 #[allow(clippy::print_stderr)] // the size is part of the result
 fn bench(c: &mut Criterion) {
     let p = common::profile("big", RECORDS);
-    let bytes = checkpoint::encode(&p).expect("encodes");
+    let bytes = placer_profile::encode_checkpoint(&p).expect("encodes");
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("big.ckpt");
-    checkpoint::save(&path, &p).expect("saves");
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
     let mut group = c.benchmark_group("checkpoint_1M");
     group.sample_size(10).throughput(Throughput::Bytes(bytes.len() as u64));
-    group.bench_function("decode", |b| b.iter(|| checkpoint::decode(&bytes, Path::new("big.ckpt")).expect("decodes")));
-    group.bench_function("load_file", |b| b.iter(|| checkpoint::load(&path).expect("loads")));
-    group.bench_function("save_file", |b| b.iter(|| checkpoint::save(&path, &p).expect("saves")));
+    group.bench_function("decode", |b| {
+        b.iter(|| placer_profile::decode_checkpoint(&bytes, Path::new("big.ckpt")).expect("decodes"))
+    });
+    group.bench_function("load_file", |b| b.iter(|| placer_profile::load_checkpoint(&path).expect("loads")));
+    group.bench_function("save_file", |b| b.iter(|| placer_profile::save_checkpoint(&path, &p).expect("saves")));
     group.bench_function("merge_rounds", |b| b.iter(|| p.merged()));
     group.finish();
     eprintln!("checkpoint of {RECORDS} records: {:.1} MB", bytes.len() as f64 / 1e6);
@@ -37,7 +38,7 @@ fn shards(c: &mut Criterion) {
     let mut group = c.benchmark_group("merge_8_shards_1M");
     group.sample_size(10).throughput(Throughput::Elements(RECORDS as u64));
     group.bench_function("merge_files", |b| {
-        b.iter(|| placer_profile::merge::merge_files(&paths, Some(&out), false).expect("merges"))
+        b.iter(|| placer_profile::merge_files(&paths, Some(&out), false).expect("merges"))
     });
     group.finish();
 }

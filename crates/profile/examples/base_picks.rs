@@ -8,7 +8,7 @@
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
 mod common;
-use placer_profile::pass_run::{PassContext, reference_pass, run_pass};
+use placer_profile::{lab::PassContext, lab::reference_pass, lab::run_pass};
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

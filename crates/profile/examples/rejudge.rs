@@ -5,8 +5,6 @@
 
 #![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
-use placer_profile::design::{self, verdict};
-use placer_profile::{checkpoint, passes, tasks};
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: rejudge MODEL.json CHECKPOINT".into());
     };
     let model = placer_ir::load_model(Path::new(model))?;
-    let profile = checkpoint::load(Path::new(ckpt))?;
+    let profile = placer_profile::load_checkpoint(Path::new(ckpt))?;
     println!(
         "checkpoint: {} of {} passes, {} measurements, {:.0} s measuring",
         profile.passes_done,
@@ -28,14 +26,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let h = &profile.header;
     let pools = h.pools.len() as u16;
     let names: Vec<String> = h.pools.iter().map(|p| p.name.clone()).collect();
-    let pins = h.pins.iter().map(|p| tasks::Pin::parse(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
-    let list = tasks::enumerate(&model, pools, &pins, h.mode.rules())?;
-    let plans = design::plan_families(&list, pools, h.mode.design.seed);
-    let first = placer_profile::record::merge(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
+    let pins = h.pins.iter().map(|p| placer_profile::Pin::parse(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
+    let list = placer_profile::enumerate_tasks(&model, pools, &pins, placer_profile::Rules::of(&h.mode))?;
+    let plans = placer_profile::plan_families(&list, pools, h.mode.design.seed);
+    let first =
+        placer_profile::merge_measurements(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
-    let j = verdict::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
-    let second = passes::plan(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
-    let again = verdict::DesignRecord {
+    let j = placer_profile::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
+    let second = placer_profile::plan_passes(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
+    let again = placer_profile::DesignRecord {
         first_stage_seconds: record.first_stage_seconds,
         first_stage_passes: record.first_stage_passes,
         first_stage_end: record.first_stage_end,

@@ -10,8 +10,8 @@ mod common;
 
 use placer_exec::Stats;
 use placer_profile::Steps;
-use placer_profile::engine::Engine;
-use placer_profile::pass_run::{PassContext, run_pass};
+use placer_profile::lab::Engine;
+use placer_profile::{lab::PassContext, lab::run_pass};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;

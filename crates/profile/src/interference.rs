@@ -33,10 +33,10 @@
 
 use crate::ProfileError;
 use crate::engine::Engine;
+use crate::record::{Interference, KernelPairs, OpInterference};
 use placer_exec::Stats;
 use placer_ir::{Model, NodeId};
 use placer_pools::CopyCores;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -56,62 +56,6 @@ pub const FIXED_MIN_NS: f64 = 20e3;
 /// Alone/with pairs for the fixed part: it is tens of µs, about the noise of one pair,
 /// and its kernel is short.
 pub const FIXED_PAIRS: usize = 31;
-
-/// The calibration a profile records.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Interference {
-    /// A copy thread's memcpy time per byte (DRAM to DRAM, [`BUFFER`]-sized copies
-    /// alone, median): the CPU time of a copy whose pools are emulated.
-    pub memcpy_ns_per_byte: f64,
-    pub pairs: u32,
-    pub ops: Vec<OpInterference>,
-    pub seconds: f64,
-}
-
-/// One op's measurement.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OpInterference {
-    pub op: String,
-    /// The fixed part's pairs: a copy of no bytes beside the op's shortest kernel of at
-    /// least [`FIXED_MIN_NS`] (its longest when none is).
-    pub fixed_pairs: KernelPairs,
-    /// with − alone of `fixed_pairs`: what a copy costs this op whatever its size. Noise
-    /// can make it negative; the solver charges no less than 0.
-    pub fixed_ns: f64,
-    /// The share's pairs: a copy of `copy_bytes` beside the op's longest kernel.
-    pub share_pairs: KernelPairs,
-    pub copy_bytes: u64,
-    /// (with − alone − `fixed_ns`, at 0 at least) / min(`copy_bytes` ×
-    /// `memcpy_ns_per_byte`, the kernel alone) of `share_pairs`: the share of the copy's
-    /// CPU time, as the solver estimates it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
-    /// than alone, `copy_ns`; the share absorbs that, so the solver's charge reproduces
-    /// this measurement.) Noise can make it negative; the solver charges no less than 0.
-    pub share: f64,
-}
-
-/// One kernel's pairs, alone and beside a copy.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KernelPairs {
-    pub node: String,
-    pub pairs: u32,
-    /// Medians over the pairs: the kernel alone and beside the copy (each timed from
-    /// where the copy is handed over, or would be, to the kernel's end), and the copy.
-    pub alone_ns: f64,
-    pub with_ns: f64,
-    pub copy_ns: f64,
-}
-
-impl Interference {
-    /// Each op's share, by op name.
-    pub fn shares(&self) -> BTreeMap<&str, f64> {
-        self.ops.iter().map(|o| (o.op.as_str(), o.share)).collect()
-    }
-
-    /// Each op's fixed part, by op name.
-    pub fn fixed_ns(&self) -> BTreeMap<&str, f64> {
-        self.ops.iter().map(|o| (o.op.as_str(), o.fixed_ns)).collect()
-    }
-}
 
 /// Measures every op of `model` on `engine` (a resident engine, base placement), each
 /// op's longest node by `reference_ns`.

@@ -2,28 +2,74 @@
 //! passes, how to measure them, where the results are kept, and how two profiles
 //! compare.
 
-pub mod agreement;
-pub mod checkpoint;
-pub mod design;
-pub mod engine;
-pub mod export;
-pub mod interference;
-pub mod lock;
-pub mod merge;
-pub mod mismatch;
-pub mod overhead;
-pub mod pass_run;
-pub mod passes;
-pub mod profiler;
-pub mod record;
-pub mod source;
-pub mod tasks;
+mod agreement;
+mod design;
+mod engine;
+mod export;
+mod interference;
+mod lock;
+mod merge;
+mod overhead;
+mod pass_run;
+mod passes;
+mod profiler;
+mod record;
+mod source;
+mod tasks;
 
-pub use design::{Design, DesignSpec};
-pub use profiler::{PassPlan, ProfileOptions, ProfileOutcome, Progress, checkpoint_name, profile_into_dir};
-pub use record::{
-    ActivitySample, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol, Shard, ShardSource, Steps,
+// The record: what a profile holds and the checkpoint format (a leaf module).
+pub use record::codec::{
+    decode as decode_checkpoint, encode as encode_checkpoint, load as load_checkpoint,
+    load_header as load_checkpoint_header, save as save_checkpoint,
 };
+pub use record::mismatch::{RESUME, Sides, differences, mismatch};
+pub use record::{
+    ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, Design, DesignRecord, DesignSpec, DesignSummary, FORMAT_NAME,
+    FORMAT_VERSION, FamilyVerdict, Fit, Interference, KernelPairs, LONG_KERNEL_NS, Measurement, Mode, OpInterference,
+    PRECISION_FLOOR_NS, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard,
+    ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+};
+
+// What to measure, and in which passes.
+pub use design::verdict::{Judgement, allowed_error_ns, judge, judge_family};
+pub use design::{
+    FamilyPlan, all_values, first_stage_tasks, plan_families, plan_family, screening_points, tasks_for,
+    validation_count,
+};
+pub use passes::{Pick, PlanStats, conflicts, lower_bound, plan as plan_passes, stats as pass_stats};
+pub use tasks::{
+    Choice, Family, MAX_CONFIGS_PER_NODE, NEGLIGIBLE_SHARE, Pin, PinTarget, RuleCounts, Rules, SplitMix64, Task,
+    TaskList, enumerate as enumerate_tasks, negligible_operands, sample as sample_tasks, signature,
+};
+
+// Measuring a profile into its checkpoint.
+pub use interference::{CopyBench, FIXED_MIN_NS, FIXED_PAIRS as INTERFERENCE_FIXED_PAIRS, PAIRS as INTERFERENCE_PAIRS};
+pub use lock::{CheckpointLock, lock as lock_checkpoint, lock_path};
+pub use profiler::{
+    LIVE_STEP_FLOPS, PassPlan, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK, calibrates_interference,
+    check_passes, checkpoint_name, checkpoint_name_of, checkpoint_stem, default_steps, footprint_fits, is_finished,
+    measures_step_overhead, plan as plan_profile, profile_into_dir, run_to_checkpoint,
+};
+
+// Reading profiles back: the latest for a model, exports, merges, comparisons.
+pub use agreement::{
+    Agreement, AgreementReport, CompareOptions, ProfileFacts, Row, WORST, compare, median_se, scatter_svg, significant,
+};
+pub use export::{csv as export_csv, json as export_json};
+pub use merge::{
+    MIN_FLOOR, Merged, NOISE_FACTOR, SPEED_KERNEL_NS, default_output, merge as merge_shards, merge_files, noise_floor,
+    relative_time,
+};
+pub use source::{Profiled, latest, latest_of, profiled};
+
+/// The measuring machinery, for the examples in `crates/profile/examples` that time
+/// passes one at a time (whole against picked steps, the base picks): not part of the
+/// crate's surface, and free to change with the profiler.
+#[doc(hidden)]
+pub mod lab {
+    pub use crate::engine::Engine;
+    pub use crate::pass_run::{PassContext, PassResult, base_placement, reference_pass, run_pass};
+}
 
 use std::path::PathBuf;
 

@@ -7,9 +7,9 @@
 //! second stage and the interference calibration are measured then, on one host).
 
 use crate::ProfileError;
-use crate::checkpoint;
-use crate::mismatch::{Sides, differences};
 use crate::profiler::checkpoint_name_of;
+use crate::record::codec as checkpoint;
+use crate::record::mismatch::{Sides, differences};
 use crate::record::{Measurement, Profile, Shard, ShardSource};
 use placer_exec::Stats;
 use std::collections::BTreeMap;

@@ -29,10 +29,10 @@
 //! how long each is predicted to take. The parts are kept apart for the record.
 
 use crate::ProfileError;
+use crate::record::StepOverhead;
 use placer_exec::{ExecPlan, PlanExecutor, PoolAssignment, Stats};
 use placer_ir::Model;
 use placer_pools::PoolSet;
-use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
 /// Untimed steps first: the arena's pages faulted in, caches in a step's state.
@@ -43,51 +43,6 @@ const WARMUP: usize = 2;
 const MIN_STEPS: usize = 9;
 const MAX_STEPS: usize = 41;
 const TARGET_NS: f64 = 3e9;
-
-/// What whole steps cost beyond their kernels' median times.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepOverhead {
-    /// Timed steps of each kind (as runs run them, and threads woken).
-    pub steps: u32,
-    /// Kernels per step.
-    pub kernels: u32,
-    /// The median step's wall time, ns.
-    pub wall_ns: f64,
-    /// The median over steps of a step's kernel times added up, ns.
-    pub kernel_sums_ns: f64,
-    /// Each kernel's median time over the steps, added up, ns.
-    pub kernel_medians_ns: f64,
-    /// The same over the interleaved steps with every pool thread woken before each
-    /// kernel, as the profile times them: what a prediction adds, ns.
-    pub woken_kernel_medians_ns: f64,
-    /// How long the measurement took, s.
-    pub seconds: f64,
-}
-
-impl StepOverhead {
-    /// What a step costs beyond the sum of its kernels' medians, ns: the figure the
-    /// solver adds to every plan's step.
-    pub fn step_ns(&self) -> f64 {
-        self.wall_ns - self.woken_kernel_medians_ns
-    }
-
-    /// The part spent between kernels: wall time less the step's own kernel total
-    /// (median over steps), ns.
-    pub fn between_kernels_ns(&self) -> f64 {
-        self.wall_ns - self.kernel_sums_ns
-    }
-
-    /// The part by which a sum of medians falls short of a step's kernel total, ns.
-    pub fn medians_short_ns(&self) -> f64 {
-        self.kernel_sums_ns - self.kernel_medians_ns
-    }
-
-    /// The part the kernels wait for their pool's threads when nothing woke them, ns:
-    /// their medians as runs time them less as the profile does.
-    pub fn wake_up_ns(&self) -> f64 {
-        self.kernel_medians_ns - self.woken_kernel_medians_ns
-    }
-}
 
 /// Times whole steps of `model` in placement `base` on `pools`, as `placer run` runs a
 /// plan, and returns what they cost beyond their kernels' medians.

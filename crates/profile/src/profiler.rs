@@ -2,18 +2,18 @@
 //! pass by pass, saving after every pass.
 
 use crate::ProfileError;
-use crate::checkpoint;
-use crate::design::verdict::{self, DesignRecord, Judgement};
-use crate::design::{self, Design, DesignSpec, FamilyPlan};
+use crate::design::verdict::{self, Judgement};
+use crate::design::{self, FamilyPlan};
 use crate::engine::Engine;
 use crate::interference;
-use crate::mismatch::mismatch;
 use crate::overhead;
 use crate::pass_run::{PassContext, base_placement, reference_pass, run_pass};
 use crate::passes::{self, Pick, PlanStats};
+use crate::record::codec as checkpoint;
+use crate::record::mismatch::mismatch;
 use crate::record::{
-    self, ActivitySample, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol,
-    ROUND_NOISE, RoundCheck, Shard, Steps,
+    self, ActivitySample, Design, DesignRecord, DesignSpec, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo,
+    Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, PoolAssignment};
@@ -191,7 +191,7 @@ pub fn plan(
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
     let pool_count = names.len() as u16;
-    let mut list = tasks::enumerate(model, pool_count, &pins, options.mode.rules())?;
+    let mut list = tasks::enumerate(model, pool_count, &pins, tasks::Rules::of(&options.mode))?;
     let spec = &options.mode.design;
     let (measured, families) = match (spec.design, options.mode.sample) {
         (Design::Full, None) => (list.tasks.clone(), Vec::new()),

@@ -3,8 +3,8 @@
 //! and the file must still hold that model.
 
 use crate::ProfileError;
-use crate::checkpoint;
 use crate::record::ProfileHeader;
+use crate::record::codec as checkpoint;
 use placer_ir::Model;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

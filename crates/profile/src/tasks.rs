@@ -2,6 +2,7 @@
 //! deduplicated by kernel signature so identical kernels are measured once.
 
 use crate::ProfileError;
+use crate::record::Mode;
 pub use placer_exec::SplitMix64;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId, Role, TensorId};
@@ -202,6 +203,13 @@ pub struct Rules {
     pub max_configs: u128,
     /// Operands moving at most this share of their kernel's bytes stay where they are.
     pub negligible: f64,
+}
+
+impl Rules {
+    /// The rules that shape `mode`'s configuration space.
+    pub fn of(mode: &Mode) -> Rules {
+        Rules { max_configs: u128::from(mode.max_configs), negligible: mode.negligible }
+    }
 }
 
 impl Default for Rules {

@@ -5,7 +5,7 @@ mod common;
 
 use placer_host::HostActivity;
 use placer_host::activity::Calibration;
-use placer_profile::{ActivitySample, checkpoint};
+use placer_profile::ActivitySample;
 
 fn activity(others_cpus: f64) -> HostActivity {
     HostActivity {
@@ -86,6 +86,6 @@ fn the_checkpoint_keeps_the_hosts_activity() {
     let path = dir.path().join("p.ckpt");
     let mut p = common::profile("m", 30);
     p.host_activity = vec![ActivitySample { pass: Some(3), activity: activity(1.2) }];
-    checkpoint::save(&path, &p).expect("saves");
-    assert_eq!(checkpoint::load(&path).expect("loads").host_activity, p.host_activity);
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads").host_activity, p.host_activity);
 }

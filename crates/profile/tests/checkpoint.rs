@@ -3,19 +3,18 @@
 mod common;
 
 use common::profile;
-use placer_profile::checkpoint;
-use placer_profile::record::FORMAT_VERSION;
+use placer_profile::FORMAT_VERSION;
 
 #[test]
 fn a_saved_profile_loads_back_identical() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("p.ckpt");
     let p = profile("m", 1000);
-    checkpoint::save(&path, &p).expect("saves");
-    assert_eq!(checkpoint::load(&path).expect("loads"), p);
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
     // Saving again replaces it and leaves no temporary file behind.
-    checkpoint::save(&path, &profile("m", 3)).expect("saves");
-    assert_eq!(checkpoint::load(&path).expect("loads").measurements.len(), 3);
+    placer_profile::save_checkpoint(&path, &profile("m", 3)).expect("saves");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads").measurements.len(), 3);
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1);
 }
 
@@ -25,23 +24,23 @@ fn the_model_round_trips_and_a_version_16_checkpoint_reads_as_one_without_it() {
     let mut p = profile("m", 10);
     p.model_json = Some("{\"a model\": true}".into());
     let path = dir.path().join("p.ckpt");
-    checkpoint::save(&path, &p).expect("saves");
-    assert_eq!(checkpoint::load(&path).expect("loads"), p);
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
     // Version 16: the same body, nothing after it.
     p.model_json = None;
-    let new = checkpoint::encode(&p).expect("encodes");
+    let new = placer_profile::encode_checkpoint(&p).expect("encodes");
     assert_eq!(new.last(), Some(&0), "None is one byte");
     let old = [&new[..15], &16u32.to_le_bytes()[..], &new[19..new.len() - 1]].concat();
     std::fs::write(&path, old).expect("write");
     p.header.version = FORMAT_VERSION;
-    assert_eq!(checkpoint::load(&path).expect("reads version 16"), p);
-    assert_eq!(checkpoint::load_header(&path).expect("header").version, FORMAT_VERSION);
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("reads version 16"), p);
+    assert_eq!(placer_profile::load_checkpoint_header(&path).expect("header").version, FORMAT_VERSION);
 }
 
 #[test]
 fn damaged_and_foreign_files_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let good = checkpoint::encode(&profile("m", 100)).expect("encodes");
+    let good = placer_profile::encode_checkpoint(&profile("m", 100)).expect("encodes");
     let other = format!("format version {}", FORMAT_VERSION + 1);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("text.ckpt", b"hello".to_vec(), "not a placer-profile checkpoint"),
@@ -52,15 +51,15 @@ fn damaged_and_foreign_files_are_refused_by_name() {
     for (name, bytes, expected) in cases {
         let path = dir.path().join(name);
         std::fs::write(&path, bytes).expect("write");
-        let err = checkpoint::load(&path).expect_err(name).to_string();
+        let err = placer_profile::load_checkpoint(&path).expect_err(name).to_string();
         assert!(err.starts_with(&format!("checkpoint {}: ", path.display())) && err.contains(expected), "{err}");
     }
     // Only the header read, from a file that ends inside it: said in words.
     let path = dir.path().join("short.ckpt");
     std::fs::write(&path, &good[..40]).expect("write");
-    let err = checkpoint::load_header(&path).expect_err("short").to_string();
+    let err = placer_profile::load_checkpoint_header(&path).expect_err("short").to_string();
     assert!(err.ends_with("damaged: the file ends early"), "{err}");
-    let err = checkpoint::load(&dir.path().join("missing.ckpt")).expect_err("missing").to_string();
+    let err = placer_profile::load_checkpoint(&dir.path().join("missing.ckpt")).expect_err("missing").to_string();
     assert!(err.contains("missing.ckpt"), "{err}");
 }
 
@@ -68,11 +67,11 @@ fn damaged_and_foreign_files_are_refused_by_name() {
 fn an_unwritable_directory_is_an_error_and_the_old_file_survives() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("p.ckpt");
-    checkpoint::save(&path, &profile("m", 5)).expect("saves");
+    placer_profile::save_checkpoint(&path, &profile("m", 5)).expect("saves");
     let blocked = dir.path().join("file-not-dir").join("p.ckpt");
     std::fs::write(dir.path().join("file-not-dir"), "x").expect("write");
-    assert!(checkpoint::save(&blocked, &profile("m", 5)).is_err());
-    assert_eq!(checkpoint::load(&path).expect("still there").measurements.len(), 5);
+    assert!(placer_profile::save_checkpoint(&blocked, &profile("m", 5)).is_err());
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("still there").measurements.len(), 5);
 }
 
 /// Found by `scripts/fuzz.sh` (target `checkpoint`, minimised): a string length of
@@ -91,10 +90,10 @@ fn fuzz_a_string_length_past_the_end_is_refused_not_allocated() {
     for (name, body) in cases {
         let bytes = [&header[..], body].concat();
         let path = dir.path().join(name);
-        let err = checkpoint::decode(&bytes, &path).expect_err(name).to_string();
+        let err = placer_profile::decode_checkpoint(&bytes, &path).expect_err(name).to_string();
         assert!(err.contains("damaged: a length runs past the end of the file"), "{name}: {err}");
         std::fs::write(&path, &bytes).expect("write");
-        let err = checkpoint::load_header(&path).expect_err(name).to_string();
+        let err = placer_profile::load_checkpoint_header(&path).expect_err(name).to_string();
         assert!(err.contains("damaged: a length runs past the end of the file"), "{name}: {err}");
     }
 }
@@ -108,8 +107,8 @@ fn large_checkpoints_pass_the_decoders_byte_limit() {
     for m in &mut p.measurements {
         m.node = format!("{}-{}", m.node, "n".repeat(24));
     }
-    checkpoint::save(&path, &p).expect("saves");
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
     assert!(std::fs::metadata(&path).expect("size").len() > 1 << 20, "the test must cross the first limit");
-    assert_eq!(checkpoint::load(&path).expect("loads"), p);
-    assert_eq!(checkpoint::load_header(&path).expect("header loads"), p.header);
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
+    assert_eq!(placer_profile::load_checkpoint_header(&path).expect("header loads"), p.header);
 }

@@ -4,8 +4,8 @@
 
 mod common;
 
-use placer_profile::merge::{merge, merge_files};
-use placer_profile::{Profile, ProfileError, checkpoint};
+use placer_profile::{Profile, ProfileError};
+use placer_profile::{merge_files, merge_shards as merge};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
@@ -182,7 +182,7 @@ fn files_merge_beside_the_first_shard_and_never_over_one() {
     let (merged, out) = merge_files(&paths, None, false).expect("merges");
     assert_eq!(out.parent(), Some(dir.path()));
     assert_eq!(out.file_name().and_then(|n| n.to_str()), Some("m-abababababab-sim64.ckpt"));
-    assert_eq!(checkpoint::load(&out).expect("loads"), merged.profile);
+    assert_eq!(placer_profile::load_checkpoint(&out).expect("loads"), merged.profile);
     // Never over an existing checkpoint: a finished merge holds more than its shards.
     let err = merge_files(&paths, None, false).expect_err("refused");
     assert!(
@@ -193,5 +193,5 @@ fn files_merge_beside_the_first_shard_and_never_over_one() {
     let err = merge_files(&paths, Some(&paths[1]), false).expect_err("refused");
     assert!(err.to_string().contains("is one of the shards"), "{err}");
     // The shard is untouched.
-    assert_eq!(checkpoint::load(&paths[1]).expect("loads").header.shard.map(|s| s.index), Some(2));
+    assert_eq!(placer_profile::load_checkpoint(&paths[1]).expect("loads").header.shard.map(|s| s.index), Some(2));
 }

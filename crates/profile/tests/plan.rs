@@ -1,8 +1,7 @@
 //! Configurations, dedupe and pass packing on small zoo models.
 
 use placer_ir::{Model, NodeId, Role, TensorId};
-use placer_profile::passes;
-use placer_profile::tasks::{self, Pin};
+use placer_profile::Pin;
 use proptest::prelude::*;
 use std::collections::{BTreeSet, HashMap};
 
@@ -13,7 +12,7 @@ fn model(name: &str, batch: u64) -> Model {
 #[test]
 fn every_node_contributes_pools_to_the_power_of_its_operands() {
     let m = model("mlp", 2);
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     let expected: u128 = m.nodes().iter().map(|n| 1u128 << n.operands().len()).sum();
     assert_eq!(list.counts.per_node, expected);
     let updates: u128 = m
@@ -25,7 +24,7 @@ fn every_node_contributes_pools_to_the_power_of_its_operands() {
     assert_eq!(list.counts.naive, expected + updates);
     assert_eq!(list.counts.max_per_node, m.nodes().iter().map(|n| 1u128 << n.operands().len()).max().expect("nodes"));
     // Three pools: 3^k per node.
-    let three = tasks::enumerate(&m, 3, &[], tasks::Rules::default()).expect("enumerates");
+    let three = placer_profile::enumerate_tasks(&m, 3, &[], placer_profile::Rules::default()).expect("enumerates");
     assert_eq!(three.counts.per_node, m.nodes().iter().map(|n| 3u128.pow(n.operands().len() as u32)).sum());
 }
 
@@ -33,7 +32,7 @@ fn every_node_contributes_pools_to_the_power_of_its_operands() {
 fn identical_kernels_are_measured_once() {
     // ResNet-18 repeats its basic blocks: many nodes share a signature.
     let m = model("resnet18", 1);
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     assert!(list.counts.unique < list.counts.per_node as usize, "{:?}", list.counts);
     let distinct: BTreeSet<u64> = list.signatures.iter().copied().collect();
     assert!(distinct.len() < m.nodes().len());
@@ -48,8 +47,8 @@ fn pins_fix_tensors_and_are_checked() {
     let m = model("mlp", 2);
     let pools = ["dram".to_string(), "pmem".to_string()];
     let pin = Pin::parse("role=weight:dram", &m, &pools).expect("valid pin");
-    let pinned = tasks::enumerate(&m, 2, &[pin], tasks::Rules::default()).expect("enumerates");
-    let free = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let pinned = placer_profile::enumerate_tasks(&m, 2, &[pin], placer_profile::Rules::default()).expect("enumerates");
+    let free = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     assert_eq!(pinned.counts.per_node + pinned.counts.pinned, free.counts.per_node);
     let weights: BTreeSet<_> =
         m.tensors().iter().enumerate().filter(|(_, t)| t.role == Role::Weight).map(|(i, _)| i).collect();
@@ -73,9 +72,9 @@ fn pins_fix_tensors_and_are_checked() {
 }
 
 fn check_plan(m: &Model, max: usize, two_hop: bool) {
-    let list = tasks::enumerate(m, 2, &[], tasks::Rules::default()).expect("enumerates");
-    let plan = passes::plan(m, &list.tasks, max, two_hop);
-    let conflicts = passes::conflicts(m, two_hop);
+    let list = placer_profile::enumerate_tasks(m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
+    let plan = placer_profile::plan_passes(m, &list.tasks, max, two_hop);
+    let conflicts = placer_profile::conflicts(m, two_hop);
     let mut seen = vec![0usize; list.tasks.len()];
     for pass in &plan {
         assert!(!pass.is_empty() && pass.len() <= max.max(1));
@@ -104,7 +103,7 @@ fn check_plan(m: &Model, max: usize, two_hop: bool) {
         }
     }
     assert!(seen.iter().all(|&s| s == 1), "every task exactly once");
-    assert!(plan.len() >= passes::lower_bound(m, &list.tasks, max, two_hop), "below the lower bound");
+    assert!(plan.len() >= placer_profile::lower_bound(m, &list.tasks, max, two_hop), "below the lower bound");
     if max == 1 {
         assert_eq!(plan.len(), list.tasks.len());
     }
@@ -117,10 +116,10 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
         check_plan(&m, max, false);
         check_plan(&m, max, true);
     }
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
-    let single = passes::plan(&m, &list.tasks, 1, false).len();
-    let batched = passes::plan(&m, &list.tasks, 64, false).len();
-    let two_hop = passes::plan(&m, &list.tasks, 64, true).len();
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
+    let single = placer_profile::plan_passes(&m, &list.tasks, 1, false).len();
+    let batched = placer_profile::plan_passes(&m, &list.tasks, 64, false).len();
+    let two_hop = placer_profile::plan_passes(&m, &list.tasks, 64, true).len();
     assert!(batched * 4 < single, "{batched} passes against {single}");
     assert!(two_hop >= batched);
     assert!(batched as u128 >= list.counts.max_per_node / 4, "cannot beat the bound by more than sharing allows");
@@ -129,24 +128,28 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
 #[test]
 fn neighbours_that_agree_on_their_shared_tensors_share_a_pass() {
     let m = model("mlp", 2);
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     let all_dram: Vec<_> = list.tasks.iter().filter(|t| t.config.iter().all(|&p| p == 0)).cloned().collect();
     assert!(all_dram.len() > 1 && all_dram.len() <= 64);
-    assert_eq!(passes::plan(&m, &all_dram, 64, false).len(), 1, "nothing disagrees, so one pass holds them all");
-    assert!(passes::plan(&m, &all_dram, 64, true).len() > 1, "two-hop packing keeps neighbours apart");
+    assert_eq!(
+        placer_profile::plan_passes(&m, &all_dram, 64, false).len(),
+        1,
+        "nothing disagrees, so one pass holds them all"
+    );
+    assert!(placer_profile::plan_passes(&m, &all_dram, 64, true).len() > 1, "two-hop packing keeps neighbours apart");
     // Two configurations of one node never share a pass, even at another instance.
     let one_node: Vec<_> = list.tasks.iter().filter(|t| t.signature == list.tasks[0].signature).cloned().collect();
     let instances = one_node[0].instances.len();
-    assert_eq!(passes::plan(&m, &one_node, 64, false).len(), one_node.len().div_ceil(instances));
+    assert_eq!(placer_profile::plan_passes(&m, &one_node, 64, false).len(), one_node.len().div_ceil(instances));
 }
 
 #[test]
 fn samples_are_deterministic_subsets() {
     let m = model("lenet-mnist", 4);
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
-    let a = tasks::sample(list.tasks.clone(), 50, 7);
-    let b = tasks::sample(list.tasks.clone(), 50, 7);
-    let c = tasks::sample(list.tasks.clone(), 50, 8);
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
+    let a = placer_profile::sample_tasks(list.tasks.clone(), 50, 7);
+    let b = placer_profile::sample_tasks(list.tasks.clone(), 50, 7);
+    let c = placer_profile::sample_tasks(list.tasks.clone(), 50, 8);
     assert_eq!(a, b);
     assert_ne!(a, c);
     assert_eq!(a.len(), 50);
@@ -164,10 +167,10 @@ proptest! {
 #[test]
 fn wide_concatenations_move_their_inputs_as_one_group() {
     let m = model("densenet121", 1);
-    let list =
-        tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("grouping keeps every node under the limit");
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default())
+        .expect("grouping keeps every node under the limit");
     assert!(!list.counts.grouped_nodes.is_empty());
-    assert!(list.counts.max_per_node <= tasks::MAX_CONFIGS_PER_NODE);
+    assert!(list.counts.max_per_node <= placer_profile::MAX_CONFIGS_PER_NODE);
     for t in &list.tasks {
         let node = m.node(t.instances[0]);
         if list.counts.grouped_nodes.contains(&node.name) {
@@ -182,9 +185,9 @@ fn negligible_operands_stay_in_the_default_pool() {
     // Batch-norm's scale, shift and statistics are a few hundred floats beside
     // activations of 64x56x56 per image.
     let m = model("resnet18", 2);
-    let strict = tasks::Rules { negligible: 0.0, ..tasks::Rules::default() };
-    let all = tasks::enumerate(&m, 2, &[], strict).expect("enumerates");
-    let list = tasks::enumerate(&m, 2, &[], tasks::Rules::default()).expect("enumerates");
+    let strict = placer_profile::Rules { negligible: 0.0, ..placer_profile::Rules::default() };
+    let all = placer_profile::enumerate_tasks(&m, 2, &[], strict).expect("enumerates");
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     assert_eq!(all.counts.negligible, 0, "no kernel of the op set leaves an operand untouched");
     assert_eq!(list.counts.per_node + list.counts.negligible, all.counts.per_node);
     // The stem's: the largest activations (at the last layers, the scale is over 0.1%).
@@ -193,7 +196,7 @@ fn negligible_operands_stay_in_the_default_pool() {
         .max_by_key(|&i| m.tensor(m.node(NodeId(i as u32)).inputs[0]).bytes)
         .expect("a batch-norm backward");
     let node = m.node(NodeId(bn as u32));
-    let negligible = tasks::negligible_operands(&m, NodeId(bn as u32), tasks::NEGLIGIBLE_SHARE);
+    let negligible = placer_profile::negligible_operands(&m, NodeId(bn as u32), placer_profile::NEGLIGIBLE_SHARE);
     let large: Vec<bool> = node.operands().iter().map(|&t| m.tensor(t).shape.iter().product::<u64>() > 1024).collect();
     assert_eq!(negligible, large.iter().map(|l| !l).collect::<Vec<_>>(), "exactly the small operands");
     let ours = list.tasks.iter().filter(|t| t.instances.contains(&NodeId(bn as u32))).count();

@@ -2,7 +2,7 @@
 //! protocol, resuming, and a directory that cannot be made.
 
 use placer_pools::{Pool, PoolKind, PoolSet};
-use placer_profile::interference::{FIXED_PAIRS, PAIRS};
+use placer_profile::{INTERFERENCE_FIXED_PAIRS, INTERFERENCE_PAIRS};
 use placer_profile::{ProfileError, ProfileOptions, Progress, profile_into_dir};
 
 fn pools() -> PoolSet {
@@ -15,14 +15,14 @@ fn the_pipeline_protocol_is_the_profile_default() {
     assert_eq!((o.mode.max_simultaneous, o.mode.two_hop, o.mode.sample, o.mode.max_configs), (64, false, None, 256));
     let p = &o.protocol;
     assert_eq!((p.warmup, p.reps, p.max_reps, p.precision, p.seed, p.rounds), (1, 7, 9, 0.02, 0x5EED, 3));
-    assert_eq!(p.round_noise, placer_profile::record::ROUND_NOISE, "rounds after the first only when the host drifts");
+    assert_eq!(p.round_noise, placer_profile::ROUND_NOISE, "rounds after the first only when the host drifts");
     assert_eq!(p.steps, placer_profile::Steps::Picked);
     assert!(o.pins.is_empty());
 }
 
 #[test]
 fn small_steps_are_profiled_live_and_large_ones_picked() {
-    use placer_profile::profiler::{LIVE_STEP_FLOPS, default_steps};
+    use placer_profile::{LIVE_STEP_FLOPS, default_steps};
     let flops = placer_ir::analysis::step_flops;
     // The default run's LeNet and BERT-tiny b32 take whole steps in arenas, as plans run.
     for (name, batch) in [("lenet-mnist", 256), ("bert-tiny", 32)] {
@@ -34,7 +34,7 @@ fn small_steps_are_profiled_live_and_large_ones_picked() {
     // where its 9.3 GiB footprint fits the host (live steps where it does not).
     let model = placer_zoo::build("resnet50", 32).expect("zoo");
     assert!(flops(&model) > LIVE_STEP_FLOPS);
-    let fits = placer_profile::profiler::footprint_fits(&model);
+    let fits = placer_profile::footprint_fits(&model);
     assert_eq!(default_steps(&model), if fits { placer_profile::Steps::Picked } else { placer_profile::Steps::Live });
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
     assert_eq!(ProfileOptions::pipeline(3, 1).protocol.max_reps, 9);
@@ -102,7 +102,7 @@ fn a_quiet_round_ends_the_stage_and_a_noisy_one_calls_for_another() {
     options.protocol.round_noise = 0.0;
     let all = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("runs");
     let per_round = all.profile.pass_drift.len() / 3;
-    let c = placer_profile::profiler::check_passes(per_round);
+    let c = placer_profile::check_passes(per_round);
     assert_eq!(all.profile.passes_total as usize, 3 * per_round);
     assert_eq!(all.profile.round_checks.len(), 2);
     assert!(all.profile.round_checks.iter().all(|k| !k.quiet && k.passes as usize == c));
@@ -127,7 +127,7 @@ fn a_quiet_round_ends_the_stage_and_a_noisy_one_calls_for_another() {
 
 #[test]
 fn a_round_check_is_quiet_when_medians_repeat_within_the_limit() {
-    use placer_profile::record::RoundCheck;
+    use placer_profile::RoundCheck;
     let m = |signature: u64, median_ns: f64| placer_profile::Measurement {
         signature,
         config: vec![0, 1],
@@ -210,10 +210,10 @@ fn every_profile_measures_what_a_step_costs_beyond_its_kernels_once() {
     assert!(o.woken_kernel_medians_ns > 0.0, "{o:?}");
     let parts = o.between_kernels_ns() + o.medians_short_ns() + o.wake_up_ns();
     assert!((o.step_ns() - parts).abs() <= 1e-9 * o.wall_ns, "{o:?}");
-    assert!(placer_profile::profiler::is_finished(&first.profile));
+    assert!(placer_profile::is_finished(&first.profile));
     let mut unmeasured = first.profile.clone();
     unmeasured.step_overhead = None;
-    assert!(!placer_profile::profiler::is_finished(&unmeasured), "a profile without it is not finished");
+    assert!(!placer_profile::is_finished(&unmeasured), "a profile without it is not finished");
     // Resuming keeps it.
     let again = profile_into_dir(&model, pools(), "test-host", &options, dir.path(), &mut |_| {}).expect("resumes");
     assert_eq!(again.profile.step_overhead, Some(o));
@@ -245,7 +245,7 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
             assert_eq!(model.node(*node).op.to_string(), o.op);
             assert!(pairs.alone_ns > 0.0 && pairs.with_ns > 0.0 && pairs.copy_ns > 0.0, "{o:?}");
         }
-        assert_eq!((o.fixed_pairs.pairs, o.share_pairs.pairs), (FIXED_PAIRS as u32, PAIRS as u32));
+        assert_eq!((o.fixed_pairs.pairs, o.share_pairs.pairs), (INTERFERENCE_FIXED_PAIRS as u32, INTERFERENCE_PAIRS as u32));
         assert_eq!(o.fixed_ns, o.fixed_pairs.with_ns - o.fixed_pairs.alone_ns);
         assert!(o.share.is_finite(), "{o:?}");
         assert!(o.copy_bytes >= 64 << 10, "{o:?}");
@@ -267,10 +267,10 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
     assert!(live.profile.header.footprint_fits);
     let live_ops = &live.profile.interference.as_ref().expect("a tiny model fits: measured").ops;
     assert_eq!(live_ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops, "one row per op, by name");
-    assert!(placer_profile::profiler::is_finished(&live.profile));
+    assert!(placer_profile::is_finished(&live.profile));
     let mut too_big = live.profile.header.clone();
     too_big.footprint_fits = false;
-    assert!(!placer_profile::profiler::calibrates_interference(&too_big), "not without room for every tensor");
+    assert!(!placer_profile::calibrates_interference(&too_big), "not without room for every tensor");
 }
 
 /// The ops `model` runs, by name, sorted: one calibration row each.

@@ -3,7 +3,7 @@
 
 mod common;
 
-use placer_profile::{ProfileError, checkpoint, source};
+use placer_profile::ProfileError;
 use std::fs::File;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -17,7 +17,7 @@ fn profiled_file(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     profile.header.model_hash = model.content_hash();
     profile.header.model_source = Some(model_file.display().to_string());
     let ckpt = dir.join("ckpts").join("lenet.ckpt");
-    checkpoint::save(&ckpt, &profile).expect("save");
+    placer_profile::save_checkpoint(&ckpt, &profile).expect("save");
     (model_file, ckpt)
 }
 
@@ -30,13 +30,13 @@ fn touch(path: &Path, seconds_ago: u64) {
 fn the_most_recent_checkpoint_is_chosen_and_other_files_are_ignored() {
     let dir = tempfile::tempdir().expect("temp dir");
     for (name, age) in [("old.ckpt", 300), ("new.ckpt", 10), ("middle.ckpt", 100)] {
-        checkpoint::save(&dir.path().join(name), &common::profile("m", 3)).expect("save");
+        placer_profile::save_checkpoint(&dir.path().join(name), &common::profile("m", 3)).expect("save");
         touch(&dir.path().join(name), age);
     }
     // Newer, but not a checkpoint by name.
     std::fs::write(dir.path().join("README.md"), "checkpoints live here").expect("write");
     std::fs::create_dir(dir.path().join("sub.ckpt")).expect("dir");
-    assert_eq!(source::latest(dir.path()).expect("latest"), dir.path().join("new.ckpt"));
+    assert_eq!(placer_profile::latest(dir.path()).expect("latest"), dir.path().join("new.ckpt"));
 }
 
 #[test]
@@ -44,7 +44,7 @@ fn no_checkpoint_says_what_to_run() {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(dir.path().join("README.md"), "no checkpoints yet").expect("write");
     for missing in [dir.path().to_path_buf(), dir.path().join("absent")] {
-        let err = source::latest(&missing).expect_err("nothing to choose");
+        let err = placer_profile::latest(&missing).expect_err("nothing to choose");
         assert!(matches!(err, ProfileError::NoCheckpoint { .. }), "{err:?}");
         assert!(err.to_string().contains("placer profile MODEL"), "{err}");
     }
@@ -54,7 +54,7 @@ fn no_checkpoint_says_what_to_run() {
 fn a_checkpoint_leads_back_to_its_model_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (model_file, ckpt) = profiled_file(dir.path());
-    let found = source::profiled(&ckpt).expect("found");
+    let found = placer_profile::profiled(&ckpt).expect("found");
     assert_eq!(found.origin, model_file.display().to_string());
     assert_eq!(found.model.content_hash(), found.header.model_hash);
 }
@@ -64,7 +64,7 @@ fn a_changed_moved_or_unrecorded_model_file_is_refused_with_what_to_run() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (model_file, ckpt) = profiled_file(dir.path());
     let refused = |needle: &str| {
-        let err = source::profiled(&ckpt).expect_err("refused");
+        let err = placer_profile::profiled(&ckpt).expect_err("refused");
         assert!(matches!(err, ProfileError::ModelSource { .. }), "{err:?}");
         let text = err.to_string();
         assert!(!text.contains('\n'), "one line: {text}");
@@ -86,9 +86,9 @@ fn a_changed_moved_or_unrecorded_model_file_is_refused_with_what_to_run() {
     refused("is gone; name the model where it is now: placer solve MODEL");
 
     // A model built in memory: no file to go back to.
-    let mut profile = checkpoint::load(&ckpt).expect("load");
+    let mut profile = placer_profile::load_checkpoint(&ckpt).expect("load");
     profile.header.model_source = None;
-    checkpoint::save(&ckpt, &profile).expect("save");
+    placer_profile::save_checkpoint(&ckpt, &profile).expect("save");
     refused("records no model file");
 }
 
@@ -99,11 +99,11 @@ fn a_checkpoint_that_carries_its_model_needs_no_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     let (model_file, ckpt) = profiled_file(dir.path());
     let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
-    let mut profile = checkpoint::load(&ckpt).expect("load");
+    let mut profile = placer_profile::load_checkpoint(&ckpt).expect("load");
     profile.model_json = Some(model.to_json());
-    checkpoint::save(&ckpt, &profile).expect("save");
+    placer_profile::save_checkpoint(&ckpt, &profile).expect("save");
     let origin = |ckpt: &Path| {
-        let found = source::profiled(ckpt).expect("solvable");
+        let found = placer_profile::profiled(ckpt).expect("solvable");
         assert_eq!(found.model.content_hash(), model.content_hash());
         found.origin
     };
@@ -114,12 +114,12 @@ fn a_checkpoint_that_carries_its_model_needs_no_file() {
     std::fs::remove_file(&model_file).expect("remove");
     assert!(origin(&ckpt).contains("is gone"));
     profile.header.model_source = None;
-    checkpoint::save(&ckpt, &profile).expect("save");
+    placer_profile::save_checkpoint(&ckpt, &profile).expect("save");
     assert!(origin(&ckpt).contains("built in memory"));
     // A carried model that is not the profiled one is damage, said on one line.
     profile.model_json = Some(other.to_json());
-    checkpoint::save(&ckpt, &profile).expect("save");
-    let err = source::profiled(&ckpt).expect_err("damaged").to_string();
+    placer_profile::save_checkpoint(&ckpt, &profile).expect("save");
+    let err = placer_profile::profiled(&ckpt).expect_err("damaged").to_string();
     assert!(err.contains("damaged: the model it carries") && !err.contains('\n'), "{err}");
 }
 
@@ -129,31 +129,31 @@ fn a_named_model_gets_its_own_most_recent_checkpoint() {
     let model = placer_zoo::build("lenet-mnist", 2).expect("zoo");
     let ckpts = dir.path().join("ckpts");
     // No directory, then nothing of this model's: none, not an error.
-    assert_eq!(source::latest_of(&ckpts, &model).expect("no directory"), None);
+    assert_eq!(placer_profile::latest_of(&ckpts, &model).expect("no directory"), None);
     let ours = |name: &str, age: u64| {
         let mut profile = common::profile(model.name(), 3);
         profile.header.model_hash = model.content_hash();
         let path = ckpts.join(name);
-        checkpoint::save(&path, &profile).expect("save");
+        placer_profile::save_checkpoint(&path, &profile).expect("save");
         touch(&path, age);
         path
     };
-    checkpoint::save(&ckpts.join("other.ckpt"), &common::profile("another-model", 3)).expect("save");
+    placer_profile::save_checkpoint(&ckpts.join("other.ckpt"), &common::profile("another-model", 3)).expect("save");
     std::fs::write(ckpts.join("notes.ckpt"), "not a checkpoint").expect("write");
-    assert_eq!(source::latest_of(&ckpts, &model).expect("none of it"), None);
+    assert_eq!(placer_profile::latest_of(&ckpts, &model).expect("none of it"), None);
     // The newest of this model's, though another model's is newer still.
     ours("old.ckpt", 300);
     let newer = ours("newer.ckpt", 100);
     touch(&ckpts.join("other.ckpt"), 10);
-    assert_eq!(source::latest_of(&ckpts, &model).expect("found"), Some(newer.clone()));
+    assert_eq!(placer_profile::latest_of(&ckpts, &model).expect("found"), Some(newer.clone()));
     // A damaged file bearing a name `placer profile` gives this model stops the search
     // when it is the newest; behind a readable one of this model it is never reached.
-    let stem = placer_profile::profiler::checkpoint_stem(model.name(), &model.content_hash());
+    let stem = placer_profile::checkpoint_stem(model.name(), &model.content_hash());
     let damaged = ckpts.join(format!("{stem}sim64.ckpt"));
     std::fs::write(&damaged, "placer-profile\n").expect("write");
     touch(&damaged, 200);
-    assert_eq!(source::latest_of(&ckpts, &model).expect("found"), Some(newer));
+    assert_eq!(placer_profile::latest_of(&ckpts, &model).expect("found"), Some(newer));
     touch(&damaged, 1);
-    let err = source::latest_of(&ckpts, &model).expect_err("damaged").to_string();
+    let err = placer_profile::latest_of(&ckpts, &model).expect_err("damaged").to_string();
     assert!(err.contains(&damaged.display().to_string()), "{err}");
 }

@@ -23,10 +23,10 @@
 use crate::pools::SolvePools;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
+use placer_profile::Interference;
 use placer_profile::Measurement;
-use placer_profile::design::verdict::Prediction;
-use placer_profile::interference::Interference;
-use placer_profile::tasks::{negligible_operands, signature};
+use placer_profile::Prediction;
+use placer_profile::{negligible_operands, signature};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 

@@ -15,7 +15,7 @@ use crate::pools::SolvePools;
 use crate::repair;
 use crate::two_lm;
 use placer_ir::Model;
-use placer_profile::tasks::Pin;
+use placer_profile::Pin;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]

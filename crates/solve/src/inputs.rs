@@ -8,8 +8,8 @@ use crate::cost::Costs;
 use crate::pools::SolvePools;
 use placer_host::{Host, ProbeOptions, Source};
 use placer_ir::Model;
-use placer_profile::tasks::Pin;
-use placer_profile::{Profile, ProfileError, checkpoint};
+use placer_profile::Pin;
+use placer_profile::{Profile, ProfileError};
 use std::path::Path;
 
 /// What a solve needs besides the model and the budget.
@@ -43,7 +43,7 @@ pub fn solve_inputs(
     events: &mut dyn FnMut(InputsEvent),
 ) -> Result<SolveInputs, SolveError> {
     let mut pools = solve_pools(host, no_probe, events)?;
-    let profile = profile_path.map(checkpoint::load).transpose()?;
+    let profile = profile_path.map(placer_profile::load_checkpoint).transpose()?;
     if let (Some(p), Some(path)) = (&profile, profile_path) {
         check_profile(p, model, &pools, path)?;
     }

@@ -5,7 +5,7 @@ use crate::cost::{Costs, KernelCost};
 use crate::pools::SolvePools;
 use placer_ir::{Liveness, Model, NodeId, TensorId};
 use placer_kernels::dispatch::scratch_len;
-use placer_profile::tasks::Pin;
+use placer_profile::Pin;
 use placer_units::fmt_bytes;
 
 /// Allocations are rounded up to whole pages: that is what a pool hands out.

@@ -3,8 +3,8 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
-use placer_profile::interference::{Interference, KernelPairs, OpInterference};
-use placer_profile::tasks::Pin;
+use placer_profile::Pin;
+use placer_profile::{Interference, KernelPairs, OpInterference};
 use placer_solve::cost::Costs;
 use placer_solve::ilp::{Formulation, IlpOptions};
 use placer_solve::{Budget, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult, check, solve};
@@ -333,7 +333,7 @@ fn windows_improve_an_async_start_and_keep_it_valid() {
 
 #[test]
 fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
-    use placer_profile::tasks::{NEGLIGIBLE_SHARE, negligible_operands, signature};
+    use placer_profile::{NEGLIGIBLE_SHARE, negligible_operands, signature};
     use placer_solve::cost::Source;
     let model = zoo("resnet18", 2);
     // The stem's: the largest activations (at the last layers, the scale is over 0.1%).

@@ -1,7 +1,6 @@
 //! `placer profile merge SHARD.ckpt... [-o MERGED.ckpt] [--mixed-hosts]`
 
 use crate::table::{Table, count};
-use placer_profile::merge;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,7 +23,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
-    let (merged, out) = merge::merge_files(&args.shards, args.output.as_deref(), args.mixed_hosts)?;
+    let (merged, out) = placer_profile::merge_files(&args.shards, args.output.as_deref(), args.mixed_hosts)?;
     let seconds = started.elapsed().as_secs_f64();
     let p = &merged.profile;
     let mut t = Table::new(&["shard", "file", "host", "passes", "measurements", "wall s", "ref. time", "noise floor"]);
@@ -46,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
          {:.0} µs or more; \
          noise floor: that median's standard error over the kernels, or the host against itself minutes apart (its \
          round checks, A against A') when wider",
-        merge::SPEED_KERNEL_NS / 1e3
+        placer_profile::SPEED_KERNEL_NS / 1e3
     )?;
     for line in &merged.disagreements {
         errln!("warning: {line}");
@@ -60,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     )?;
     if merged.needs_resume() {
         // `placer profile` finds it only under the whole profile's name.
-        let whole = merge::default_output(&out, p);
+        let whole = placer_profile::default_output(&out, p);
         let moved = if whole == out { String::new() } else { format!(" after moving it to {}", whole.display()) };
         outln!(
             "still to measure, on one host: {}; resume with placer profile MODEL (the shards' settings, without \

@@ -6,9 +6,9 @@ mod merge;
 use crate::args::HostArgs;
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
-use placer_profile::design::verdict::DesignRecord;
-use placer_profile::profiler::{self, PassPlan, ProfileOptions};
-use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps, checkpoint, export};
+use placer_profile::DesignRecord;
+use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps};
+use placer_profile::{PassPlan, ProfileOptions};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -47,7 +47,7 @@ pub struct Args {
     /// A round after the first re-runs the first eighth of the last round's passes and
     /// goes on only when the long kernels' medians moved by more than this (shift or
     /// spread per measurement); 0 runs every round.
-    #[arg(long, default_value_t = placer_profile::record::ROUND_NOISE)]
+    #[arg(long, default_value_t = placer_profile::ROUND_NOISE)]
     round_noise: f64,
     /// What a timed step runs: `picked` runs only the pass's picked kernels and a few
     /// reference kernels, each after the producers of its inputs; `whole` the whole
@@ -72,7 +72,7 @@ pub struct Args {
     /// An operand moving at most this share of its kernel's bytes (batch-norm's scale
     /// and statistics) stays in the default pool; 0 varies every operand the kernel
     /// touches.
-    #[arg(long, default_value_t = placer_profile::tasks::NEGLIGIBLE_SHARE, value_parser = share)]
+    #[arg(long, default_value_t = placer_profile::NEGLIGIBLE_SHARE, value_parser = share)]
     negligible: f64,
     /// Which configurations to measure: `screen` measures, per kernel signature, the
     /// all-DRAM configuration, each operand alone in each other pool and each other pool
@@ -177,7 +177,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             rounds: args.rounds,
             round_noise: args.round_noise,
-            steps: Steps::parse(&args.steps).unwrap_or_else(|| profiler::default_steps(&model)),
+            steps: Steps::parse(&args.steps).unwrap_or_else(|| placer_profile::default_steps(&model)),
         },
         pins: args.pin.clone(),
         model_source: Some(model_path),
@@ -186,27 +186,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         mixed_hosts: args.mixed_hosts,
         skip_calibrations: args.skip_calibrations,
     };
-    let path = args.checkpoint_dir.join(profiler::checkpoint_name(&model, &options.mode, options.shard));
+    let path = args.checkpoint_dir.join(placer_profile::checkpoint_name(&model, &options.mode, options.shard));
     // Exporting needs no match: a checkpoint that is finished, or that was made with
     // other settings (protocol, host, pools...), is exported as it is, measuring nothing.
     let export_as_is = match args.export.as_deref() {
-        Some(format) if !args.fresh && !args.plan_only && path.exists() => Some((format, checkpoint::load(&path)?)),
+        Some(format) if !args.fresh && !args.plan_only && path.exists() => {
+            Some((format, placer_profile::load_checkpoint(&path)?))
+        }
         _ => None,
     };
     if let Some((format, profile)) = &export_as_is
-        && profiler::is_finished(profile)
+        && placer_profile::is_finished(profile)
     {
         return write_export(format, profile);
     }
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
-    let plan = profiler::plan(&model, &pools, &host.fingerprint, &options)?;
+    let plan = placer_profile::plan_profile(&model, &pools, &host.fingerprint, &options)?;
     if args.plan_only {
         out!("{}", plan_table(&plan, options.protocol.rounds).render())?;
         return Ok(());
     }
     if let Some((format, profile)) = &export_as_is
-        && let Some(why) = placer_profile::mismatch::mismatch(&profile.header, &plan.header)
+        && let Some(why) = placer_profile::mismatch(&profile.header, &plan.header)
     {
         errln!(
             "note: exporting checkpoint {} as it is ({} of {} passes measured), measuring nothing: {why}",
@@ -219,7 +221,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let bar =
         PassBar::new(options.mode.max_simultaneous == 1, plan.passes.len() * plan.header.protocol.rounds as usize)?;
-    let outcome = profiler::run_to_checkpoint(&model, pools, &plan, &path, args.fresh, &mut |p| bar.update(p))?;
+    let outcome = placer_profile::run_to_checkpoint(&model, pools, &plan, &path, args.fresh, &mut |p| bar.update(p))?;
     bar.finish();
     let profile = &outcome.profile;
     if let Some(warning) = profile.capped_warning() {
@@ -235,8 +237,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// `--export csv|json`: the profile's measurements (and, as JSON, all of it).
 fn write_export(format: &str, profile: &placer_profile::Profile) -> anyhow::Result<()> {
     match format {
-        "csv" => out!("{}", export::csv(profile))?,
-        _ => outln!("{}", export::json(profile)?)?,
+        "csv" => out!("{}", placer_profile::export_csv(profile))?,
+        _ => outln!("{}", placer_profile::export_json(profile)?)?,
     }
     Ok(())
 }
@@ -403,13 +405,13 @@ fn calibrations_note(plan: &PassPlan, profile: &placer_profile::Profile) -> Stri
     let mut parts = Vec::new();
     match &profile.interference {
         Some(i) => parts.push(format!("interference {:.1} s", i.seconds)),
-        None if !profiler::calibrates_interference(&profile.header) => {}
+        None if !placer_profile::calibrates_interference(&profile.header) => {}
         None if plan.skip_calibrations => parts.push("interference skipped (--skip-calibrations)".to_string()),
         None => parts.push("interference not yet measured".to_string()),
     }
     match &profile.step_overhead {
         Some(o) => parts.push(format!("step overhead {:.1} s", o.seconds)),
-        None if !profiler::measures_step_overhead(&profile.header) => {}
+        None if !placer_profile::measures_step_overhead(&profile.header) => {}
         None if plan.skip_calibrations => parts.push("step overhead skipped (--skip-calibrations)".to_string()),
         None => parts.push("step overhead not yet measured".to_string()),
     }

@@ -4,10 +4,9 @@
 use placer_exec::PoolAssignment;
 use placer_host::{Host, HostOptions};
 use placer_ir::{Model, NodeId};
-use placer_profile::engine::Engine;
-use placer_profile::pass_run::{base_placement, reference_pass};
-use placer_profile::passes;
-use placer_profile::profiler::{self, PassPlan, ProfileOptions};
+use placer_profile::lab::Engine;
+use placer_profile::{PassPlan, ProfileOptions};
+use placer_profile::{lab::base_placement, lab::reference_pass};
 
 pub struct Bench<'m> {
     pub options: ProfileOptions,
@@ -24,10 +23,10 @@ pub fn open(model: &Model) -> Result<Bench<'_>, Box<dyn std::error::Error>> {
     let mut host = Host::open(&HostOptions::default())?;
     let pools = host.pool_set()?;
     let options = ProfileOptions::pipeline(3, 1);
-    let plan = profiler::plan(model, &pools, &host.fingerprint, &options)?;
+    let plan = placer_profile::plan_profile(model, &pools, &host.fingerprint, &options)?;
     let base = base_placement(model, &plan.pins);
     let mut engine = Engine::new(model, pools, &base, &options.protocol)?;
     let reference_ns = reference_pass(&mut engine, model, &base, &options.protocol)?;
-    let conflicts = passes::conflicts(model, false);
+    let conflicts = placer_profile::conflicts(model, false);
     Ok(Bench { options, plan, base, engine, reference_ns, conflicts })
 }

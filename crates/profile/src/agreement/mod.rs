@@ -19,8 +19,7 @@ pub use plot::scatter_svg;
 pub use stats::{Agreement, median_se, significant};
 
 use crate::ProfileError;
-use crate::design::verdict::Prediction;
-use crate::record::{Measurement, PoolInfo, Profile};
+use crate::record::{Measurement, PoolInfo, Prediction, Profile};
 use serde::Serialize;
 use stats::EDGE_SLACK;
 use std::collections::btree_map::Entry;

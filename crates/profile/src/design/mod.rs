@@ -19,60 +19,7 @@ pub mod verdict;
 
 use crate::tasks::{Family, SplitMix64, Task, TaskList};
 use placer_ir::NodeId;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// Which configurations a profile measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Design {
-    /// Every configuration of every signature.
-    Full,
-    /// Base, singles and corners per family, a validation sample, and the full set for
-    /// families whose validation fails.
-    Screen,
-}
-
-impl Design {
-    pub fn parse(text: &str) -> Option<Design> {
-        match text {
-            "full" => Some(Design::Full),
-            "screen" => Some(Design::Screen),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Design::Full => "full",
-            Design::Screen => "screen",
-        }
-    }
-}
-
-/// How a designed profile is drawn and judged.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DesignSpec {
-    pub design: Design,
-    /// A validation configuration is predicted well when |predicted − measured| is at
-    /// most this share of the measured median, or within the measurement's own noise
-    /// (see [`verdict::allowed_error_ns`]).
-    pub tolerance: f64,
-    /// Errors below this many ns never send a family back: timer and launch overheads
-    /// are of this size, and such an error cannot change a plan.
-    pub min_error_ns: f64,
-    /// Seed of the validation sample.
-    pub seed: u64,
-}
-
-impl DesignSpec {
-    pub fn full() -> DesignSpec {
-        DesignSpec { design: Design::Full, tolerance: 0.05, min_error_ns: 20_000.0, seed: 0x5EED }
-    }
-
-    pub fn screen() -> DesignSpec {
-        DesignSpec { design: Design::Screen, ..DesignSpec::full() }
-    }
-}
 
 /// Validation configurations for a family with `held_out` predicted configurations: one,
 /// plus one per 64 held out, at most 4. Every screened family is checked at least once;

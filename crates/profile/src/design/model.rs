@@ -27,17 +27,7 @@
 //! error: the validation sample does (`verdict`). What it cannot express, such as which
 //! operands hide which, shows there as a miss, and the family is measured in full.
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Fit {
-    /// All factors in pool 0, ns.
-    pub base_ns: f64,
-    /// `main_ns[f][p]`: what factor f alone in pool p adds, ns (pool 0: 0).
-    pub main_ns: Vec<Vec<f64>>,
-    /// `interaction_ns[p]`: σ_p, ns (pool 0, and any pool without a corner: 0).
-    pub interaction_ns: Vec<f64>,
-}
+use crate::record::Fit;
 
 impl Fit {
     /// Fits the model to a design of `factors` factors over `pools` pools, reading each

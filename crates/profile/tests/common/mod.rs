@@ -28,7 +28,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
                 seed: 1,
                 rounds: 3,
                 round_noise: 0.0,
-                steps: placer_profile::record::Steps::Whole,
+                steps: placer_profile::Steps::Whole,
             },
             mode: Mode {
                 max_simultaneous: 64,
@@ -129,7 +129,7 @@ pub fn save_shards(dir: &std::path::Path, name: &str, shards: &[Profile]) -> Vec
         .enumerate()
         .map(|(i, p)| {
             let path = dir.join(format!("{name}-shard{}of{n}.ckpt", i + 1));
-            placer_profile::checkpoint::save(&path, p).expect("saves");
+            placer_profile::save_checkpoint(&path, p).expect("saves");
             path
         })
         .collect()

@@ -8,8 +8,8 @@
 //! is refused by name rather than misread. Version 16, the same body with no model after
 //! it, is read as version 17 without a model.
 
+use super::{FORMAT_NAME, FORMAT_VERSION, Profile, ProfileHeader};
 use crate::ProfileError;
-use crate::record::{FORMAT_NAME, FORMAT_VERSION, Profile, ProfileHeader};
 use std::io::Read;
 use std::path::Path;
 

@@ -2,8 +2,7 @@
 //! merged, in words: each part of the header that differs, and each of its fields with
 //! both values.
 
-use crate::DesignSpec;
-use crate::record::{Mode, PoolInfo, ProfileHeader, Protocol, Shard};
+use super::{DesignSpec, Mode, PoolInfo, ProfileHeader, Protocol, Shard};
 
 /// What the two headers compared are called in the words: `rounds 1 {a}, 3 {b}`.
 #[derive(Debug, Clone, Copy)]

@@ -1,10 +1,20 @@
 //! What a profile holds: a header saying what it was measured on and how, and one
 //! measurement per (kernel signature, configuration). Checkpoints store exactly this.
+//!
+//! A leaf: it imports nothing else from the crate, so the code that measures, designs
+//! and merges profiles depends on the record and never the other way round. It owns
+//! the checkpoint format ([`codec`]) and what makes two headers differ ([`mismatch`]).
 
-use crate::design::verdict::{DesignRecord, Prediction};
-use crate::design::{Design, DesignSpec};
-use crate::interference::Interference;
-use crate::overhead::StepOverhead;
+mod calibration;
+pub(crate) mod codec;
+pub(crate) mod mismatch;
+mod screening;
+
+pub use calibration::{Interference, KernelPairs, OpInterference, StepOverhead};
+pub use screening::{
+    Design, DesignRecord, DesignSpec, DesignSummary, FamilyVerdict, Fit, LONG_KERNEL_NS, Prediction, ValidationPoint,
+};
+
 use placer_exec::Stats;
 use placer_host::HostActivity;
 use serde::{Deserialize, Serialize};
@@ -21,7 +31,7 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// of a 4 KiB-paged mapping each; small kernels ran 2-7× slower on the old ones.
 /// 13: the interference calibration measures a fixed part per copy beside its share.
 /// 14: a profile measures what a step costs beyond its kernels' medians
-/// ([`crate::overhead`]), which every prediction now includes.
+/// ([`StepOverhead`]), which every prediction now includes.
 /// 15: that figure includes the kernels' wait for their pool's threads, which the
 /// profile's woken timings leave out.
 /// 16: every check of the host's activity times a memcpy too
@@ -129,18 +139,13 @@ pub struct Mode {
     /// grouped into one location each.
     pub max_configs: u64,
     /// Operands moving at most this share of their kernel's bytes stay in the default
-    /// pool ([`crate::tasks::NEGLIGIBLE_SHARE`] by default; 0: only untouched ones).
+    /// pool (`NEGLIGIBLE_SHARE` by default; 0: only untouched ones).
     pub negligible: f64,
     /// Which configurations are measured, and how predictions of the others are judged.
     pub design: DesignSpec,
 }
 
 impl Mode {
-    /// The rules that shape this mode's configuration space.
-    pub fn rules(&self) -> crate::tasks::Rules {
-        crate::tasks::Rules { max_configs: u128::from(self.max_configs), negligible: self.negligible }
-    }
-
     pub fn label(&self) -> String {
         let base = if self.max_simultaneous == 1 {
             "single".to_string()
@@ -312,7 +317,7 @@ pub struct Profile {
     pub merged_from: Vec<ShardSource>,
     /// The profiled model as model.json (`Model::to_json`), whatever it was built from
     /// (a file, the zoo, an import): `placer solve` without a model reads it back from
-    /// here. Stored after the body ([`crate::checkpoint`]), so reading a header never
+    /// here. Stored after the body ([`codec`]), so reading a header never
     /// decodes it; `None` in checkpoints of version 16.
     #[serde(skip)]
     pub model_json: Option<String>,

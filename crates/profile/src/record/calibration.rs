@@ -1,0 +1,107 @@
+//! The calibrations a profile records after its passes: what a background copy costs
+//! the kernels beside it (measured by `interference`), and what a step costs beyond its
+//! kernels' medians (measured by `overhead`). Data only; the measuring lives there.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The calibration a profile records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interference {
+    /// A copy thread's memcpy time per byte (DRAM to DRAM, 16 MiB copies
+    /// alone, median): the CPU time of a copy whose pools are emulated.
+    pub memcpy_ns_per_byte: f64,
+    pub pairs: u32,
+    pub ops: Vec<OpInterference>,
+    pub seconds: f64,
+}
+
+/// One op's measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpInterference {
+    pub op: String,
+    /// The fixed part's pairs: a copy of no bytes beside the op's shortest kernel of at
+    /// least 20 µs (its longest when none is).
+    pub fixed_pairs: KernelPairs,
+    /// with − alone of `fixed_pairs`: what a copy costs this op whatever its size. Noise
+    /// can make it negative; the solver charges no less than 0.
+    pub fixed_ns: f64,
+    /// The share's pairs: a copy of `copy_bytes` beside the op's longest kernel.
+    pub share_pairs: KernelPairs,
+    pub copy_bytes: u64,
+    /// (with − alone − `fixed_ns`, at 0 at least) / min(`copy_bytes` ×
+    /// `memcpy_ns_per_byte`, the kernel alone) of `share_pairs`: the share of the copy's
+    /// CPU time, as the solver estimates it, that the kernel lost past the fixed part. (A copy beside a kernel runs slower
+    /// than alone, `copy_ns`; the share absorbs that, so the solver's charge reproduces
+    /// this measurement.) Noise can make it negative; the solver charges no less than 0.
+    pub share: f64,
+}
+
+/// One kernel's pairs, alone and beside a copy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelPairs {
+    pub node: String,
+    pub pairs: u32,
+    /// Medians over the pairs: the kernel alone and beside the copy (each timed from
+    /// where the copy is handed over, or would be, to the kernel's end), and the copy.
+    pub alone_ns: f64,
+    pub with_ns: f64,
+    pub copy_ns: f64,
+}
+
+impl Interference {
+    /// Each op's share, by op name.
+    pub fn shares(&self) -> BTreeMap<&str, f64> {
+        self.ops.iter().map(|o| (o.op.as_str(), o.share)).collect()
+    }
+
+    /// Each op's fixed part, by op name.
+    pub fn fixed_ns(&self) -> BTreeMap<&str, f64> {
+        self.ops.iter().map(|o| (o.op.as_str(), o.fixed_ns)).collect()
+    }
+}
+
+/// What whole steps cost beyond their kernels' median times.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepOverhead {
+    /// Timed steps of each kind (as runs run them, and threads woken).
+    pub steps: u32,
+    /// Kernels per step.
+    pub kernels: u32,
+    /// The median step's wall time, ns.
+    pub wall_ns: f64,
+    /// The median over steps of a step's kernel times added up, ns.
+    pub kernel_sums_ns: f64,
+    /// Each kernel's median time over the steps, added up, ns.
+    pub kernel_medians_ns: f64,
+    /// The same over the interleaved steps with every pool thread woken before each
+    /// kernel, as the profile times them: what a prediction adds, ns.
+    pub woken_kernel_medians_ns: f64,
+    /// How long the measurement took, s.
+    pub seconds: f64,
+}
+
+impl StepOverhead {
+    /// What a step costs beyond the sum of its kernels' medians, ns: the figure the
+    /// solver adds to every plan's step.
+    pub fn step_ns(&self) -> f64 {
+        self.wall_ns - self.woken_kernel_medians_ns
+    }
+
+    /// The part spent between kernels: wall time less the step's own kernel total
+    /// (median over steps), ns.
+    pub fn between_kernels_ns(&self) -> f64 {
+        self.wall_ns - self.kernel_sums_ns
+    }
+
+    /// The part by which a sum of medians falls short of a step's kernel total, ns.
+    pub fn medians_short_ns(&self) -> f64 {
+        self.kernel_sums_ns - self.kernel_medians_ns
+    }
+
+    /// The part the kernels wait for their pool's threads when nothing woke them, ns:
+    /// their medians as runs time them less as the profile does.
+    pub fn wake_up_ns(&self) -> f64 {
+        self.kernel_medians_ns - self.woken_kernel_medians_ns
+    }
+}
