@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use placer_host::{EmulateChoice, Host, HostOptions};
-use placer_solve::ilp::Formulation;
+use placer_solve::Formulation;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug, Clone)]

@@ -10,9 +10,9 @@ use crate::out::Deferred;
 use crate::render::progress;
 use crate::table::{Table, bytes, count};
 use placer_profile::Profile;
-use placer_solve::cost::{Costs, KernelCost, UNCALIBRATED_SHARE};
-use placer_solve::ilp::IlpOptions;
-use placer_solve::{Budget, SolveInputs, SolvePools, SolveRequest, SolveResult};
+use placer_solve::{
+    Budget, Costs, IlpOptions, KernelCost, SolveInputs, SolvePools, SolveRequest, SolveResult, UNCALIBRATED_SHARE,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]

@@ -3,7 +3,7 @@
 use crate::args::HostArgs;
 use crate::table::{Table, bytes};
 use placer_host::probe::PoolsProbe;
-use placer_host::{DramBaseline, Host, LayoutOrigin, ProbeOptions, Source};
+use placer_host::{DramBaseline, Host, LayoutOrigin, ProbeOptions, TopologySource};
 use serde::Serialize;
 
 #[derive(clap::Args, Debug)]
@@ -113,7 +113,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
         },
     ]);
     facts.row(vec!["tiers".into(), layout.tiers().iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" > ")]);
-    if matches!(topo.source, Source::ThisHost) {
+    if matches!(topo.source, TopologySource::ThisHost) {
         facts.row(vec!["huge pages".into(), huge_pages(placer_pools::transparent_huge_pages().as_deref())]);
     }
     if let Some(b) = baseline {
@@ -218,7 +218,7 @@ fn render(host: &Host, baseline: Option<DramBaseline>, probe: Option<&PoolsProbe
             t.row(vec![c.from.clone(), c.to.clone(), spread(c.gbps)]);
         }
         out.push_str(&t.render());
-    } else if matches!(topo.source, Source::ThisHost) {
+    } else if matches!(topo.source, TopologySource::ThisHost) {
         out.push_str("\nno measurements yet for this layout: run `placer topo --probe`\n");
     }
     for p in layout.pools.iter().filter(|p| p.is_emulated()) {
@@ -265,10 +265,10 @@ fn huge_pages(mode: Option<&str>) -> String {
     }
 }
 
-fn describe_source(source: &Source) -> String {
+fn describe_source(source: &TopologySource) -> String {
     match source {
-        Source::ThisHost => "this machine (live hwloc discovery)".into(),
-        Source::Xml { path } => format!("{} (hwloc XML export: planning only)", path.display()),
+        TopologySource::ThisHost => "this machine (live hwloc discovery)".into(),
+        TopologySource::Xml { path } => format!("{} (hwloc XML export: planning only)", path.display()),
     }
 }
 

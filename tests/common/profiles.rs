@@ -1,8 +1,9 @@
 //! Synthetic profiles for `placer compare` and `placer solve --profile`: known medians,
 //! no measuring, so what the CLI prints about them is the same on every machine.
 
-use placer_profile::{DesignSpec, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol};
-use placer_profile::{FORMAT_NAME, FORMAT_VERSION};
+use placer_profile::{
+    DesignSpec, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo, Profile, ProfileHeader, Protocol,
+};
 use std::path::{Path, PathBuf};
 
 /// A profile of `model` in which kernel i has median `us[i]` (MAD 1 µs, 30 samples),

@@ -4,8 +4,7 @@
 
 use crate::interleave::Measured;
 use placer_exec::Stats;
-use placer_solve::baselines::Baseline;
-use placer_solve::two_lm::LABEL as TWO_LM;
+use placer_solve::{Baseline, TWO_LM_LABEL as TWO_LM};
 use serde::Serialize;
 
 /// The reference strategies' names, as contenders are named.

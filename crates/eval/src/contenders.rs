@@ -6,14 +6,13 @@ use crate::compare::{ALL_DRAM, ALL_DRAM_AGAIN};
 use crate::interleave::Contender;
 use placer_host::Host;
 use placer_ir::Model;
-use placer_solve::ilp::IlpOptions;
-use placer_solve::{Budget, Candidate, Plan, SolveRequest, SolveResult};
+use placer_solve::{Budget, Candidate, IlpOptions, Plan, SolveRequest, SolveResult};
 use std::path::Path;
 
 /// A plan's name in tables: the strategy, and the formulation for an ILP plan.
 pub fn plan_label(plan: &Plan) -> String {
     if plan.memory_side_cache.is_some() {
-        return placer_solve::two_lm::LABEL.to_string();
+        return placer_solve::TWO_LM_LABEL.to_string();
     }
     match plan.formulation {
         Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),

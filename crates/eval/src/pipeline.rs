@@ -11,8 +11,9 @@ use crate::report::{Report, SweepPoint};
 use placer_host::Host;
 use placer_ir::Model;
 use placer_profile::{ProfileOptions, Progress, profile_into_dir};
-use placer_solve::ilp::{Formulation, IlpOptions};
-use placer_solve::{Budget, InputsEvent, SolveError, SolveInputs, SolveRequest, SolveResult, solve_inputs};
+use placer_solve::{
+    Budget, Formulation, IlpOptions, InputsEvent, SolveError, SolveInputs, SolveRequest, SolveResult, solve_inputs,
+};
 use placer_units::{fmt_bytes, fmt_count};
 use std::path::{Path, PathBuf};
 

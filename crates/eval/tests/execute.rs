@@ -6,9 +6,9 @@ use placer_eval::{Contender, EvalError, MeasureOptions, run_interleaved};
 use placer_exec::{Executor, PoolAssignment, RunOptions};
 use placer_ir::Model;
 use placer_pools::{Emulation, Pool, PoolId, PoolKind, PoolSet};
-use placer_solve::cost::Costs;
-use placer_solve::ilp::{Formulation, IlpOptions};
-use placer_solve::{Budget, Plan, PoolFigures, SolvePools, SolveRequest, SolveResult, solve};
+use placer_solve::{
+    Budget, Costs, Formulation, IlpOptions, Plan, PoolFigures, SolvePools, SolveRequest, SolveResult, solve,
+};
 
 fn figures(name: &str, read: f64, write: f64) -> PoolFigures {
     PoolFigures {

@@ -16,7 +16,7 @@
 //!   bandwidth, or at least 5/4 of its latency ([`CLEARLY_SLOWER`]). In an export, hwloc
 //!   lends a CPU-less node its neighbour's CPUs, so there the CPU count is no evidence.
 
-use crate::topology::{HostTopology, NumaNode, Source};
+use crate::topology::{HostTopology, NumaNode, TopologySource};
 use placer_pools::PoolKind;
 
 /// CPU models that carry on-package memory usable in flat mode, with what the vendor
@@ -74,7 +74,7 @@ fn classify_node(topology: &HostTopology, node: &NumaNode) -> Class {
     if let Some(class) = on_package_tier(topology, node) {
         return class;
     }
-    let live = topology.source == Source::ThisHost;
+    let live = topology.source == TopologySource::ThisHost;
     if node.cpus > 0 && live {
         return named(dram());
     }
@@ -132,7 +132,7 @@ fn on_package_tier(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
 /// tell), slower by HMAT than the home DRAM node: in the kernel's DRAM tier and slower
 /// at all, or, with no kernel tier known, clearly slower ([`CLEARLY_SLOWER`]).
 fn far_dram(topology: &HostTopology, node: &NumaNode) -> Option<Class> {
-    let live = topology.source == Source::ThisHost;
+    let live = topology.source == TopologySource::ThisHost;
     if node.subtype.is_some() || live && node.cpus > 0 {
         return None;
     }
@@ -205,7 +205,7 @@ mod tests {
         let mut pmem = node(2, 0, 768, 22, 305, 37600);
         pmem.subtype = Some("NVM".into());
         let mut host = HostTopology {
-            source: Source::ThisHost,
+            source: TopologySource::ThisHost,
             packages: 1,
             cpus: 2,
             home_package: Some(0),
@@ -241,7 +241,7 @@ mod tests {
             let mut near = node(0, 2, 1536, 0, 10, 10000);
             near.kernel_tier = None;
             let mut host = HostTopology {
-                source: Source::Xml { path: "guest.xml".into() },
+                source: TopologySource::Xml { path: "guest.xml".into() },
                 packages: 1,
                 cpus: 2,
                 home_package: Some(0),

@@ -3,7 +3,7 @@
 //! hwloc objects.
 
 use crate::HostError;
-use crate::topology::{HostTopology, MemAttrs, NumaNode, Source};
+use crate::topology::{HostTopology, MemAttrs, NumaNode, TopologySource};
 use crate::xml_guard::{Bitmap, check_xml};
 use hwlocality::Topology;
 use hwlocality::memory::attribute::MemoryAttribute;
@@ -22,7 +22,7 @@ impl HostTopology {
             .map_err(hwloc_err)?
             .build()
             .map_err(|e| hwloc_err(e.to_string()))?;
-        Ok((HostTopology::from_hwloc(&topology, Source::ThisHost, ""), topology))
+        Ok((HostTopology::from_hwloc(&topology, TopologySource::ThisHost, ""), topology))
     }
 
     /// A topology exported with `lstopo --of xml` (hwloc 2.x format).
@@ -52,14 +52,14 @@ impl HostTopology {
                 path.display()
             ))
         })?;
-        let host = HostTopology::from_hwloc(&topology, Source::Xml { path: path.to_path_buf() }, text);
+        let host = HostTopology::from_hwloc(&topology, TopologySource::Xml { path: path.to_path_buf() }, text);
         if host.nodes.is_empty() {
             return Err(bad("it has no NUMA nodes".into()));
         }
         Ok(host)
     }
 
-    fn from_hwloc(topology: &Topology, source: Source, xml_text: &str) -> HostTopology {
+    fn from_hwloc(topology: &Topology, source: TopologySource, xml_text: &str) -> HostTopology {
         let packages: Vec<&TopologyObject> = topology.objects_with_type(ObjectType::Package).collect();
         // The first CPU's package, unless it has no NUMA node: then the first package in
         // CPU order that has one, else the first that has one at all (a process on that
@@ -93,7 +93,7 @@ impl HostTopology {
             let initiator = initiator.clone()?;
             a.value(Some(initiator.into()), node).ok().flatten()
         };
-        let live = source == Source::ThisHost;
+        let live = source == TopologySource::ThisHost;
         let kernel_tiers = if live { kernel_memory_tiers() } else { Vec::new() };
         let kmem = if live { kmem_dax_devices() } else { Vec::new() };
         // Knights Landing's MCDRAM in cache mode: hwloc shows it as an L3 cache of subtype
@@ -171,13 +171,13 @@ impl HostTopology {
 
 /// The size of the memory-side cache in front of node `os_index`. hwlocality does not
 /// expose MemCache attributes, so this asks the kernel (live host) or the XML itself.
-fn memory_cache_size(source: &Source, os_index: u32, xml_text: &str) -> u64 {
+fn memory_cache_size(source: &TopologySource, os_index: u32, xml_text: &str) -> u64 {
     match source {
-        Source::ThisHost => {
+        TopologySource::ThisHost => {
             let path = format!("/sys/devices/system/node/node{os_index}/memory_side_cache/index1/size");
             std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0)
         }
-        Source::Xml { .. } => xml_text
+        TopologySource::Xml { .. } => xml_text
             .split("<object type=\"MemCache\"")
             .skip(1)
             .find_map(|object| {
@@ -204,14 +204,14 @@ fn keep_memory_caches(builder: TopologyBuilder) -> Result<TopologyBuilder, Strin
 /// from, so on this host the kernel's own list is asked; for an XML topology a node
 /// whose subtype names a device technology (NVM, HBM, CXL-DRAM, ...) is taken to be
 /// CPU-less, as it is on every platform that has one.
-fn local_cpus(source: &Source, node: &TopologyObject) -> usize {
+fn local_cpus(source: &TopologySource, node: &TopologyObject) -> usize {
     let hwloc_weight = node.cpuset().and_then(|c| c.weight()).unwrap_or(0);
     match source {
-        Source::ThisHost => node
+        TopologySource::ThisHost => node
             .os_index()
             .and_then(|i| std::fs::read_to_string(format!("/sys/devices/system/node/node{i}/cpulist")).ok())
             .map_or(hwloc_weight, |list| count_cpu_list(list.trim())),
-        Source::Xml { .. } => match node.subtype().map(|s| s.to_string_lossy().to_ascii_uppercase()) {
+        TopologySource::Xml { .. } => match node.subtype().map(|s| s.to_string_lossy().to_ascii_uppercase()) {
             Some(s) if s != "DRAM" => 0,
             _ => hwloc_weight,
         },

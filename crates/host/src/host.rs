@@ -5,7 +5,7 @@ use crate::cache::{self, DramBaseline, HostCache};
 use crate::hostfile;
 use crate::layout::{BackendSpec, EmulateChoice, HostLayout, PoolSpec};
 use crate::probe::{self, PoolsProbe, ProbeOptions};
-use crate::topology::{HostTopology, Source};
+use crate::topology::{HostTopology, TopologySource};
 use placer_pools::{Backend, NumaBinder, Pool, PoolError, PoolId, PoolKind, PoolSet};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,8 +57,8 @@ impl Host {
             None => HostLayout::discover(topology, &options.emulate)?,
         };
         let cache = match layout.topology.source {
-            Source::ThisHost => cache::load(&options.cache_dir, &fingerprint)?,
-            Source::Xml { .. } => None,
+            TopologySource::ThisHost => cache::load(&options.cache_dir, &fingerprint)?,
+            TopologySource::Xml { .. } => None,
         };
         Ok(Host { layout, fingerprint, cache, cache_dir: options.cache_dir.clone(), binder })
     }
@@ -69,8 +69,8 @@ impl Host {
 
     fn require_this_host(&self) -> Result<(), HostError> {
         match &self.layout.topology.source {
-            Source::ThisHost => Ok(()),
-            Source::Xml { path } => Err(HostError::NotThisHost { path: path.clone() }),
+            TopologySource::ThisHost => Ok(()),
+            TopologySource::Xml { path } => Err(HostError::NotThisHost { path: path.clone() }),
         }
     }
 

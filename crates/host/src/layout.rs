@@ -3,7 +3,7 @@
 
 use crate::HostError;
 use crate::device::DeviceModel;
-use crate::topology::{HostTopology, MemAttrs, NumaNode, Source};
+use crate::topology::{HostTopology, MemAttrs, NumaNode, TopologySource};
 use placer_pools::PoolKind;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -180,7 +180,7 @@ impl HostLayout {
             .collect();
         let only_dram = pools.iter().all(|p| p.kind == PoolKind::Dram);
         let devices = match emulate {
-            EmulateChoice::Default if only_dram && !two_level_memory && topology.source == Source::ThisHost => {
+            EmulateChoice::Default if only_dram && !two_level_memory && topology.source == TopologySource::ThisHost => {
                 vec![Emulate { device: DeviceModel::named("optane-dcpmm")?, on: None }]
             }
             EmulateChoice::Default | EmulateChoice::None => Vec::new(),

@@ -29,7 +29,7 @@ pub use device::DeviceModel;
 pub use host::{Host, HostOptions};
 pub use layout::{BackendSpec, Emulate, EmulateChoice, HostLayout, LayoutOrigin, PoolSpec};
 pub use probe::{PoolsProbe, ProbeOptions};
-pub use topology::{HostTopology, MemAttrs, NumaNode, Source};
+pub use topology::{HostTopology, MemAttrs, NumaNode, TopologySource};
 
 use std::path::PathBuf;
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Where a topology came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Source {
+pub enum TopologySource {
     /// The machine this process runs on.
     ThisHost,
     /// An hwloc XML export of some other machine: pools can be listed but not used.
@@ -84,7 +84,7 @@ pub struct NumaNode {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HostTopology {
-    pub source: Source,
+    pub source: TopologySource,
     pub packages: u32,
     pub cpus: usize,
     /// The package whose CPUs run the model: the one holding the first CPU, or, when

@@ -9,9 +9,7 @@
 mod common;
 
 use placer_exec::Stats;
-use placer_profile::Steps;
-use placer_profile::lab::Engine;
-use placer_profile::{lab::PassContext, lab::run_pass};
+use placer_profile::{Steps, lab::Engine, lab::PassContext, lab::run_pass};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;

@@ -5,11 +5,10 @@
 //! This host's emulated pool charges each operand's bytes separately, so an additive
 //! model is right there by construction; these tests are where the model is not.
 
-use placer_profile::Fit;
-use placer_profile::judge_family;
-use placer_profile::{Choice, Family};
-use placer_profile::{Design, Measurement};
-use placer_profile::{DesignSpec, FamilyPlan, all_values, plan_family, screening_points};
+use placer_profile::{
+    Choice, Design, DesignSpec, Family, FamilyPlan, Fit, Measurement, all_values, judge_family, plan_family,
+    screening_points,
+};
 use std::collections::BTreeMap;
 
 /// A measurement of `ns` with a 1% robust spread over 7 samples, as a quiet host gives.

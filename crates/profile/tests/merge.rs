@@ -4,8 +4,7 @@
 
 mod common;
 
-use placer_profile::{Profile, ProfileError};
-use placer_profile::{merge_files, merge_shards as merge};
+use placer_profile::{Profile, ProfileError, merge_files, merge_shards as merge};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 

@@ -2,8 +2,9 @@
 //! protocol, resuming, and a directory that cannot be made.
 
 use placer_pools::{Pool, PoolKind, PoolSet};
-use placer_profile::{INTERFERENCE_FIXED_PAIRS, INTERFERENCE_PAIRS};
-use placer_profile::{ProfileError, ProfileOptions, Progress, profile_into_dir};
+use placer_profile::{
+    INTERFERENCE_FIXED_PAIRS, INTERFERENCE_PAIRS, ProfileError, ProfileOptions, Progress, profile_into_dir,
+};
 
 fn pools() -> PoolSet {
     PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)])
@@ -245,7 +246,10 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
             assert_eq!(model.node(*node).op.to_string(), o.op);
             assert!(pairs.alone_ns > 0.0 && pairs.with_ns > 0.0 && pairs.copy_ns > 0.0, "{o:?}");
         }
-        assert_eq!((o.fixed_pairs.pairs, o.share_pairs.pairs), (INTERFERENCE_FIXED_PAIRS as u32, INTERFERENCE_PAIRS as u32));
+        assert_eq!(
+            (o.fixed_pairs.pairs, o.share_pairs.pairs),
+            (INTERFERENCE_FIXED_PAIRS as u32, INTERFERENCE_PAIRS as u32)
+        );
         assert_eq!(o.fixed_ns, o.fixed_pairs.with_ns - o.fixed_pairs.alone_ns);
         assert!(o.share.is_finite(), "{o:?}");
         assert!(o.copy_bytes >= 64 << 10, "{o:?}");

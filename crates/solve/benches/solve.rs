@@ -5,12 +5,10 @@
 //! formulations at scale.
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use placer_solve::baselines::Baseline;
-use placer_solve::cost::Costs;
-use placer_solve::ilp::{self, Formulation, IlpOptions};
-use placer_solve::layout::lay_out;
-use placer_solve::plan::{Plan, PlanContext};
-use placer_solve::{Budget, Instance, PoolFigures, SolvePools, check};
+use placer_solve::{
+    Baseline, Budget, Costs, Formulation, IlpOptions, Instance, Plan, PlanContext, PoolFigures, SolvePools, check,
+    lay_out, solve_ilp,
+};
 
 fn pools() -> SolvePools {
     let pool = |name: &str, capacity: u64, read: f64, write: f64| PoolFigures {
@@ -65,7 +63,7 @@ fn bench(c: &mut Criterion) {
     let opts = IlpOptions { formulation: Formulation::Static, gap: 0.0, ..IlpOptions::default() };
     let mut group = c.benchmark_group("resnet50-b32");
     group.sample_size(10);
-    group.bench_function("static ILP to optimality", |b| b.iter(|| ilp::solve(&inst, Some(&warm), &opts, &mut |_| {})));
+    group.bench_function("static ILP to optimality", |b| b.iter(|| solve_ilp(&inst, Some(&warm), &opts, &mut |_| {})));
     group.finish();
 }
 

@@ -3,7 +3,7 @@
 //! plan: live ranges come from the IR, locations from the plan's spans, and every
 //! figure the plan states is recomputed and compared.
 
-use crate::cost::{Costs, Source};
+use crate::cost::{Costs, TimeSource};
 use crate::placement::MoveKind;
 use crate::plan::Plan;
 use crate::pools::SolvePools;
@@ -257,9 +257,9 @@ pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budg
             }
         };
         match source {
-            Source::Measured => report.measured += 1,
-            Source::Predicted => report.predicted += 1,
-            Source::Estimated => report.estimated += 1,
+            TimeSource::Measured => report.measured += 1,
+            TimeSource::Predicted => report.predicted += 1,
+            TimeSource::Estimated => report.estimated += 1,
         }
         let pk = &plan.kernels[i];
         let named: Vec<&str> = config.iter().map(|&p| names[p as usize].as_str()).collect();

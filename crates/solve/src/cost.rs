@@ -23,10 +23,7 @@
 use crate::pools::SolvePools;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
-use placer_profile::Interference;
-use placer_profile::Measurement;
-use placer_profile::Prediction;
-use placer_profile::{negligible_operands, signature};
+use placer_profile::{Interference, Measurement, Prediction, negligible_operands, signature};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -39,7 +36,7 @@ const DEFAULT_FIXED_NS: f64 = 2_000.0;
 /// Where a kernel time comes from, in the order they are preferred.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Source {
+pub enum TimeSource {
     /// Measured by the profile.
     Measured,
     /// Predicted by a screening design from its kernel's measured configurations, and
@@ -223,15 +220,15 @@ impl Costs {
 
     /// The time of `node` in `config` (one pool per operand, `Node::operands` order):
     /// measured, else predicted by the design, else estimated by the cost model.
-    pub fn kernel_ns(&self, node: NodeId, config: &[u16]) -> (f64, Source) {
+    pub fn kernel_ns(&self, node: NodeId, config: &[u16]) -> (f64, TimeSource) {
         let signature = self.signatures[node.index()];
         let key = (signature, masked(&self.immaterial, signature, config));
         if let Some(&t) = self.measured.get(&key) {
-            return (t, Source::Measured);
+            return (t, TimeSource::Measured);
         }
         match self.predicted.get(&key) {
-            Some(&t) => (t, Source::Predicted),
-            None => (self.kernels[node.index()].estimate(config), Source::Estimated),
+            Some(&t) => (t, TimeSource::Predicted),
+            None => (self.kernels[node.index()].estimate(config), TimeSource::Estimated),
         }
     }
 

@@ -6,10 +6,9 @@
 use crate::SolveError;
 use crate::cost::Costs;
 use crate::pools::SolvePools;
-use placer_host::{Host, ProbeOptions, Source};
+use placer_host::{Host, ProbeOptions, TopologySource};
 use placer_ir::Model;
-use placer_profile::Pin;
-use placer_profile::{Profile, ProfileError};
+use placer_profile::{Pin, Profile, ProfileError};
 use std::path::Path;
 
 /// What a solve needs besides the model and the budget.
@@ -77,7 +76,7 @@ pub fn solve_pools(
     no_probe: bool,
     events: &mut dyn FnMut(InputsEvent),
 ) -> Result<SolvePools, SolveError> {
-    let this_host = matches!(host.layout.topology.source, Source::ThisHost);
+    let this_host = matches!(host.layout.topology.source, TopologySource::ThisHost);
     let names: Vec<&str> = host.layout.pools.iter().map(|p| p.name.as_str()).collect();
     let probed_here = |host: &Host| {
         host.cache

@@ -9,34 +9,43 @@
 //! - [`plan`] is the file format; [`check`](mod@check) verifies any plan independently of how it
 //!   was made.
 
-pub mod baselines;
-pub mod budget;
-pub mod check;
-pub mod cost;
-pub mod driver;
-pub mod execute;
-pub mod ilp;
-pub mod inputs;
-pub mod instance;
-pub mod layout;
-pub mod placement;
-pub mod plan;
-pub mod pools;
-pub mod repair;
+mod baselines;
+mod budget;
+mod check;
+mod cost;
+mod driver;
+mod execute;
+mod ilp;
+mod inputs;
+mod instance;
+mod layout;
+mod placement;
+mod plan;
+mod pools;
+mod repair;
 mod segtree;
-pub mod two_lm;
+mod two_lm;
 
+pub use baselines::Baseline;
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};
-pub use cost::{CostModel, Costs};
+pub use cost::{CostModel, Costs, KernelCost, TimeSource, UNCALIBRATED_SHARE};
 pub use driver::{Candidate, SolveRequest, SolveResult, baselines, solve};
 pub use execute::exec_plan;
-pub use ilp::{Formulation, IlpOptions, IlpOutcome};
+pub use ilp::{Formulation, IlpOptions, IlpOutcome, LagrangianReport, ModelSize, WindowReport, solve as solve_ilp};
 pub use inputs::{InputsEvent, SolveInputs, check_profile, solve_inputs, solve_pools};
-pub use instance::{Infeasible, Instance};
-pub use placement::{Move, MoveKind, Placement};
-pub use plan::Plan;
+pub use instance::{Infeasible, Instance, KernelInfo, PAGE, TensorInfo, round_to_page};
+pub use layout::{Layout, lay_out};
+pub use placement::{Evaluation, Move, MoveKind, Placement};
+pub use plan::{
+    PLAN_FORMAT, PLAN_VERSION, Plan, PlanContext, PlanKernel, PlanMove, PlanSpan, PlanTensor, Predicted, SideCache,
+    SolverReport,
+};
 pub use pools::{PoolFigures, SolvePools};
+pub use repair::{Repair, fit_arena};
+pub use two_lm::{
+    LABEL as TWO_LM_LABEL, LINE_BYTES, cached_pool, plan as two_lm_plan, predicted_waits, step_traffic, wait_ns,
+};
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! Every strategy (ILP or baseline) produces one; [`Placement::evaluate`] scores it the
 //! way the plan reports it.
 
-use crate::cost::{Costs, Source};
+use crate::cost::{Costs, TimeSource};
 use crate::instance::Instance;
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,7 @@ pub struct Placement {
 #[derive(Debug, Clone)]
 pub struct Evaluation {
     pub kernel_ns: Vec<f64>,
-    pub sources: Vec<Source>,
+    pub sources: Vec<TimeSource>,
     /// Per step: the async copies that run during that kernel, ns.
     pub async_ns: Vec<f64>,
     /// Per step: what those copies slow the kernel by, ns (`KernelCost::copy_loss_ns`).
@@ -58,7 +58,7 @@ impl Evaluation {
     }
 
     /// How many kernel times come from `source`.
-    pub fn count(&self, source: Source) -> usize {
+    pub fn count(&self, source: TimeSource) -> usize {
         self.sources.iter().filter(|s| **s == source).count()
     }
 }

@@ -3,7 +3,7 @@
 //! the executor.
 
 use crate::SolveError;
-use crate::cost::{CostModel, Costs, Source};
+use crate::cost::{CostModel, Costs, TimeSource};
 use crate::ilp::{Formulation, IlpOutcome, LagrangianReport, ModelSize, WindowReport};
 use crate::instance::Instance;
 use crate::layout::{Layout, lay_out};
@@ -156,7 +156,7 @@ pub struct PlanKernel {
     /// Pool of each operand, in `Node::operands` order.
     pub config: Vec<String>,
     pub time_ns: f64,
-    pub source: Source,
+    pub source: TimeSource,
     /// Async copies that run during this kernel, ns.
     pub copies_ns: f64,
     /// What those copies slow the kernel by, ns.
@@ -309,9 +309,9 @@ impl Plan {
                 interference_ns,
                 sync_move_ns: eval.sync_ns,
                 exposed_copy_ns: hidden - kernel_ns - interference_ns,
-                measured_kernels: eval.count(Source::Measured),
-                predicted_kernels: eval.count(Source::Predicted),
-                estimated_kernels: eval.count(Source::Estimated),
+                measured_kernels: eval.count(TimeSource::Measured),
+                predicted_kernels: eval.count(TimeSource::Predicted),
+                estimated_kernels: eval.count(TimeSource::Estimated),
                 step_overhead_ns: ctx.costs.step_overhead_ns,
             },
             solver: ilp.map(|(o, warm)| {

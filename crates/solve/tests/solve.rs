@@ -3,11 +3,11 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
-use placer_profile::Pin;
-use placer_profile::{Interference, KernelPairs, OpInterference};
-use placer_solve::cost::Costs;
-use placer_solve::ilp::{Formulation, IlpOptions};
-use placer_solve::{Budget, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult, check, solve};
+use placer_profile::{Interference, KernelPairs, OpInterference, Pin};
+use placer_solve::{
+    Budget, Costs, Formulation, IlpOptions, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult,
+    check, solve,
+};
 
 fn pool(name: &str, capacity: u64, read: f64, write: f64) -> PoolFigures {
     PoolFigures {
@@ -334,7 +334,7 @@ fn windows_improve_an_async_start_and_keep_it_valid() {
 #[test]
 fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
     use placer_profile::{NEGLIGIBLE_SHARE, negligible_operands, signature};
-    use placer_solve::cost::Source;
+    use placer_solve::TimeSource;
     let model = zoo("resnet18", 2);
     // The stem's: the largest activations (at the last layers, the scale is over 0.1%).
     let bn = model.schedule().iter().copied().filter(|&n| model.node(n).op.to_string() == "batch_norm_backward");
@@ -360,11 +360,11 @@ fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
     let with_small_slow: Vec<u16> = (0..k).map(|i| u16::from(i == small)).collect();
     let with_large_slow: Vec<u16> = (0..k).map(|i| u16::from(i == large)).collect();
     let plain = Costs::new(&model, &two_pools(), std::slice::from_ref(&measured));
-    assert_eq!(plain.kernel_ns(bn, &with_small_slow).1, Source::Estimated, "an exact lookup misses");
+    assert_eq!(plain.kernel_ns(bn, &with_small_slow).1, TimeSource::Estimated, "an exact lookup misses");
     let costs = plain.with_negligible(&model, NEGLIGIBLE_SHARE);
-    assert_eq!(costs.kernel_ns(bn, &vec![0; k]), (123_456.0, Source::Measured));
-    assert_eq!(costs.kernel_ns(bn, &with_small_slow), (123_456.0, Source::Measured), "its pool is immaterial");
-    assert_eq!(costs.kernel_ns(bn, &with_large_slow).1, Source::Estimated, "a large operand's pool matters");
+    assert_eq!(costs.kernel_ns(bn, &vec![0; k]), (123_456.0, TimeSource::Measured));
+    assert_eq!(costs.kernel_ns(bn, &with_small_slow), (123_456.0, TimeSource::Measured), "its pool is immaterial");
+    assert_eq!(costs.kernel_ns(bn, &with_large_slow).1, TimeSource::Estimated, "a large operand's pool matters");
 }
 
 /// Three 16 KiB tensors live at one step, `z = x + y`, in front of a 16 KiB cache: every
@@ -401,13 +401,13 @@ fn two_lm_charges_a_hand_computed_case() {
         plan.clone()
     };
     let slow = plan_of("all-slow");
-    let two_lm = plan_of(placer_solve::two_lm::LABEL);
+    let two_lm = plan_of(placer_solve::TWO_LM_LABEL);
     let offsets: Vec<u64> = slow.tensors.iter().map(|t| t.placement[0].offset % (16 << 10)).collect();
     assert_eq!((offsets, slow.arena_bytes[0]), (vec![0, 0, 0], 0), "the case needs every tensor on the same sets");
 
     let cache = two_lm.memory_side_cache.clone().expect("a 2LM plan names its cache");
     assert_eq!((cache.pool.as_str(), cache.cache_bytes, cache.line_bytes), ("pmem", 16 << 10, 64));
-    let traffic = placer_solve::two_lm::step_traffic(&model, &two_lm, &cache).expect("traffic");
+    let traffic = placer_solve::step_traffic(&model, &two_lm, &cache).expect("traffic");
     assert_eq!(traffic.len(), 1);
     assert_eq!((traffic[0].lines, traffic[0].fills, traffic[0].writebacks), (768, 512, 256));
     let (read, write) = (costs.model.read_extra_ns_per_byte[1], costs.model.write_extra_ns_per_byte[1]);
@@ -425,7 +425,7 @@ fn two_lm_charges_a_hand_computed_case() {
     // A real slow pool cannot be cached by emulation: the baseline says why instead.
     let real = SolveRequest { pools: two_pools(), ..request };
     let (_, candidates) = placer_solve::baselines(&real).expect("baselines");
-    let c = candidates.iter().find(|c| c.name == placer_solve::two_lm::LABEL).expect("listed");
+    let c = candidates.iter().find(|c| c.name == placer_solve::TWO_LM_LABEL).expect("listed");
     assert!(c.outcome.as_ref().is_err_and(|why| why.contains("real device")), "{:?}", c.outcome.as_ref().err());
 }
 

@@ -6,9 +6,7 @@ mod merge;
 use crate::args::HostArgs;
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
-use placer_profile::DesignRecord;
-use placer_profile::{Design, DesignSpec, Mode, Protocol, Steps};
-use placer_profile::{PassPlan, ProfileOptions};
+use placer_profile::{Design, DesignRecord, DesignSpec, Mode, PassPlan, ProfileOptions, Protocol, Steps};
 use std::path::PathBuf;
 use std::time::Instant;
 

@@ -4,9 +4,7 @@
 use placer_exec::PoolAssignment;
 use placer_host::{Host, HostOptions};
 use placer_ir::{Model, NodeId};
-use placer_profile::lab::Engine;
-use placer_profile::{PassPlan, ProfileOptions};
-use placer_profile::{lab::base_placement, lab::reference_pass};
+use placer_profile::{PassPlan, ProfileOptions, lab::Engine, lab::base_placement, lab::reference_pass};
 
 pub struct Bench<'m> {
     pub options: ProfileOptions,
