@@ -4,6 +4,7 @@
 
 use anyhow::Context;
 use placer_host::{EmulateChoice, Host, HostOptions};
+use placer_profile::{Design, Steps};
 use placer_solve::Formulation;
 use std::path::PathBuf;
 
@@ -62,4 +63,48 @@ impl FormulationArg {
             FormulationArg::Async => Formulation::Async,
         }
     }
+}
+
+/// `--steps`: what a timed profiling step runs; `auto` leaves it to the model.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum StepsArg {
+    Auto,
+    Picked,
+    Whole,
+    Live,
+}
+
+impl StepsArg {
+    /// The steps named, or for `auto` what the profiler picks for `model`.
+    pub fn steps(self, model: &placer_ir::Model) -> Steps {
+        match self {
+            StepsArg::Auto => placer_profile::default_steps(model),
+            StepsArg::Picked => Steps::Picked,
+            StepsArg::Whole => Steps::Whole,
+            StepsArg::Live => Steps::Live,
+        }
+    }
+}
+
+/// `--design`: which configurations a profile measures.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum DesignArg {
+    Screen,
+    Full,
+}
+
+impl DesignArg {
+    pub fn design(self) -> Design {
+        match self {
+            DesignArg::Screen => Design::Screen,
+            DesignArg::Full => Design::Full,
+        }
+    }
+}
+
+/// `--export`: how a profile's measurements are printed.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub enum ExportFormat {
+    Csv,
+    Json,
 }

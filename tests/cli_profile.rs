@@ -191,6 +191,12 @@ fn profile_rejects_bad_options() {
     let m = model.to_str().expect("utf-8");
     for (args, expected) in [
         (vec!["--pin", "role=weight:hbm"], "unknown pool 'hbm'"),
+        (vec!["--pin", "weight:dram"], "'weight:dram' for '--pin <RULE>': expected role=ROLE:POOL or tensor=NAME:POOL"),
+        (vec!["--pin", "role=weights:dram"], "unknown role 'weights'"),
+        // Unknown names are errors, never a default.
+        (vec!["--design", "fractional"], "invalid value 'fractional' for '--design <DESIGN>'"),
+        (vec!["--steps", "most"], "invalid value 'most' for '--steps <STEPS>'"),
+        (vec!["--export", "xml"], "invalid value 'xml' for '--export <EXPORT>'"),
         (vec!["--reps", "9", "--max-reps", "3"], "--max-reps 3 is below --reps 9"),
         (vec!["--negligible", "1.5"], "expected a share in [0, 1), such as 0.001; got '1.5'"),
         (vec!["--topology", "configs/topologies/cxl-expander.xml"], "describes another machine"),

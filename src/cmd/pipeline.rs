@@ -1,14 +1,14 @@
 //! `placer pipeline [MODEL] [--budget B] [--sweep] [-o DIR]`: profile (resuming from the
 //! checkpoint), solve, run the plan beside the baselines and all-DRAM, write a report.
 
-use crate::args::{FormulationArg, HostArgs};
+use crate::args::{FormulationArg, HostArgs, StepsArg};
 use crate::out::Deferred;
 use crate::render::plans;
 use crate::render::progress::{self, PassBar};
 use crate::table::{Table, bytes};
 use placer_eval::{MeasureOptions, PipelineEvent, PipelineRequest, Stage, SweepPoint, plan_label};
 use placer_ir::Model;
-use placer_profile::{ProfileOptions, Steps};
+use placer_profile::ProfileOptions;
 use placer_solve::Budget;
 use std::path::{Path, PathBuf};
 
@@ -53,8 +53,8 @@ pub struct Args {
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     rounds: u32,
     /// Profile: which steps time the kernels (see `placer profile --steps`).
-    #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
-    steps: String,
+    #[arg(long, value_enum, default_value_t = StepsArg::Auto)]
+    steps: StepsArg,
     /// Where checkpoints live; an existing one for this model and host is resumed.
     #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
@@ -100,8 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         profile: ProfileOptions {
             model_source: file,
             require_quiet: args.require_quiet,
-            ..ProfileOptions::pipeline(args.reps, args.rounds)
-                .with_steps(Steps::parse(&args.steps).unwrap_or_else(|| placer_profile::default_steps(&model)))
+            ..ProfileOptions::pipeline(args.reps, args.rounds).with_steps(args.steps.steps(&model))
         },
         checkpoint_dir: &args.checkpoint_dir,
         measure: MeasureOptions {

@@ -54,7 +54,7 @@ pub struct Args {
     /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable; the
     /// profile's own pins always apply.
     #[arg(long, value_name = "RULE")]
-    pin: Vec<String>,
+    pin: Vec<placer_profile::PinRule>,
     /// Async: how many steps before or after a use a copy may run.
     #[arg(long, default_value_t = 5)]
     async_window: usize,
@@ -440,7 +440,7 @@ fn baseline_table(r: &SolveResult) -> Table {
     };
     let label = match r.plan.formulation {
         Some(f) => format!("{} ({})", r.plan.strategy, f.name()),
-        None => r.plan.strategy.clone(),
+        None => r.plan.strategy.to_string(),
     };
     row(&mut t, &label, &r.plan, r.check.ok());
     for c in &r.baselines {

@@ -36,8 +36,12 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
             model_source: None,
             host_fingerprint: "test-host".into(),
             pools: vec![
-                PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
-                PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm-gen1".into()) },
+                PoolInfo { name: "dram".into(), kind: placer_pools::PoolKind::Dram, emulated_as: None },
+                PoolInfo {
+                    name: "pmem".into(),
+                    kind: placer_pools::PoolKind::Pmem,
+                    emulated_as: Some("optane-dcpmm-gen1".into()),
+                },
             ],
             emulated: true,
             protocol: Protocol {

@@ -6,7 +6,7 @@ use crate::compare::{ALL_DRAM, ALL_DRAM_AGAIN};
 use crate::interleave::Contender;
 use placer_host::Host;
 use placer_ir::Model;
-use placer_solve::{Budget, Candidate, IlpOptions, Plan, SolveRequest, SolveResult};
+use placer_solve::{Budget, Candidate, IlpOptions, Plan, SolveRequest, SolveResult, Strategy};
 use std::path::Path;
 
 /// A plan's name in tables: the strategy, and the formulation for an ILP plan.
@@ -15,8 +15,8 @@ pub fn plan_label(plan: &Plan) -> String {
         return placer_solve::TWO_LM_LABEL.to_string();
     }
     match plan.formulation {
-        Some(f) if plan.strategy == "ilp" => format!("ilp ({})", f.name()),
-        _ => plan.strategy.clone(),
+        Some(f) if plan.strategy == Strategy::Ilp => format!("ilp ({})", f.name()),
+        _ => plan.strategy.to_string(),
     }
 }
 

@@ -13,7 +13,7 @@ use placer_solve::{
 fn figures(name: &str, read: f64, write: f64) -> PoolFigures {
     PoolFigures {
         name: name.into(),
-        kind: if name == "dram" { "dram".into() } else { "pmem".into() },
+        kind: if name == "dram" { PoolKind::Dram } else { PoolKind::Pmem },
         capacity: 1 << 30,
         emulated_as: (name != "dram").then(|| "test-device".into()),
         read_gbps: read,

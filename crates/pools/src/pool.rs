@@ -5,9 +5,11 @@ use crate::emulation::Emulation;
 use std::fmt;
 use std::sync::Arc;
 
-/// What kind of memory a pool is, as far as placement is concerned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// What kind of memory a pool is, as far as placement is concerned. Stored by its name
+/// in every format (JSON, and the checkpoints' bincode, where it replaced a string), and
+/// an unknown name is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum PoolKind {
     /// DRAM local to the CPUs that run the model.
     Dram,
@@ -50,6 +52,22 @@ impl PoolKind {
         ]
         .into_iter()
         .find(|k| k.name() == name)
+    }
+}
+
+impl From<PoolKind> for &'static str {
+    fn from(kind: PoolKind) -> &'static str {
+        kind.name()
+    }
+}
+
+impl TryFrom<String> for PoolKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<PoolKind, String> {
+        PoolKind::parse(&name).ok_or_else(|| {
+            format!("unknown pool kind '{name}' (kinds: dram, remote-dram, hbm, pmem, cxl, spm, unknown)")
+        })
     }
 }
 

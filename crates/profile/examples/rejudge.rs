@@ -26,7 +26,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let h = &profile.header;
     let pools = h.pools.len() as u16;
     let names: Vec<String> = h.pools.iter().map(|p| p.name.clone()).collect();
-    let pins = h.pins.iter().map(|p| placer_profile::Pin::parse(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
+    let pins = h.pins.iter().map(|p| placer_profile::Pin::resolve(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
     let list = placer_profile::enumerate_tasks(&model, pools, &pins, placer_profile::Rules::of(&h.mode))?;
     let plans = placer_profile::plan_families(&list, pools, h.mode.design.seed);
     let first =

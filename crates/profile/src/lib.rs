@@ -26,8 +26,8 @@ pub use record::mismatch::{RESUME, Sides, differences, mismatch};
 pub use record::{
     ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, Design, DesignRecord, DesignSpec, DesignSummary, FORMAT_NAME,
     FORMAT_VERSION, FamilyVerdict, Fit, Interference, KernelPairs, LONG_KERNEL_NS, Measurement, Mode, OpInterference,
-    PRECISION_FLOOR_NS, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard,
-    ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+    PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE,
+    RoundCheck, Shard, ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
 };
 
 // What to measure, and in which passes.

@@ -12,8 +12,8 @@ use crate::passes::{self, Pick, PlanStats};
 use crate::record::codec as checkpoint;
 use crate::record::mismatch::mismatch;
 use crate::record::{
-    self, ActivitySample, Design, DesignRecord, DesignSpec, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PoolInfo,
-    Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, Steps,
+    self, ActivitySample, Design, DesignRecord, DesignSpec, FORMAT_NAME, FORMAT_VERSION, Measurement, Mode, PinRule,
+    PoolInfo, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, Steps,
 };
 use crate::tasks::{self, Pin, Task, TaskList};
 use placer_exec::{ClockInfo, PoolAssignment};
@@ -32,7 +32,7 @@ pub struct ProfileOptions {
     pub mode: Mode,
     pub protocol: Protocol,
     /// `--pin` rules as given.
-    pub pins: Vec<String>,
+    pub pins: Vec<PinRule>,
     /// The model file profiled, if the model came from one; recorded in the header.
     pub model_source: Option<PathBuf>,
     /// A busy host ([`HostActivity::busy`]) stops the profile with an error instead of a
@@ -189,7 +189,7 @@ pub fn plan(
     options: &ProfileOptions,
 ) -> Result<PassPlan, ProfileError> {
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
-    let pins = options.pins.iter().map(|p| Pin::parse(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
+    let pins = options.pins.iter().map(|p| Pin::resolve(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
     let pool_count = names.len() as u16;
     let mut list = tasks::enumerate(model, pool_count, &pins, tasks::Rules::of(&options.mode))?;
     let spec = &options.mode.design;
@@ -265,7 +265,7 @@ pub fn plan(
             .iter()
             .map(|p| PoolInfo {
                 name: p.name.clone(),
-                kind: p.kind.to_string(),
+                kind: p.kind,
                 emulated_as: p.emulation.as_ref().map(placer_pools::Emulation::label),
             })
             .collect(),

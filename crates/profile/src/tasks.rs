@@ -2,19 +2,19 @@
 //! deduplicated by kernel signature so identical kernels are measured once.
 
 use crate::ProfileError;
-use crate::record::Mode;
+use crate::record::{Mode, PinRule, PinRuleTarget};
 pub use placer_exec::SplitMix64;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId, Role, TensorId};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
-/// A rule fixing some tensors to one pool: `role=weight:dram` or `tensor=conv1.w:pmem`.
+/// A [`PinRule`] applied to one model and host: its tensor and pool found by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
     pub target: PinTarget,
     pub pool: u16,
-    pub text: String,
+    pub rule: PinRule,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,30 +24,28 @@ pub enum PinTarget {
 }
 
 impl Pin {
-    /// Parses `role=ROLE:POOL` or `tensor=NAME:POOL` against the model and pool names.
-    pub fn parse(text: &str, model: &Model, pools: &[String]) -> Result<Pin, ProfileError> {
-        let usage = |reason: String| ProfileError::Usage { reason: format!("--pin {text}: {reason}") };
-        let (what, rest) =
-            text.split_once('=').ok_or_else(|| usage("expected role=ROLE:POOL or tensor=NAME:POOL".into()))?;
-        let (name, pool) = rest.rsplit_once(':').ok_or_else(|| usage("expected ...:POOL at the end".into()))?;
+    /// `rule` on `model`, whose host's pools are named `pools`.
+    pub fn resolve(rule: &PinRule, model: &Model, pools: &[String]) -> Result<Pin, ProfileError> {
+        let usage = |reason: String| ProfileError::Usage { reason: format!("--pin {rule}: {reason}") };
         let pool = pools
             .iter()
-            .position(|p| p == pool)
-            .ok_or_else(|| usage(format!("unknown pool '{pool}'; pools: {}", pools.join(", "))))?
+            .position(|p| *p == rule.pool)
+            .ok_or_else(|| usage(format!("unknown pool '{}'; pools: {}", rule.pool, pools.join(", "))))?
             as u16;
-        let target = match what {
-            "role" => PinTarget::Role(Role::parse(name).ok_or_else(|| {
-                usage(format!(
-                    "unknown role '{name}'; roles: {}",
-                    Role::ALL.iter().map(|r| r.as_str()).collect::<Vec<_>>().join(", ")
-                ))
-            })?),
-            "tensor" => PinTarget::Tensor(
+        let target = match &rule.target {
+            PinRuleTarget::Role(r) => PinTarget::Role(*r),
+            PinRuleTarget::Tensor(name) => PinTarget::Tensor(
                 model.tensor_id(name).ok_or_else(|| usage(format!("the model has no tensor '{name}'")))?,
             ),
-            other => return Err(usage(format!("cannot pin '{other}'; pin a role or a tensor"))),
         };
-        Ok(Pin { target, pool, text: text.to_string() })
+        Ok(Pin { target, pool, rule: rule.clone() })
+    }
+
+    /// Parses `role=ROLE:POOL` or `tensor=NAME:POOL` and resolves it on `model`.
+    pub fn parse(text: &str, model: &Model, pools: &[String]) -> Result<Pin, ProfileError> {
+        let rule: PinRule =
+            text.parse().map_err(|reason| ProfileError::Usage { reason: format!("--pin {text}: {reason}") })?;
+        Pin::resolve(&rule, model, pools)
     }
 
     pub fn applies_to(&self, model: &Model, t: TensorId) -> bool {

@@ -112,3 +112,26 @@ fn large_checkpoints_pass_the_decoders_byte_limit() {
     assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
     assert_eq!(placer_profile::load_checkpoint_header(&path).expect("header loads"), p.header);
 }
+
+/// A pool's kind is stored by its name, as it was when the field was a string: version
+/// 17 files from before the enum read unchanged, and a kind this placer does not know
+/// is refused by name, never read as another.
+#[test]
+fn a_pool_kind_is_stored_by_name_and_an_unknown_one_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = placer_profile::encode_checkpoint(&profile("m", 10)).expect("encodes");
+    // The pool named "pmem" is of kind pmem: both spellings become "pmex".
+    let mut bad = good.clone();
+    let mut replaced = 0;
+    for i in 0..bad.len().saturating_sub(4) {
+        if &bad[i..i + 5] == b"\x04pmem" {
+            bad[i + 4] = b'x';
+            replaced += 1;
+        }
+    }
+    assert_eq!(replaced, 2, "the name and the kind, each a 4-byte string");
+    let path = dir.path().join("kind.ckpt");
+    std::fs::write(&path, bad).expect("write");
+    let err = placer_profile::load_checkpoint(&path).expect_err("an unknown kind").to_string();
+    assert!(err.contains("unknown pool kind 'pmex'") && err.lines().count() == 1, "{err}");
+}

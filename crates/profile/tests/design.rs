@@ -106,10 +106,8 @@ fn a_compute_bound_kernel_whose_singles_show_is_predicted() {
 
 #[test]
 fn the_design_is_chosen_by_option() {
-    assert_eq!(Design::parse("screen"), Some(Design::Screen));
-    assert_eq!(Design::parse("full"), Some(Design::Full));
-    assert_eq!(Design::parse("fractional"), None);
     assert_eq!(DesignSpec::screen().design, Design::Screen);
+    assert_eq!(DesignSpec::full().design, Design::Full);
 }
 
 /// The reference system's real DRAM/Optane measurements (tests/fixtures), one set.

@@ -103,7 +103,7 @@ fn each_header_field_that_differs_is_refused_by_name() {
              shard 2/2 (s2.ckpt) (shards measured on other hosts merge with --mixed-hosts)",
         ),
         (
-            |p| p.header.pins = vec!["role=weight:dram".into()],
+            |p| p.header.pins = vec!["role=weight:dram".parse().expect("a rule")],
             "the shards do not belong together: pins differ: none in shard 1/2 (s1.ckpt), role=weight:dram in shard \
              2/2 (s2.ckpt)",
         ),

@@ -6,14 +6,14 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use placer_solve::{
-    Baseline, Budget, Costs, Formulation, IlpOptions, Instance, Plan, PlanContext, PoolFigures, SolvePools, check,
-    lay_out, solve_ilp,
+    Baseline, Budget, Costs, Formulation, IlpOptions, Instance, Plan, PlanContext, PoolFigures, SolvePools, Strategy,
+    check, lay_out, solve_ilp,
 };
 
 fn pools() -> SolvePools {
     let pool = |name: &str, capacity: u64, read: f64, write: f64| PoolFigures {
         name: name.into(),
-        kind: name.into(),
+        kind: placer_pools::PoolKind::parse(name).expect("a pool kind"),
         capacity,
         emulated_as: None,
         read_gbps: read,
@@ -45,7 +45,7 @@ fn bench(c: &mut Criterion) {
         model: &model,
         inst: &inst,
         costs: &costs,
-        strategy: "greedy".into(),
+        strategy: Strategy::Baseline(Baseline::Greedy),
         formulation: None,
         profile: None,
     };

@@ -29,6 +29,11 @@ impl Baseline {
     pub const ALL: [Baseline; 5] =
         [Baseline::AllSlow, Baseline::FirstTouch, Baseline::Interleave, Baseline::SizeGreedy, Baseline::Greedy];
 
+    /// The baseline called `name`, if there is one.
+    pub fn parse(name: &str) -> Option<Baseline> {
+        Baseline::ALL.into_iter().find(|b| b.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Baseline::AllSlow => "all-slow",

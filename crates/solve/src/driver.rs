@@ -10,7 +10,7 @@ use crate::ilp::{self, Formulation, IlpOptions};
 use crate::instance::Instance;
 use crate::layout::{Layout, lay_out};
 use crate::placement::Placement;
-use crate::plan::{Plan, PlanContext};
+use crate::plan::{Plan, PlanContext, Strategy};
 use crate::pools::SolvePools;
 use crate::repair;
 use crate::two_lm;
@@ -79,7 +79,7 @@ fn all_dram(req: &SolveRequest<'_>, unlimited: &Instance) -> (Placement, Plan) {
         model: req.model,
         inst: unlimited,
         costs: req.costs,
-        strategy: "all-dram".into(),
+        strategy: Strategy::AllDram,
         formulation: None,
         profile: req.profile.clone(),
     };
@@ -131,7 +131,7 @@ fn baseline_candidate(
         model: req.model,
         inst,
         costs: req.costs,
-        strategy: b.name().to_string(),
+        strategy: Strategy::Baseline(b),
         formulation: Some(Formulation::Static),
         profile: req.profile.clone(),
     };
@@ -183,11 +183,11 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     let all_dram_ns = all_dram_plan.predicted.step_ns;
     let mut inst = unlimited;
     inst.capacity[0] = budget;
-    let context = |strategy: &str, formulation: Option<Formulation>| PlanContext {
+    let context = |strategy: Strategy, formulation: Option<Formulation>| PlanContext {
         model: req.model,
         inst: &inst,
         costs: req.costs,
-        strategy: strategy.to_string(),
+        strategy,
         formulation,
         profile: req.profile.clone(),
     };
@@ -197,7 +197,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     if budget >= peak && !pinned_elsewhere && all_dram_plan.arena_bytes[0] <= budget {
         progress("the budget holds peak live memory: every tensor stays in DRAM");
         let layout = lay_out(req.model, &inst, &all_dram);
-        let (plan, check) = plan_and_check(req, &inst, &all_dram, layout, &context("all-dram", None), None);
+        let (plan, check) = plan_and_check(req, &inst, &all_dram, layout, &context(Strategy::AllDram, None), None);
         return Ok(SolveResult {
             budget_bytes: budget,
             peak_bytes: peak,
@@ -315,7 +315,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             ));
         }
         let ilp = Some((&outcome, start_label.clone()));
-        let (mut plan, report) = plan_and_check(req, &inst, &placement, layout, &context("ilp", Some(formulation)), ilp);
+        let (mut plan, report) = plan_and_check(req, &inst, &placement, layout, &context(Strategy::Ilp, Some(formulation)), ilp);
         if let Some(s) = &mut plan.solver
             && repaired.is_some()
         {
@@ -342,7 +342,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         if layout.arena_bytes[0] > budget {
             continue;
         }
-        let ctx = context("ilp", Some(formulation));
+        let ctx = context(Strategy::Ilp, Some(formulation));
         let (other, other_report) =
             plan_and_check(req, &inst, &placement, layout, &ctx, Some((&outcome, start_label.clone())));
         if other_report.ok() {

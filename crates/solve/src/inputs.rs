@@ -8,7 +8,7 @@ use crate::cost::Costs;
 use crate::pools::SolvePools;
 use placer_host::{Host, ProbeOptions, TopologySource};
 use placer_ir::Model;
-use placer_profile::{Pin, Profile, ProfileError};
+use placer_profile::{Pin, PinRule, Profile, ProfileError};
 use std::path::Path;
 
 /// What a solve needs besides the model and the budget.
@@ -37,7 +37,7 @@ pub fn solve_inputs(
     model: &Model,
     host: &mut Host,
     profile_path: Option<&Path>,
-    extra_pins: &[String],
+    extra_pins: &[PinRule],
     no_probe: bool,
     events: &mut dyn FnMut(InputsEvent),
 ) -> Result<SolveInputs, SolveError> {
@@ -48,8 +48,8 @@ pub fn solve_inputs(
     }
     let names = pools.names();
     let mut pins: Vec<Pin> = Vec::new();
-    for text in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
-        pins.push(Pin::parse(text, model, &names)?);
+    for rule in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
+        pins.push(Pin::resolve(rule, model, &names)?);
     }
     let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
     let predictions = profile.as_ref().map(Profile::predictions).unwrap_or_default();

@@ -39,7 +39,7 @@ pub use layout::{Layout, lay_out};
 pub use placement::{Evaluation, Move, MoveKind, Placement};
 pub use plan::{
     PLAN_FORMAT, PLAN_VERSION, Plan, PlanContext, PlanKernel, PlanMove, PlanSpan, PlanTensor, Predicted, SideCache,
-    SolverReport,
+    SolverReport, Strategy,
 };
 pub use pools::{PoolFigures, SolvePools};
 pub use repair::{Repair, fit_arena};

@@ -3,6 +3,7 @@
 //! the executor.
 
 use crate::SolveError;
+use crate::baselines::Baseline;
 use crate::cost::{CostModel, Costs, TimeSource};
 use crate::ilp::{Formulation, IlpOutcome, LagrangianReport, ModelSize, WindowReport};
 use crate::instance::Instance;
@@ -17,14 +18,68 @@ pub const PLAN_FORMAT: &str = "placer-plan";
 /// Version 2 added arena offsets (`offset`, `scratch_offset`, `arena_bytes`).
 pub const PLAN_VERSION: u32 = 3;
 
+/// How a plan's placement was chosen. Written by its name in plan.json (`ilp`,
+/// `all-dram`, `2lm` or a baseline's), and an unknown name is an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
+pub enum Strategy {
+    /// The ILP's placement and moves.
+    Ilp,
+    /// Everything in DRAM with no budget: the reference every plan is compared with.
+    AllDram,
+    /// No placement: DRAM as a hardware cache in front of the slow pool (2LM), predicted.
+    TwoLm,
+    /// A placement rule without the ILP ([`Baseline`]).
+    Baseline(Baseline),
+}
+
+impl Strategy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::Ilp => "ilp",
+            Strategy::AllDram => "all-dram",
+            Strategy::TwoLm => "2lm",
+            Strategy::Baseline(b) => b.name(),
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Strategy> {
+        match name {
+            "ilp" => Some(Strategy::Ilp),
+            "all-dram" => Some(Strategy::AllDram),
+            "2lm" => Some(Strategy::TwoLm),
+            other => Baseline::parse(other).map(Strategy::Baseline),
+        }
+    }
+}
+
+impl From<Strategy> for &'static str {
+    fn from(s: Strategy) -> &'static str {
+        s.name()
+    }
+}
+
+impl TryFrom<String> for Strategy {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Strategy, String> {
+        Strategy::parse(&name).ok_or_else(|| format!("unknown strategy '{name}'"))
+    }
+}
+
+impl std::fmt::Display for Strategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub format: String,
     pub version: u32,
     pub model: String,
     pub model_hash: String,
-    /// "ilp", or the baseline's name.
-    pub strategy: String,
+    pub strategy: Strategy,
     pub formulation: Option<Formulation>,
     /// True when a pool is emulated: the plan is then for the emulated device model,
     /// not a measurement of real hardware.
@@ -201,7 +256,7 @@ pub struct PlanContext<'a> {
     pub model: &'a Model,
     pub inst: &'a Instance,
     pub costs: &'a Costs,
-    pub strategy: String,
+    pub strategy: Strategy,
     pub formulation: Option<Formulation>,
     pub profile: Option<String>,
 }
@@ -283,7 +338,7 @@ impl Plan {
             version: PLAN_VERSION,
             model: ctx.model.name().to_string(),
             model_hash: ctx.model.content_hash(),
-            strategy: ctx.strategy.clone(),
+            strategy: ctx.strategy,
             formulation: ctx.formulation,
             emulated,
             note: if emulated {

@@ -2,12 +2,13 @@
 //! model's priors) and the cost of moving a byte between every pair (for moves).
 
 use placer_host::{DeviceModel, DramBaseline, HostLayout, PoolsProbe};
+use placer_pools::PoolKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolFigures {
     pub name: String,
-    pub kind: String,
+    pub kind: PoolKind,
     /// Bytes the pool can hold. For pool 0 (local DRAM) the budget replaces this.
     pub capacity: u64,
     /// The device model when the pool is emulated.
@@ -37,12 +38,12 @@ pub struct SolvePools {
 }
 
 /// The device model whose figures stand in for a pool nobody measured, by kind.
-fn stand_in_device(kind: &str) -> Option<&'static str> {
+fn stand_in_device(kind: PoolKind) -> Option<&'static str> {
     match kind {
-        "pmem" => Some("optane-dcpmm"),
-        "cxl" => Some("cxl-type3"),
-        "remote-dram" => Some("remote-socket"),
-        _ => None,
+        PoolKind::Pmem => Some("optane-dcpmm"),
+        PoolKind::Cxl => Some("cxl-type3"),
+        PoolKind::RemoteDram => Some("remote-socket"),
+        PoolKind::Dram | PoolKind::Hbm | PoolKind::Spm | PoolKind::Unknown => None,
     }
 }
 
@@ -64,7 +65,7 @@ impl SolvePools {
                 let device = spec
                     .device
                     .clone()
-                    .or_else(|| stand_in_device(spec.kind.name()).and_then(|name| DeviceModel::named(name).ok()));
+                    .or_else(|| stand_in_device(spec.kind).and_then(|name| DeviceModel::named(name).ok()));
                 let (read_gbps, write_gbps, source) = if let Some(p) = probed {
                     (p.read_gbps.median, p.write_gbps.median, "probe")
                 } else if let (Some(d), true) = (&spec.device, baseline.is_some()) {
@@ -72,7 +73,7 @@ impl SolvePools {
                     (dram_read * r, dram_write * w, "device model on the measured DRAM baseline")
                 } else if let (Some(r), Some(w)) = (spec.attrs.read_bw(), spec.attrs.write_bw()) {
                     (r as f64 * 1.048_576e-3, w as f64 * 1.048_576e-3, "HMAT")
-                } else if let Some(d) = device.filter(|_| spec.kind.name() != "dram") {
+                } else if let Some(d) = device.filter(|_| spec.kind != PoolKind::Dram) {
                     let (r, w) = d.bandwidth_ratios();
                     (dram_read * r, dram_write * w, "stand-in device model")
                 } else {
@@ -80,7 +81,7 @@ impl SolvePools {
                 };
                 PoolFigures {
                     name: spec.name.clone(),
-                    kind: spec.kind.name().to_string(),
+                    kind: spec.kind,
                     capacity: spec.capacity,
                     emulated_as: spec.device.as_ref().map(DeviceModel::label),
                     read_gbps,

@@ -105,7 +105,7 @@ pub fn plan(
     let traffic = step_traffic(model, all_slow, &cache)?;
     let waits = fitted_waits(&traffic, &cache, costs, pool as usize);
     let mut plan = all_slow.clone();
-    plan.strategy = "2lm".into();
+    plan.strategy = crate::plan::Strategy::TwoLm;
     plan.formulation = None;
     plan.kernels = all_slow
         .kernels

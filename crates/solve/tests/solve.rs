@@ -12,7 +12,7 @@ use placer_solve::{
 fn pool(name: &str, capacity: u64, read: f64, write: f64) -> PoolFigures {
     PoolFigures {
         name: name.into(),
-        kind: if name == "dram" { "dram".into() } else { "pmem".into() },
+        kind: if name == "dram" { placer_pools::PoolKind::Dram } else { placer_pools::PoolKind::Pmem },
         capacity,
         emulated_as: None,
         read_gbps: read,

@@ -3,7 +3,7 @@
 
 mod merge;
 
-use crate::args::HostArgs;
+use crate::args::{DesignArg, ExportFormat, HostArgs, StepsArg};
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
 use placer_profile::{Design, DesignRecord, DesignSpec, Mode, PassPlan, ProfileOptions, Protocol, Steps};
@@ -52,8 +52,8 @@ pub struct Args {
     /// training step around them; `live` whole steps with each tensor in an arena only
     /// while it is live, as plans run. `auto`: `live` when a step is at most 50 GFLOPs
     /// or the footprint is over three quarters of this host's memory, else `picked`.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "picked", "whole", "live"])]
-    steps: String,
+    #[arg(long, value_enum, default_value_t = StepsArg::Auto)]
+    steps: StepsArg,
     /// Seed of the data every pass starts from.
     #[arg(long, default_value_t = 0x5EED)]
     seed: u64,
@@ -77,8 +77,8 @@ pub struct Args {
     /// for all, predicts the rest and checks the predictions on a seeded sample
     /// (measuring a signature in full when they miss); `full` measures every
     /// configuration.
-    #[arg(long, default_value = "screen", value_parser = ["screen", "full"])]
-    design: String,
+    #[arg(long, value_enum, default_value_t = DesignArg::Screen)]
+    design: DesignArg,
     /// A screening design's predictions must be within this share of the measured time
     /// (or within the measurement's own noise, whichever is wider).
     #[arg(long, default_value_t = 0.05)]
@@ -92,7 +92,7 @@ pub struct Args {
     design_seed: u64,
     /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable.
     #[arg(long, value_name = "RULE")]
-    pin: Vec<String>,
+    pin: Vec<placer_profile::PinRule>,
     /// Where checkpoints live.
     #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
@@ -105,8 +105,8 @@ pub struct Args {
     /// Print the finished profile's measurements as CSV or JSON instead of the summary.
     /// An existing checkpoint that is finished, or was made with other settings, is
     /// exported as it is, without measuring.
-    #[arg(long, value_parser = ["csv", "json"])]
-    export: Option<String>,
+    #[arg(long, value_enum)]
+    export: Option<ExportFormat>,
     /// Stop with an error (exit 2) instead of a warning when the host is busy: other
     /// processes competing for the CPUs, stolen time, or unexplained jitter, before the
     /// first pass or during one. The checkpoint keeps what was measured.
@@ -161,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             max_configs: args.max_configs,
             negligible: args.negligible,
             design: DesignSpec {
-                design: Design::parse(&args.design).unwrap_or(Design::Screen),
+                design: args.design.design(),
                 tolerance: args.design_tolerance,
                 min_error_ns: args.design_min_us * 1e3,
                 seed: args.design_seed,
@@ -175,7 +175,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             seed: args.seed,
             rounds: args.rounds,
             round_noise: args.round_noise,
-            steps: Steps::parse(&args.steps).unwrap_or_else(|| placer_profile::default_steps(&model)),
+            steps: args.steps.steps(&model),
         },
         pins: args.pin.clone(),
         model_source: Some(model_path),
@@ -187,7 +187,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let path = args.checkpoint_dir.join(placer_profile::checkpoint_name(&model, &options.mode, options.shard));
     // Exporting needs no match: a checkpoint that is finished, or that was made with
     // other settings (protocol, host, pools...), is exported as it is, measuring nothing.
-    let export_as_is = match args.export.as_deref() {
+    let export_as_is = match args.export {
         Some(format) if !args.fresh && !args.plan_only && path.exists() => {
             Some((format, placer_profile::load_checkpoint(&path)?))
         }
@@ -196,7 +196,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some((format, profile)) = &export_as_is
         && placer_profile::is_finished(profile)
     {
-        return write_export(format, profile);
+        return write_export(*format, profile);
     }
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
@@ -214,7 +214,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             profile.passes_done,
             profile.passes_total
         );
-        return write_export(format, profile);
+        return write_export(*format, profile);
     }
     let started = Instant::now();
     let bar =
@@ -225,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(warning) = profile.capped_warning() {
         errln!("warning: {warning}");
     }
-    match args.export.as_deref() {
+    match args.export {
         Some(format) => write_export(format, profile)?,
         None => out!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64()))?,
     }
@@ -233,10 +233,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 /// `--export csv|json`: the profile's measurements (and, as JSON, all of it).
-fn write_export(format: &str, profile: &placer_profile::Profile) -> anyhow::Result<()> {
+fn write_export(format: ExportFormat, profile: &placer_profile::Profile) -> anyhow::Result<()> {
     match format {
-        "csv" => out!("{}", placer_profile::export_csv(profile))?,
-        _ => outln!("{}", placer_profile::export_json(profile)?)?,
+        ExportFormat::Csv => out!("{}", placer_profile::export_csv(profile))?,
+        ExportFormat::Json => outln!("{}", placer_profile::export_json(profile)?)?,
     }
     Ok(())
 }

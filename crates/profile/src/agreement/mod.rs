@@ -234,7 +234,9 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
         ));
     }
     if ha.pins != hb.pins {
-        notes.push(format!("different --pin rules: A [{}], B [{}]", ha.pins.join(" "), hb.pins.join(" ")));
+        let rules =
+            |pins: &[crate::record::PinRule]| pins.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ");
+        notes.push(format!("different --pin rules: A [{}], B [{}]", rules(&ha.pins), rules(&hb.pins)));
     }
     for (side, p) in [("A", a), ("B", b)] {
         if !p.is_complete() {

@@ -6,8 +6,8 @@ use crate::record::{FORMAT_NAME, FORMAT_VERSION, Mode, ProfileHeader, Protocol, 
 
 fn pools() -> Vec<PoolInfo> {
     vec![
-        PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
-        PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: None },
+        PoolInfo { name: "dram".into(), kind: placer_pools::PoolKind::Dram, emulated_as: None },
+        PoolInfo { name: "pmem".into(), kind: placer_pools::PoolKind::Pmem, emulated_as: None },
     ]
 }
 

@@ -176,7 +176,7 @@ pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -
     part(&mut parts, "mode differs", mode_fields(sides, mode, &new.mode));
     let mut f = Vec::new();
     differs(&mut f, sides, "", pins.as_slice(), new.pins.as_slice(), |p| {
-        if p.is_empty() { "none".into() } else { p.join(", ") }
+        if p.is_empty() { "none".into() } else { p.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ") }
     });
     part(&mut parts, "pins differ", f);
     let planned_alike =
@@ -210,7 +210,7 @@ mod tests {
         let options = ProfileOptions::pipeline(3, 1);
         let pool = |name: &str, emulated_as: Option<&str>| PoolInfo {
             name: name.into(),
-            kind: name.into(),
+            kind: placer_pools::PoolKind::parse(name).expect("a pool kind"),
             emulated_as: emulated_as.map(str::to_string),
         };
         ProfileHeader {
@@ -288,13 +288,16 @@ mod tests {
                 |h| h.pools[1].emulated_as = None,
                 "pools differ: pmem EMULATED as optane-dcpmm:additive in the checkpoint, not emulated now".into(),
             ),
-            (|h| h.pools[1].kind = "cxl".into(), "pools differ: pmem kind pmem in the checkpoint, cxl now".into()),
+            (
+                |h| h.pools[1].kind = placer_pools::PoolKind::Cxl,
+                "pools differ: pmem kind pmem in the checkpoint, cxl now".into(),
+            ),
             (
                 |h| h.pools.truncate(1),
                 "pools differ: dram and pmem (EMULATED as optane-dcpmm:additive) in the checkpoint, dram now".into(),
             ),
             (
-                |h| h.pools.push(PoolInfo { name: "hbm".into(), kind: "hbm".into(), emulated_as: None }),
+                |h| h.pools.push(PoolInfo { name: "hbm".into(), kind: placer_pools::PoolKind::Hbm, emulated_as: None }),
                 "pools differ: dram and pmem (EMULATED as optane-dcpmm:additive) in the checkpoint, dram, pmem \
                  (EMULATED as optane-dcpmm:additive) and hbm now"
                     .into(),
@@ -323,7 +326,9 @@ mod tests {
             ),
             (|h| h.mode.design.seed = 9, "mode differs: design seed 24301 in the checkpoint, 9 now".into()),
             (
-                |h| h.pins = vec!["role=weight:dram".into(), "tensor=x:pmem".into()],
+                |h| {
+                    h.pins = vec!["role=weight:dram".parse().expect("a rule"), "tensor=x:pmem".parse().expect("a rule")]
+                },
                 "pins differ: none in the checkpoint, role=weight:dram, tensor=x:pmem now".into(),
             ),
             (
@@ -362,7 +367,7 @@ mod tests {
         // matter of course, so its digest is not named.
         assert_eq!(
             said(|h| {
-                h.pins = vec!["role=weight:dram".into()];
+                h.pins = vec!["role=weight:dram".parse().expect("a rule")];
                 h.mode.max_simultaneous = 1;
                 h.protocol.steps = Steps::Live;
                 h.host_fingerprint = "99887766ffeeddcc".into();

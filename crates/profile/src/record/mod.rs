@@ -8,15 +8,18 @@
 mod calibration;
 pub(crate) mod codec;
 pub(crate) mod mismatch;
+mod pins;
 mod screening;
 
 pub use calibration::{Interference, KernelPairs, OpInterference, StepOverhead};
+pub use pins::{PinRule, PinRuleTarget};
 pub use screening::{
     Design, DesignRecord, DesignSpec, DesignSummary, FamilyVerdict, Fit, LONG_KERNEL_NS, Prediction, ValidationPoint,
 };
 
 use placer_exec::Stats;
 use placer_host::HostActivity;
+use placer_pools::PoolKind;
 use serde::{Deserialize, Serialize};
 
 pub const FORMAT_NAME: &str = "placer-profile";
@@ -44,7 +47,7 @@ pub const FORMAT_VERSION: u32 = 17;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolInfo {
     pub name: String,
-    pub kind: String,
+    pub kind: PoolKind,
     /// The device model when the pool is emulated.
     pub emulated_as: Option<String>,
 }
@@ -101,15 +104,6 @@ pub enum Steps {
 }
 
 impl Steps {
-    pub fn parse(text: &str) -> Option<Steps> {
-        match text {
-            "whole" => Some(Steps::Whole),
-            "picked" => Some(Steps::Picked),
-            "live" => Some(Steps::Live),
-            _ => None,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Steps::Whole => "whole",
@@ -190,7 +184,7 @@ pub struct ProfileHeader {
     pub protocol: Protocol,
     pub mode: Mode,
     /// The `--pin` rules, as given.
-    pub pins: Vec<String>,
+    pub pins: Vec<PinRule>,
     /// A digest of the task list and pass plan: a resumed run must follow the same plan.
     /// A shard records the whole plan's digest, so every shard of one plan records the
     /// same.

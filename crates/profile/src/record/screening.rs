@@ -15,14 +15,6 @@ pub enum Design {
 }
 
 impl Design {
-    pub fn parse(text: &str) -> Option<Design> {
-        match text {
-            "full" => Some(Design::Full),
-            "screen" => Some(Design::Screen),
-            _ => None,
-        }
-    }
-
     pub fn as_str(self) -> &'static str {
         match self {
             Design::Full => "full",

@@ -16,8 +16,12 @@ pub fn profile(model: &str, records: usize) -> Profile {
             model_source: None,
             host_fingerprint: "f00d".into(),
             pools: vec![
-                PoolInfo { name: "dram".into(), kind: "dram".into(), emulated_as: None },
-                PoolInfo { name: "pmem".into(), kind: "pmem".into(), emulated_as: Some("optane-dcpmm".into()) },
+                PoolInfo { name: "dram".into(), kind: placer_pools::PoolKind::Dram, emulated_as: None },
+                PoolInfo {
+                    name: "pmem".into(),
+                    kind: placer_pools::PoolKind::Pmem,
+                    emulated_as: Some("optane-dcpmm".into()),
+                },
             ],
             emulated: true,
             protocol: Protocol {

@@ -424,7 +424,7 @@ mod tests {
     fn pools() -> SolvePools {
         let pool = |name: &str, read: f64, write: f64| PoolFigures {
             name: name.into(),
-            kind: name.into(),
+            kind: placer_pools::PoolKind::parse(name).expect("a pool kind"),
             capacity: 64 << 30,
             emulated_as: None,
             read_gbps: read,
