@@ -19,6 +19,11 @@ pub const MAX_READ_INDEX_ELEMENTS: u64 = 1 << 16;
 /// keeps meaning "a stored tensor or something computed from one": a weight.
 pub const MAX_COMPUTED_ELEMENTS: u64 = 1 << 16;
 
+/// The value of a placer tensor `t` that ONNX sees in `shape` (its own, or a view).
+pub fn tensor(t: T, shape: Vec<u64>) -> Value {
+    Value::Tensor(Tensor { t, shape })
+}
+
 /// An ONNX element type as the importer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Elem {

@@ -6,7 +6,7 @@
 
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::NodeProto;
-use crate::values::{Attrs, Constant, Elem, Value};
+use crate::values::{Attrs, Constant, Elem, Value, constant_of};
 use placer_ir::DType;
 
 /// Normalises a possibly negative axis against `rank`.
@@ -412,4 +412,21 @@ pub(crate) fn is_data_node(l: &Lowerer<'_>, node: &NodeProto) -> bool {
     let operands: Vec<Option<&Value>> = node.input.iter().filter(|n| !n.is_empty()).map(|n| l.value(n)).collect();
     operands.iter().any(|v| matches!(v, Some(Value::Data(_))))
         && operands.iter().all(|v| matches!(v, Some(Value::Data(_) | Value::Const(_))))
+}
+
+/// The elements of a small constant `name`, from an initializer or a Constant node, or
+/// a Reshape, Unsqueeze, Squeeze or Identity of one (the dynamo exporter's unoptimised
+/// graphs reshape a ReduceMean's axes `[-1]` to `[-1]`): those keep the elements.
+pub(crate) fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
+    if let Some(init) = l.initializers.get(name) {
+        return constant_of(init, name).data;
+    }
+    let node = &l.graph.node[*l.topo.producer.get(name)?];
+    let a = Attrs(node);
+    match (node.op_type(), a.tensor("value")) {
+        ("Constant", Some(t)) => constant_of(t, name).data,
+        ("Constant", None) if a.has("value_float") => Some(vec![a.float("value_float", 0.0)]),
+        ("Reshape" | "Unsqueeze" | "Squeeze" | "Identity", _) => small(l, node.input.first()?),
+        _ => None,
+    }
 }

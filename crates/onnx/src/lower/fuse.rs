@@ -2,10 +2,11 @@
 //! GELU written with `Erf`, a batch norm followed by a per-channel scale and shift
 //! (Caffe2's Scale layer), and attention scores divided by √d.
 
+use super::consts::small;
 use super::ops::{batch_norm, layer_norm_on, matmul};
 use super::{Fail, Lowered, Lowerer, bad};
 use crate::proto::NodeProto;
-use crate::values::{Attrs, Value, constant_of};
+use crate::values::{Attrs, Value};
 use std::collections::HashMap;
 
 /// What a fused node computes in place of its chain.
@@ -87,7 +88,7 @@ impl Fused {
                 ]);
                 l.note("Clip's gradient written out (GreaterOrEqual, LessOrEqual, And, Cast, Mul) fused into clip_backward");
                 let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
-                let dx = super::training::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
+                let dx = super::emit::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
             }
             Fused::NanGuard { value } => match l.value(value).cloned() {
@@ -117,23 +118,6 @@ fn tensor_value(l: &Lowerer<'_>, name: &str) -> Result<crate::values::Tensor, Fa
         Some(Value::Tensor(t)) => Ok(t.clone()),
         Some(Value::Poisoned) => Err(Fail::Poisoned),
         _ => bad(format!("the fused chain starts from '{name}', which is not an activation")),
-    }
-}
-
-/// The elements of a small constant `name`, from an initializer or a Constant node, or
-/// a Reshape, Unsqueeze, Squeeze or Identity of one (the dynamo exporter's unoptimised
-/// graphs reshape a ReduceMean's axes `[-1]` to `[-1]`): those keep the elements.
-pub(crate) fn small(l: &Lowerer<'_>, name: &str) -> Option<Vec<f64>> {
-    if let Some(init) = l.initializers.get(name) {
-        return constant_of(init, name).data;
-    }
-    let node = &l.graph.node[*l.topo.producer.get(name)?];
-    let a = Attrs(node);
-    match (node.op_type(), a.tensor("value")) {
-        ("Constant", Some(t)) => constant_of(t, name).data,
-        ("Constant", None) if a.has("value_float") => Some(vec![a.float("value_float", 0.0)]),
-        ("Reshape" | "Unsqueeze" | "Squeeze" | "Identity", _) => small(l, node.input.first()?),
-        _ => None,
     }
 }
 

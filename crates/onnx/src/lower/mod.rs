@@ -5,13 +5,16 @@
 mod consts;
 mod derive;
 mod elementwise;
+mod emit;
 mod fuse;
+mod gather;
 mod ops;
 mod ort;
 mod slice;
 pub(crate) mod training;
+mod window;
 
-pub(crate) use ops::{forward, known};
+pub(crate) use ops::forward;
 
 use crate::graph::{Topology, node_label, op_label};
 use crate::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto, tensor_shape_proto::dimension, type_proto};
@@ -256,7 +259,7 @@ impl<'m> Lowerer<'m> {
                 node.input.iter().any(|n| matches!(self.values.get(n.as_str()), Some(Value::Poisoned)));
             let result = if inputs_poisoned {
                 // Still name ops placer has no rule for at all, so their counts are whole.
-                match known(node) {
+                match ops::known(node) || training::known(node) {
                     true => Err(Fail::Poisoned),
                     false => Err(Fail::Unsupported(op_label(node))),
                 }

@@ -1,13 +1,14 @@
 //! One function per ONNX op family: forward ops as placer ops, recorded on the
 //! builder's tape so that the backward pass can be derived.
 
-use super::consts::{self, axis, int_operand, shape_of};
+use super::consts::{self, axis, int_operand};
 use super::elementwise;
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::graph::op_label;
 use crate::proto::NodeProto;
-use crate::values::{Attrs, Constant, Elem, Tensor, Value, constant_of};
-use placer_zoo::{Conv, Pooling, T};
+use crate::values::{Attrs, Constant, Elem, Tensor, Value, constant_of, tensor};
+use placer_ir::DType;
+use placer_zoo::T;
 
 /// Lowers one node of a forward graph.
 pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
@@ -26,7 +27,7 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Reshape" => consts::reshape(l, node),
         "Identity" => Ok(vec![l.operand(node, 0)?]),
         "Dropout" => dropout(l, node),
-        "Gather" => gather(l, node),
+        "Gather" => super::gather::gather(l, node),
         "Transpose" if all_const => {
             let values = consts::fold(l, node)?;
             l.note_transpose(node);
@@ -39,12 +40,12 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         _ if consts::is_data_node(l, node) => consts::data_node(l, node),
         _ if all_const && !node.input.is_empty() => consts::fold(l, node),
         "Cast" | "CastLike" => cast(l, node),
-        "Conv" => conv(l, node),
+        "Conv" => super::window::conv(l, node),
         "Relu" => unary(l, node, |g, name, x| g.relu(name, x)),
         "Tanh" => unary(l, node, |g, name, x| g.tanh(name, x)),
         "Gelu" => unary(l, node, |g, name, x| g.gelu(name, x)),
-        "MaxPool" | "AveragePool" => pooling(l, node),
-        "GlobalAveragePool" => global_avg_pool(l, node),
+        "MaxPool" | "AveragePool" => super::window::pooling(l, node),
+        "GlobalAveragePool" => super::window::global_avg_pool(l, node),
         "ReduceMean" => reduce_mean(l, node),
         "BatchNormalization" => {
             let x = l.tensor_operand(node, 0)?;
@@ -64,7 +65,9 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Slice" => super::slice::slice(l, node),
         "SplitToSequence" => super::slice::split_to_sequence(l, node),
         "SequenceAt" => super::slice::sequence_at(l, node),
-        "Split" | "Neg" | "Size" => super::ort::lower(l, node).unwrap_or_else(|| unsupported(op_label(node))),
+        "Split" => super::slice::split(l, node),
+        "Neg" => neg(l, node),
+        "Size" => size(l, node),
         "Clip" => elementwise::clip(l, node),
         "Sigmoid" => unary(l, node, |g, name, x| g.sigmoid(name, x)),
         "HardSwish" => unary(l, node, |g, name, x| g.hard_swish(name, x)),
@@ -131,11 +134,7 @@ const KNOWN: &[&str] = &[
 ];
 
 pub(crate) fn known(node: &NodeProto) -> bool {
-    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type()) || super::training::known(node)
-}
-
-fn tensor(t: T, shape: Vec<u64>) -> Value {
-    Value::Tensor(Tensor { t, shape })
+    matches!(node.domain(), "" | "ai.onnx") && KNOWN.contains(&node.op_type())
 }
 
 fn constant(node: &NodeProto) -> Lowered {
@@ -145,12 +144,12 @@ fn constant(node: &NodeProto) -> Lowered {
         return Ok(vec![Value::Const(constant_of(t, out))]);
     }
     let (data, elem, shape) = if a.has("value_float") {
-        (vec![a.float("value_float", 0.0)], Elem::Float(placer_ir::DType::F32), vec![])
+        (vec![a.float("value_float", 0.0)], Elem::Float(DType::F32), vec![])
     } else if a.has("value_int") {
-        (vec![a.int("value_int", 0) as f64], Elem::Int(placer_ir::DType::I64), vec![])
+        (vec![a.int("value_int", 0) as f64], Elem::Int(DType::I64), vec![])
     } else if let Some(v) = a.ints("value_ints") {
         let n = v.len() as u64;
-        (v.into_iter().map(|x| x as f64).collect(), Elem::Int(placer_ir::DType::I64), vec![n])
+        (v.into_iter().map(|x| x as f64).collect(), Elem::Int(DType::I64), vec![n])
     } else {
         return unsupported("Constant without a tensor, float or int value");
     };
@@ -164,7 +163,7 @@ fn constant_of_shape(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
     }
     let shape: Vec<u64> = dims.iter().map(|&d| d as u64).collect();
     let fill = Attrs(node).tensor("value").map(|t| constant_of(t, ""));
-    let elem = fill.as_ref().map(|f| f.elem).unwrap_or(Elem::Float(placer_ir::DType::F32));
+    let elem = fill.as_ref().map(|f| f.elem).unwrap_or(Elem::Float(DType::F32));
     let numel: u64 = shape.iter().product();
     let data = match fill.and_then(|f| f.scalar()) {
         Some(x) if numel <= crate::values::MAX_READ_ELEMENTS => Some(vec![x; numel as usize]),
@@ -210,7 +209,7 @@ fn cast(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     // scale): the constant, in the activation's element type.
     if let (Value::Const(c), Some(Value::Tensor(like))) = (l.operand(node, 0)?, l.optional(node, 1)?) {
         let elem = match l.dtype_of(like.t) {
-            d @ (placer_ir::DType::I32 | placer_ir::DType::I64) => Elem::Int(d),
+            d @ (DType::I32 | DType::I64) => Elem::Int(d),
             d => Elem::Float(d),
         };
         let data = match elem {
@@ -244,213 +243,6 @@ fn unary(l: &mut Lowerer<'_>, node: &NodeProto, op: fn(&mut placer_zoo::GraphBui
     let name = l.name_for(&node.output[0]);
     let y = op(&mut l.g, &name, x.t);
     Ok(vec![tensor(y, x.shape)])
-}
-
-fn pair(v: Option<Vec<i64>>, default: u64, what: &str) -> Result<[u64; 2], Fail> {
-    match v.as_deref() {
-        None => Ok([default; 2]),
-        Some(&[a, b]) if a >= 0 && b >= 0 => Ok([a as u64, b as u64]),
-        Some(other) => unsupported(format!("{what} {other:?} (placer takes 2-D windows)")),
-    }
-}
-
-/// Symmetric padding from ONNX `pads` [top, left, bottom, right] or `auto_pad`.
-fn padding(
-    a: Attrs<'_>,
-    input: [u64; 2],
-    kernel: [u64; 2],
-    stride: [u64; 2],
-    dilation: [u64; 2],
-) -> Result<[u64; 2], Fail> {
-    match a.string("auto_pad").as_deref() {
-        None | Some("NOTSET") => {}
-        Some("VALID") => return Ok([0, 0]),
-        Some("SAME_UPPER" | "SAME_LOWER") => {
-            let mut pad = [0; 2];
-            for i in 0..2 {
-                let out = input[i].div_ceil(stride[i]);
-                let span = (kernel[i] - 1) * dilation[i] + 1;
-                let total = ((out - 1) * stride[i] + span).saturating_sub(input[i]);
-                if total % 2 == 1 {
-                    return unsupported("auto_pad SAME with odd total padding (placer pads symmetrically)");
-                }
-                pad[i] = total / 2;
-            }
-            return Ok(pad);
-        }
-        Some(other) => return bad(format!("unknown auto_pad '{other}'")),
-    }
-    match a.ints("pads").as_deref() {
-        None => Ok([0, 0]),
-        Some(&[t, l, b, r]) if t == b && l == r && t >= 0 && l >= 0 => Ok([t as u64, l as u64]),
-        Some(p) => unsupported(format!("{} with asymmetric pads {p:?}", a.0.op_type())),
-    }
-}
-
-pub(crate) fn hw(shape: &[u64]) -> Result<[u64; 2], Fail> {
-    match shape {
-        &[_, _, h, w] => Ok([h, w]),
-        other => unsupported(format!("a 2-D window op on a rank-{} tensor", other.len())),
-    }
-}
-
-/// The geometry of a Conv (or onnxruntime's ConvGrad) over an input of spatial size
-/// `input` with a filter of shape `filter`.
-pub(crate) fn conv_geometry(node: &NodeProto, input: [u64; 2], filter: &[u64]) -> Result<Conv, Fail> {
-    let a = Attrs(node);
-    let kernel = pair(Some(filter.get(2..).unwrap_or_default().iter().map(|&d| d as i64).collect()), 1, "kernel")?;
-    let stride = pair(a.ints("strides"), 1, "strides")?;
-    let dilation = pair(a.ints("dilations"), 1, "dilations")?;
-    let padding = padding(a, input, kernel, stride, dilation)?;
-    Ok(Conv { stride, padding, dilation, groups: a.int("group", 1).max(1) as u64 })
-}
-
-/// The window of a MaxPool or AveragePool (or their onnxruntime gradients) over an
-/// input of spatial size `input`.
-pub(crate) fn pooling_geometry(node: &NodeProto, input: [u64; 2]) -> Result<Pooling, Fail> {
-    let a = Attrs(node);
-    let kernel = pair(a.ints("kernel_shape"), 1, "kernel_shape")?;
-    let stride = pair(a.ints("strides"), 1, "strides")?;
-    if pair(a.ints("dilations"), 1, "dilations")? != [1, 1] {
-        return unsupported(format!("{} with dilations", node.op_type()));
-    }
-    let padding = padding(a, input, kernel, stride, [1, 1])?;
-    if a.int("ceil_mode", 0) == 1 {
-        let differs = (0..2).any(|i| !(input[i] + 2 * padding[i] - kernel[i]).is_multiple_of(stride[i]));
-        if differs {
-            return unsupported(format!("{} with ceil_mode=1 where it changes the output size", node.op_type()));
-        }
-    }
-    Ok(Pooling { kernel, stride, padding })
-}
-
-fn conv(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let x = l.tensor_operand(node, 0)?;
-    let w = l.const_operand(node, 1)?;
-    let geometry = conv_geometry(node, hw(&x.shape)?, &w.shape)?;
-    let xt = l.exact(&x);
-    let wt = l.weight(&w, &w.shape)?;
-    let out = &node.output[0];
-    let bias = l.optional(node, 2)?;
-    let conv_name = if bias.is_some() { l.name_for(&format!("{out}.conv")) } else { l.name_for(out) };
-    let y = l.g.conv2d(&conv_name, xt, wt, geometry).or_else(|e| bad(e.to_string()))?;
-    let y = match bias {
-        Some(Value::Const(b)) => {
-            let channels = l.g.shape(y)[1];
-            let bt = l.weight(&b, &[channels])?;
-            let name = l.name_for(out);
-            l.g.bias_add(&name, y, bt, 1)
-        }
-        Some(_) => return unsupported("Conv with a computed bias"),
-        None => y,
-    };
-    let shape = l.g.shape(y).to_vec();
-    Ok(vec![tensor(y, shape)])
-}
-
-fn pooling(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let x = l.tensor_operand(node, 0)?;
-    let a = Attrs(node);
-    let geometry = pooling_geometry(node, hw(&x.shape)?)?;
-    let xt = l.exact(&x);
-    let name = l.name_for(&node.output[0]);
-    // The indices are placer's own (the window position of each maximum); only
-    // onnxruntime's MaxPoolGrad reads a MaxPool's second output, and it becomes
-    // placer's max_pool2d_backward, which reads exactly these.
-    let (y, indices) = if node.op_type() == "MaxPool" {
-        let (y, idx) = l.g.max_pool2d_indexed(&name, xt, geometry).or_else(|e| bad(e.to_string()))?;
-        (y, Some(idx))
-    } else {
-        let y =
-            l.g.avg_pool2d(&name, xt, geometry, a.int("count_include_pad", 0) == 1).or_else(|e| bad(e.to_string()))?;
-        (y, None)
-    };
-    let shape = l.g.shape(y).to_vec();
-    let indices = indices.map_or(Value::Poisoned, |i| tensor(i, shape.clone()));
-    Ok(vec![tensor(y, shape), indices])
-}
-
-fn global_avg_pool(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let x = l.tensor_operand(node, 0)?;
-    hw(&x.shape)?;
-    let xt = l.exact(&x);
-    let name = l.name_for(&node.output[0]);
-    let y = l.g.global_avg_pool(&name, xt);
-    // placer's result is [N, C]; ONNX keeps [N, C, 1, 1], a view of it.
-    Ok(vec![tensor(y, vec![x.shape[0], x.shape[1], 1, 1])])
-}
-
-/// The fed input of embedding ids that are data or a constant, with `--batch` where the
-/// file fixed its batch. One row the file broadcasts ([1, S] position ids) stays one
-/// row: its lookup is added to every sample by a broadcasting `add`, as in the file.
-/// An embedding and its onnxruntime gradient share it.
-pub(crate) fn fed_ids(l: &mut Lowerer<'_>, ids: &Value) -> Result<T, Fail> {
-    let (Value::Data(c) | Value::Const(c)) = l.rebatched(ids) else {
-        return bad("embedding ids that are neither data nor a constant");
-    };
-    Ok(l.feed(&c, placer_ir::DType::I32))
-}
-
-/// Whether constant `c` holds 0, 1, 2, ... in order: a Gather by it takes every element
-/// of a flat tensor in place.
-fn is_iota(c: &Constant) -> bool {
-    c.data.as_ref().is_some_and(|d| d.iter().enumerate().all(|(k, &v)| v == k as f64))
-}
-
-/// A Gather of flat `x` by every position in order, shaped as the index (the dynamo
-/// exporter's `as_strided` after a flatten: ConvNeXt's pooled features): `x` viewed in
-/// the index's shape, whose first dimension follows `--batch` when the file fixed it.
-fn in_order(l: &mut Lowerer<'_>, x: Value, index: &Constant) -> Lowered {
-    let numel = shape_of(&x)[0];
-    let mut shape = index.shape.clone();
-    if let Some((file, new)) = l.rebatch
-        && shape.first() == Some(&file)
-        && numel != index.numel()
-    {
-        shape[0] = new;
-    }
-    if shape.iter().product::<u64>() != numel {
-        return bad(format!(
-            "a Gather by every position in order ({:?}) of a flat tensor of {numel} elements",
-            index.shape
-        ));
-    }
-    Ok(vec![consts::with_shape(x, shape)])
-}
-
-/// One position of an activation along the axis before its last (BERT's pooler takes
-/// token 0 of [B, S, D]): a batched matmul by a fed one-hot selector [.., 1, S], so that
-/// the gradient reaches every position, as the framework's scatter does.
-fn pick(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: i64) -> Lowered {
-    let rank = x.shape.len();
-    let index = l.const_operand(node, 1)?.scalar().map(|i| i as i64);
-    if let Some(index) = index
-        && let Some(done) = super::slice::gather_all(l, node, x, axis(ax, rank)?, index)
-    {
-        return done;
-    }
-    if rank < 2 || axis(ax, rank)? != rank - 2 {
-        return unsupported("Gather of one element of an activation along an axis other than the one before the last");
-    }
-    let st = selector(l, &x.shape);
-    let xt = l.exact(x);
-    let name = l.name_for(&node.output[0]);
-    let y = l.g.matmul(&name, st, xt, false, 1.0).or_else(|e| bad(e.to_string()))?;
-    l.note("Gather of one position of an activation imported as a matmul by a fed one-hot selector");
-    let mut shape = x.shape[..rank - 2].to_vec();
-    shape.push(x.shape[rank - 1]);
-    Ok(vec![tensor(y, shape)])
-}
-
-/// The fed one-hot selector [.., 1, S] of one position of `shape` [.., S, D]; a
-/// Gather and its gradient (onnxruntime's GatherGrad) share it.
-pub(crate) fn selector(l: &mut Lowerer<'_>, shape: &[u64]) -> T {
-    let rank = shape.len();
-    let mut sel_shape = shape[..rank - 2].to_vec();
-    sel_shape.extend([1, shape[rank - 2]]);
-    let selector =
-        Constant { shape: sel_shape, elem: Elem::Float(placer_ir::DType::F32), data: None, origin: "selector".into() };
-    l.feed(&selector, placer_ir::DType::F32)
 }
 
 /// ReduceMean over H and W of an [N, C, H, W] activation (the dynamo exporter's
@@ -731,45 +523,31 @@ fn transpose(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(y, shape)])
 }
 
-fn gather(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let (table, ids) = (l.operand(node, 0)?, l.operand(node, 1)?);
-    match (&table, &ids, Attrs(node).int("axis", 0)) {
-        (Value::Const(c), Value::Tensor(i), 0) if c.shape.len() == 2 => {
-            let w = l.weight(c, &c.shape)?;
-            let it = l.exact(i);
-            let name = l.name_for(&node.output[0]);
-            let y = l.g.embedding(&name, it, w);
-            let shape = l.g.shape(y).to_vec();
-            Ok(vec![tensor(y, shape)])
-        }
-        // Fixed ids (positions, token types) into a trained table: still an embedding
-        // (the table gets its gradient), with the ids fed as data, one row per sample.
-        (Value::Const(c), Value::Const(_), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
-            let w = l.weight(c, &c.shape)?;
-            let ids = fed_ids(l, &ids)?;
-            l.note("constant ids into an embedding table (positions, token types) fed as an input");
-            let name = l.name_for(&node.output[0]);
-            let y = l.g.embedding(&name, ids, w);
-            let shape = l.g.shape(y).to_vec();
-            Ok(vec![tensor(y, shape)])
-        }
-        // Ids the step is fed (token ids) or computes from them (RoBERTa's positions).
-        (Value::Const(c), Value::Data(_), 0) if c.shape.len() == 2 && matches!(c.elem, Elem::Float(_)) => {
-            let w = l.weight(c, &c.shape)?;
-            let it = fed_ids(l, &ids)?;
-            let name = l.name_for(&node.output[0]);
-            let y = l.g.embedding(&name, it, w);
-            let shape = l.g.shape(y).to_vec();
-            Ok(vec![tensor(y, shape)])
-        }
-        (Value::Tensor(x), Value::Const(i), ax) if i.numel() == 1 => pick(l, node, x, ax),
-        (Value::Tensor(x), Value::Const(i), 0) if x.shape.len() == 1 && is_iota(i) => in_order(l, table, i),
-        (Value::Const(_), Value::Const(_), _) => consts::fold(l, node),
-        (Value::Const(_) | Value::Data(_), Value::Const(_) | Value::Data(_), _) => consts::data_node(l, node),
-        _ => unsupported(format!(
-            "Gather other than an embedding lookup ({:?} by {:?})",
-            shape_of(&table),
-            shape_of(&ids)
-        )),
-    }
+/// Size of any value is known from its shape.
+pub(crate) fn size(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let v = l.operand(node, 0)?;
+    let n: u64 = consts::shape_of(&v).iter().product();
+    Ok(vec![Value::Const(Constant {
+        shape: vec![],
+        elem: Elem::Int(DType::I64),
+        data: Some(vec![n as f64]),
+        origin: node.output[0].clone(),
+    })])
+}
+
+/// -x of an activation: a `mul` by a fed -1 (rotary embeddings' rotate_half).
+pub(crate) fn neg(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let minus = Constant {
+        shape: vec![1],
+        elem: Elem::Float(DType::F32),
+        data: None,
+        origin: format!("{}.minus_one", node.output[0]),
+    };
+    let xt = l.exact(&x);
+    let m = l.feed(&minus, DType::F32);
+    l.note("Neg of an activation imported as mul by a fed -1");
+    let name = l.name_for(&node.output[0]);
+    let y = l.g.mul(&name, xt, m);
+    Ok(vec![tensor(y, x.shape)])
 }

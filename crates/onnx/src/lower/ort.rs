@@ -4,9 +4,10 @@
 //! outputs) is a tensor in the model.
 
 use super::consts::{self, axis};
-use super::training::{emit, grad_role, tensor};
+use super::emit::{emit, grad_role};
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::NodeProto;
+use crate::values::tensor;
 use crate::values::{Attrs, Constant, Elem, Tensor, Value};
 use placer_ir::{AttrValue, Attrs as IrAttrs, DType, Op, Role};
 use placer_zoo::T;
@@ -61,11 +62,11 @@ pub(crate) fn lower(l: &mut Lowerer<'_>, node: &NodeProto) -> Option<Lowered> {
         "Dropout" => dropout(l, node),
         "DropoutGrad" => dropout_grad(l, node),
         "ConcatTraining" => concat_training(l, node),
-        "SplitTraining" | "Split" => split(l, node),
+        "SplitTraining" | "Split" => super::slice::split(l, node),
         "Expand" => expand(l, node),
         "Scale" => scale(l, node),
-        "Size" => size(l, node),
-        "Neg" => neg(l, node),
+        "Size" => super::ops::size(l, node),
+        "Neg" => super::ops::neg(l, node),
         _ => return None,
     })
 }
@@ -305,7 +306,7 @@ fn gather_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         return pick_grad(l, node, &shape, ax);
     }
     let ids = match l.operand(node, 1)? {
-        v @ (Value::Data(_) | Value::Const(_)) => super::ops::fed_ids(l, &v)?,
+        v @ (Value::Data(_) | Value::Const(_)) => super::gather::fed_ids(l, &v)?,
         Value::Tensor(t) => l.exact(&t),
         _ => return Err(Fail::Poisoned),
     };
@@ -318,7 +319,7 @@ fn gather_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(g[0], shape)])
 }
 
-/// The gradient of one position picked from [.., S, D] (see `ops::pick`): the
+/// The gradient of one position picked from [.., S, D] (see `gather::pick`): the
 /// selector's transpose times dY, which scatters dY into that position.
 fn pick_grad(l: &mut Lowerer<'_>, node: &NodeProto, shape: &[u64], ax: i64) -> Lowered {
     let rank = shape.len();
@@ -326,7 +327,7 @@ fn pick_grad(l: &mut Lowerer<'_>, node: &NodeProto, shape: &[u64], ax: i64) -> L
     if rank < 2 || axis(ax, rank)? != rank - 2 || !one {
         return unsupported("GatherGrad other than of one position along the axis before the last");
     }
-    let st = super::ops::selector(l, shape);
+    let st = super::gather::selector(l, shape);
     let dy = l.tensor_operand(node, 2)?;
     let mut rows = shape[..rank - 2].to_vec();
     rows.extend([1, shape[rank - 1]]);
@@ -387,35 +388,6 @@ fn concat_training(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     Ok(vec![tensor(y[0], shape), Value::Const(lengths)])
 }
 
-/// Split (and SplitTraining) of an activation into parts along one axis.
-fn split(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let x = l.tensor_operand(node, 0)?;
-    let rank = x.shape.len();
-    let ax = axis(Attrs(node).int("axis", 0), rank)?;
-    let n = node.output.len() as u64;
-    let sizes: Vec<u64> = match (Attrs(node).ints("split"), node.input.get(1).filter(|s| !s.is_empty())) {
-        (Some(s), _) => s.iter().map(|&d| d.max(0) as u64).collect(),
-        (None, Some(_)) => consts::int_operand(l, node, 1)?.iter().map(|&d| d.max(0) as u64).collect(),
-        (None, None) if x.shape[ax].is_multiple_of(n) => vec![x.shape[ax] / n; n as usize],
-        (None, None) => return unsupported("Split into unequal parts without sizes"),
-    };
-    if sizes.iter().sum::<u64>() != x.shape[ax] || sizes.len() != node.output.len() {
-        return bad(format!("split sizes {sizes:?} do not cover dimension {ax} of {:?}", x.shape));
-    }
-    let xt = l.exact(&x);
-    let name = l.name_for(&node.output[0]);
-    let parts = l.g.split(&name, xt, ax, &sizes);
-    Ok(parts
-        .into_iter()
-        .zip(&sizes)
-        .map(|(t, &s)| {
-            let mut shape = x.shape.clone();
-            shape[ax] = s;
-            tensor(t, shape)
-        })
-        .collect())
-}
-
 /// Expand of an activation. onnxruntime writes the gradient of a global average pool
 /// (and of ReduceMean over H and W) as Expand of dY [N, C, 1, 1] to [N, C, H, W] and a
 /// Scale by 1/(H·W), in either order: placer's global_avg_pool_backward does both, and
@@ -469,33 +441,4 @@ fn scale(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         return Ok(vec![Value::Tensor(x)]);
     }
     unsupported("Scale other than a pooled gradient's 1/(H·W)")
-}
-
-/// Size of any value is known from its shape.
-fn size(l: &Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let v = l.operand(node, 0)?;
-    let n: u64 = consts::shape_of(&v).iter().product();
-    Ok(vec![Value::Const(Constant {
-        shape: vec![],
-        elem: Elem::Int(DType::I64),
-        data: Some(vec![n as f64]),
-        origin: node.output[0].clone(),
-    })])
-}
-
-/// -x of an activation: a `mul` by a fed -1 (rotary embeddings' rotate_half).
-fn neg(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
-    let x = l.tensor_operand(node, 0)?;
-    let minus = Constant {
-        shape: vec![1],
-        elem: Elem::Float(DType::F32),
-        data: None,
-        origin: format!("{}.minus_one", node.output[0]),
-    };
-    let xt = l.exact(&x);
-    let m = l.feed(&minus, DType::F32);
-    l.note("Neg of an activation imported as mul by a fed -1");
-    let name = l.name_for(&node.output[0]);
-    let y = l.g.mul(&name, xt, m);
-    Ok(vec![tensor(y, x.shape)])
 }

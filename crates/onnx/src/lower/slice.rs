@@ -6,7 +6,7 @@
 use super::consts::{self, axis};
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::NodeProto;
-use crate::values::{Tensor, Value};
+use crate::values::{Attrs, Tensor, Value, tensor};
 use placer_zoo::T;
 
 /// The parts of one activation split along one axis: (start, end, tensor).
@@ -75,11 +75,11 @@ fn every_position_gathered(l: &Lowerer<'_>, value: &str, ax: usize, rank: usize,
     let mut seen = vec![false; dim as usize];
     for &r in l.topo.readers_of(value) {
         let node = &l.graph.node[r];
-        let a = crate::values::Attrs(node).int("axis", 0);
+        let a = Attrs(node).int("axis", 0);
         if node.op_type() != "Gather" || axis(a, rank).ok() != Some(ax) {
             continue;
         }
-        let Some(&[i]) = node.input.get(1).and_then(|n| super::fuse::small(l, n)).as_deref() else { return false };
+        let Some(&[i]) = node.input.get(1).and_then(|n| consts::small(l, n)).as_deref() else { return false };
         let i = if i < 0.0 { i + dim as f64 } else { i } as usize;
         if let Some(s) = seen.get_mut(i) {
             *s = true;
@@ -121,7 +121,7 @@ pub(crate) fn gather_all(l: &mut Lowerer<'_>, node: &NodeProto, x: &Tensor, ax: 
 /// own on ([`sequence_at`]).
 pub(crate) fn split_to_sequence(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let x = l.tensor_operand(node, 0)?;
-    let ax = axis(crate::values::Attrs(node).int("axis", 0), x.shape.len())?;
+    let ax = axis(Attrs(node).int("axis", 0), x.shape.len())?;
     let dim = x.shape[ax];
     let sizes: Vec<u64> = match l.optional(node, 1)? {
         Some(Value::Const(c)) => match (c.ints(), c.shape.is_empty()) {
@@ -152,28 +152,7 @@ pub(crate) fn split_to_sequence(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowere
     if parts.iter().any(String::is_empty) {
         return unsupported("SplitToSequence with a part no SequenceAt reads");
     }
-    let split = NodeProto {
-        op_type: Some("Split".into()),
-        name: node.name.clone(),
-        input: vec![node.input[0].clone()],
-        output: parts.clone(),
-        attribute: vec![
-            crate::proto::AttributeProto {
-                name: Some("axis".into()),
-                i: Some(ax as i64),
-                r#type: Some(2),
-                ..Default::default()
-            },
-            crate::proto::AttributeProto {
-                name: Some("split".into()),
-                ints: sizes.iter().map(|&s| s as i64).collect(),
-                r#type: Some(7),
-                ..Default::default()
-            },
-        ],
-        ..Default::default()
-    };
-    let values = super::ort::lower(l, &split).unwrap_or_else(|| bad("Split has no lowering"))?;
+    let values = split_parts(l, &x, ax, &sizes, &parts[0])?;
     let first = values.first().cloned().ok_or(Fail::Error("a split into no parts".into()))?;
     for (name, v) in parts.into_iter().zip(values) {
         l.set_value(name, v);
@@ -189,4 +168,41 @@ pub(crate) fn sequence_at(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
         Some(v) => Ok(vec![v.clone()]),
         None => unsupported("SequenceAt of a sequence other than a SplitToSequence's"),
     }
+}
+
+/// Split (and SplitTraining) of an activation into parts along one axis.
+pub(crate) fn split(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
+    let x = l.tensor_operand(node, 0)?;
+    let rank = x.shape.len();
+    let ax = axis(Attrs(node).int("axis", 0), rank)?;
+    let n = node.output.len() as u64;
+    let sizes: Vec<u64> = match (Attrs(node).ints("split"), node.input.get(1).filter(|s| !s.is_empty())) {
+        (Some(s), _) => s.iter().map(|&d| d.max(0) as u64).collect(),
+        (None, Some(_)) => consts::int_operand(l, node, 1)?.iter().map(|&d| d.max(0) as u64).collect(),
+        (None, None) if x.shape[ax].is_multiple_of(n) => vec![x.shape[ax] / n; n as usize],
+        (None, None) => return unsupported("Split into unequal parts without sizes"),
+    };
+    if sizes.len() != node.output.len() {
+        return bad(format!("{} split sizes for {} outputs", sizes.len(), node.output.len()));
+    }
+    split_parts(l, &x, ax, &sizes, &node.output[0])
+}
+
+/// `x` split along `ax` into parts of `sizes`, named after ONNX value `first`.
+fn split_parts(l: &mut Lowerer<'_>, x: &Tensor, ax: usize, sizes: &[u64], first: &str) -> Lowered {
+    if sizes.iter().sum::<u64>() != x.shape[ax] {
+        return bad(format!("split sizes {sizes:?} do not cover dimension {ax} of {:?}", x.shape));
+    }
+    let xt = l.exact(x);
+    let name = l.name_for(first);
+    let parts = l.g.split(&name, xt, ax, sizes);
+    Ok(parts
+        .into_iter()
+        .zip(sizes)
+        .map(|(t, &s)| {
+            let mut shape = x.shape.clone();
+            shape[ax] = s;
+            tensor(t, shape)
+        })
+        .collect())
 }

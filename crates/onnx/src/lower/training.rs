@@ -4,11 +4,13 @@
 //! (weight gradients, batch-norm statistics) follow from the operands.
 
 use super::consts;
-use super::ops::{conv_geometry, forward, hw, pooling_geometry};
+use super::emit::{emit, grad_role};
+use super::ops::forward;
 use super::ort;
+use super::window::{conv_geometry, hw, pooling_geometry};
 use super::{Fail, Lowered, Lowerer, bad, unsupported};
 use crate::proto::{GraphProto, NodeProto, type_proto};
-use crate::values::{Attrs, Tensor, Value};
+use crate::values::{Attrs, Tensor, Value, tensor};
 use crate::{ImportOptions, OnnxError};
 use placer_ir::{AttrValue, Attrs as IrAttrs, DType, Op, Role};
 use placer_zoo::T;
@@ -118,39 +120,9 @@ fn all_constant(l: &Lowerer<'_>, node: &NodeProto) -> bool {
     operands.peek().is_some() && operands.all(|n| matches!(l.value(n), Some(Value::Const(_))))
 }
 
-pub(crate) fn tensor(t: T, shape: Vec<u64>) -> Value {
-    Value::Tensor(Tensor { t, shape })
-}
-
 /// onnxruntime names the nodes it generates for the backward pass `<forward>_Grad/...`.
 fn is_backward(node: &NodeProto) -> bool {
     node.name.as_deref().is_some_and(|n| n.contains("_Grad/"))
-}
-
-/// Emits one backward node. `outs` gives, for each output position, its shape and role;
-/// an output the file leaves unnamed still gets a tensor (placer's ops have fixed arity).
-pub(crate) fn emit(
-    l: &mut Lowerer<'_>,
-    node: &NodeProto,
-    op: Op,
-    attrs: IrAttrs,
-    inputs: &[T],
-    outs: &[(usize, Vec<u64>, Role)],
-) -> Result<Vec<T>, Fail> {
-    let label = crate::graph::node_label(node);
-    let dtype = inputs.first().map(|&t| l.dtype_of(t)).unwrap_or(DType::F32);
-    let mut tensors = Vec::with_capacity(outs.len());
-    for (k, shape, role) in outs {
-        let onnx =
-            node.output.get(*k).filter(|n| !n.is_empty()).cloned().unwrap_or_else(|| format!("{label}.unused{k}"));
-        let name = l.name_for(&onnx);
-        tensors.push(l.g.declare(&name, shape, dtype, *role));
-    }
-    // Named after its first output: tensor names are unique, and onnxruntime reuses a
-    // node's name for the two or three kernels one gradient op becomes.
-    let name = l.g.name_of(tensors[0]).to_string();
-    l.g.node(&name, op, attrs, inputs, &[], &tensors);
-    Ok(tensors)
 }
 
 fn weight_gradient_role(l: &Lowerer<'_>, t: T) -> Role {
@@ -312,12 +284,6 @@ fn gemm_grad(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
     let role = grad_role(l, &node.output[0]);
     let out = emit(l, node, Op::MatMul, attrs, &[x, y], &[(0, vec![m, n], role)])?;
     Ok(vec![tensor(out[0], vec![m, n])])
-}
-
-/// onnxruntime names a parameter's gradient `<parameter>_grad`; parameters are constants here.
-pub(crate) fn grad_role(l: &Lowerer<'_>, output: &str) -> Role {
-    let is_weight_grad = output.strip_suffix("_grad").is_some_and(|p| matches!(l.value(p), Some(Value::Const(_))));
-    if is_weight_grad { Role::WeightGradient } else { Role::Gradient }
 }
 
 /// A sum over every axis but one: a bias gradient.
