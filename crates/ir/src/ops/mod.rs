@@ -14,11 +14,13 @@ mod cost;
 mod shapes;
 mod signature;
 mod traffic;
+mod window;
 
 pub use cost::{Cost, cost};
-pub use shapes::{Window, broadcasts, check_shapes, conv_output_shape, pooling_output_shape};
+pub use shapes::{broadcasts, check_shapes};
 pub use signature::{Arity, AttrKind, AttrSpec, Signature};
 pub use traffic::{Traffic, node_traffic};
+pub use window::{Window, conv_output_shape, pooling_output_shape};
 
 use crate::types::{AttrValue, Attrs, DType, named_enum};
 use std::fmt;

@@ -11,156 +11,17 @@ use crate::gemm::{self, MatMul};
 use crate::pooling::{self, Pooling2d};
 use crate::tensor_ops::{self, Broadcast, ChannelView, Rows};
 use crate::{activation, dropout, loss, norm, optim};
-use placer_ir::ops::AttrReader;
+use placer_ir::ops::{AttrReader, Window};
 use placer_ir::{Attrs, Op};
 
-/// A read-only operand's data.
-#[derive(Debug)]
-pub enum In<'a> {
-    F32(&'a [f32]),
-    I32(&'a [i32]),
-    /// Bytes: a dropout mask.
-    U8(&'a [u8]),
-}
+mod args;
 
-/// A written operand's data (an output, or a tensor updated in place).
-#[derive(Debug)]
-pub enum Out<'a> {
-    F32(&'a mut [f32]),
-    I32(&'a mut [i32]),
-    U8(&'a mut [u8]),
-}
+pub use args::{Arg, In, Out};
+use args::{Result, bad, dims, exactly, f32_in, f32_out, i32_in, i32_out, numel, u8_in, u8_out};
 
-impl In<'_> {
-    fn type_and_len(&self) -> (&'static str, usize) {
-        match self {
-            In::F32(d) => ("f32", d.len()),
-            In::I32(d) => ("i32", d.len()),
-            In::U8(d) => ("u8", d.len()),
-        }
-    }
-}
-
-impl Out<'_> {
-    fn type_and_len(&self) -> (&'static str, usize) {
-        match self {
-            Out::F32(d) => ("f32", d.len()),
-            Out::I32(d) => ("i32", d.len()),
-            Out::U8(d) => ("u8", d.len()),
-        }
-    }
-}
-
-/// One operand: its shape from the model and its data from a pool buffer.
-#[derive(Debug)]
-pub struct Arg<'a, D> {
-    pub shape: &'a [u64],
-    pub data: D,
-}
-
-type Result<T> = std::result::Result<T, KernelError>;
-
-fn dims(shape: &[u64]) -> Vec<usize> {
-    shape.iter().map(|&d| d as usize).collect()
-}
-
-fn numel(shape: &[u64]) -> usize {
-    shape.iter().product::<u64>() as usize
-}
-
-fn bad(op: Op, detail: String) -> KernelError {
-    KernelError::BadOperand { op: op.as_str(), detail }
-}
-
-/// "an f32", "an i32", but "a u8".
-fn article(dtype: &str) -> &'static str {
-    if dtype.starts_with('u') { "a" } else { "an" }
-}
-
-/// Checks an input's element type and length against its shape.
-fn in_check(op: Op, a: &Arg<'_, In<'_>>, want: &str) -> Result<()> {
-    let (ty, len) = a.data.type_and_len();
-    if ty != want {
-        return Err(bad(op, format!("expected {} {want} input of shape {:?}, got {ty}", article(want), a.shape)));
-    }
-    if len != numel(a.shape) {
-        return Err(bad(op, format!("{ty} input of {len} elements for shape {:?}", a.shape)));
-    }
-    Ok(())
-}
-
-fn f32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [f32]> {
-    in_check(op, a, "f32")?;
-    match a.data {
-        In::F32(d) => Ok(d),
-        _ => Err(bad(op, "expected an f32 input".into())),
-    }
-}
-
-fn i32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [i32]> {
-    in_check(op, a, "i32")?;
-    match a.data {
-        In::I32(d) => Ok(d),
-        _ => Err(bad(op, "expected an i32 input".into())),
-    }
-}
-
-fn u8_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [u8]> {
-    in_check(op, a, "u8")?;
-    match a.data {
-        In::U8(d) => Ok(d),
-        _ => Err(bad(op, "expected a u8 input".into())),
-    }
-}
-
-/// Checks an output's element type and length against its shape.
-fn out_check(op: Op, a: &Arg<'_, Out<'_>>, want: &str) -> Result<()> {
-    let (ty, len) = a.data.type_and_len();
-    if ty != want {
-        return Err(bad(op, format!("expected {} {want} output of shape {:?}, got {ty}", article(want), a.shape)));
-    }
-    if len != numel(a.shape) {
-        return Err(bad(op, format!("{want} output of {len} elements for shape {:?}", a.shape)));
-    }
-    Ok(())
-}
-
-fn f32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [f32]> {
-    out_check(op, a, "f32")?;
-    match &mut a.data {
-        Out::F32(d) => Ok(d),
-        _ => Err(bad(op, "expected an f32 output".into())),
-    }
-}
-
-fn i32_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [i32]> {
-    out_check(op, a, "i32")?;
-    match &mut a.data {
-        Out::I32(d) => Ok(d),
-        _ => Err(bad(op, "expected an i32 output".into())),
-    }
-}
-
-fn u8_out<'s>(op: Op, a: &'s mut Arg<'_, Out<'_>>) -> Result<&'s mut [u8]> {
-    out_check(op, a, "u8")?;
-    match &mut a.data {
-        Out::U8(d) => Ok(d),
-        _ => Err(bad(op, "expected a u8 output".into())),
-    }
-}
-
-/// Exactly `N` operands of one kind, or an error naming the op.
-fn exactly<'s, T, const N: usize>(op: Op, what: &str, items: &'s mut [T]) -> Result<&'s mut [T; N]> {
-    let len = items.len();
-    items.try_into().map_err(|_| bad(op, format!("expected {N} {what}, got {len}")))
-}
-
-fn pair(op: Op, a: AttrReader<'_>, name: &str, default: [usize; 2]) -> Result<[usize; 2]> {
-    match a.ints(name) {
-        None => Ok(default),
-        Some(&[x, y]) if x >= 0 && y >= 0 => Ok([x as usize, y as usize]),
-        Some(v) => Err(bad(op, format!("attribute '{name}' = {v:?} is not a pair of non-negative integers"))),
-    }
+/// A pair of window figures as the kernels index them.
+fn usize2(v: [u64; 2]) -> [usize; 2] {
+    [v[0] as usize, v[1] as usize]
 }
 
 fn axis(op: Op, a: AttrReader<'_>, rank: usize) -> Result<usize> {
@@ -180,12 +41,14 @@ fn conv_geometry(op: Op, attrs: &Attrs, x: &[u64], w: &[u64], y: &[u64]) -> Resu
         return Err(bad(op, format!("convolution shapes {x:?} and {w:?} are not 4-D")));
     }
     let groups = usize::try_from(a.int("groups", 1)).unwrap_or(0);
+    // The window as the IR reads and checks it: one rule for its attributes.
+    let window = Window::conv(attrs, [w[2] as u64, w[3] as u64]).map_err(|e| bad(op, e))?;
     let geometry = Conv2d::new(
         [x[0], x[1], x[2], x[3]],
         [w[0], w[2], w[3]],
-        pair(op, a, "stride", [1, 1])?,
-        pair(op, a, "padding", [0, 0])?,
-        pair(op, a, "dilation", [1, 1])?,
+        usize2(window.stride),
+        usize2(window.padding),
+        usize2(window.dilation),
         groups,
     )
     .filter(|g| [g.n, g.k, g.p, g.q] == dims(y)[..] && groups > 0 && g.c % groups == 0 && g.c / groups == w[1]);
@@ -193,16 +56,15 @@ fn conv_geometry(op: Op, attrs: &Attrs, x: &[u64], w: &[u64], y: &[u64]) -> Resu
 }
 
 fn pooling_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pooling2d> {
-    let a = AttrReader(attrs);
+    let window = Window::pooling(attrs).map_err(|e| bad(op, e))?;
     let x = dims(x);
-    let kernel = pair(op, a, "kernel", [1, 1])?;
     let geometry = match x[..] {
         [n, c, h, w] => Pooling2d::new(
             [n, c, h, w],
-            kernel,
-            pair(op, a, "stride", kernel)?,
-            pair(op, a, "padding", [0, 0])?,
-            a.bool("count_include_pad", true),
+            usize2(window.kernel),
+            usize2(window.stride),
+            usize2(window.padding),
+            AttrReader(attrs).bool("count_include_pad", true),
         ),
         _ => None,
     };
