@@ -45,6 +45,12 @@ fn pipeline_profiles_solves_runs_and_reports_then_resumes() {
         assert!(bytes > 100, "{file} is missing or empty");
     }
     let summary = std::fs::read_to_string(report.join("summary.md")).expect("summary");
+    // What the report says, in outline: its sections, tables and rows (the figures are
+    // this run's; tests/snapshots/cli_pipeline__summary_outline.snap).
+    // The capacity row appears where the kernel's figures disagree, which depends on the host.
+    let outline = common::outline::outline(&summary);
+    let outline: Vec<&str> = outline.lines().filter(|l| !l.starts_with("| capacity |")).collect();
+    insta::assert_snapshot!("summary_outline", outline.join("\n"));
     assert!(summary.contains("**EMULATED.**") && summary.contains("| ilp (async) |"), "{summary}");
     // The host's memory before the runs, against the profile's checks of it.
     let memory = summary.lines().find(|l| l.starts_with("| host memory | Host memory ")).expect("a host memory row");

@@ -242,3 +242,48 @@ fn errors_of_bad_budgets_and_profiles() {
         Show::Stderr
     ));
 }
+
+// ---------------------------------------------------------------------------------------
+// Solving and running: the tables users read most
+// ---------------------------------------------------------------------------------------
+
+/// `solve` on an exported host with no profile (every kernel time from the cost model):
+/// the summary and every baseline beside the plan. The solver's wall times are shown
+/// as N; everything else (the ILP stops at its gap limit) is the same on every run.
+#[test]
+fn solve_with_baselines_on_an_exported_host() {
+    let dir = scratch();
+    let ckpt = path_str(dir.path());
+    let args = [
+        "solve",
+        BUNDLED,
+        "--topology",
+        "configs/topologies/two-socket-optane.xml",
+        "--budget",
+        "25%",
+        "--no-probe",
+        "--baselines",
+        "--checkpoint-dir",
+        ckpt,
+        "-o",
+        "/dev/null",
+    ];
+    insta::assert_snapshot!(common::outline::durations(&session(&args, dir.path())));
+}
+
+/// `run --plan --compare-baselines`: what it measures differs on every run, so its
+/// outline is pinned: the sections, each line's label and every strategy's row.
+#[test]
+fn run_compare_baselines_outline() {
+    let dir = scratch();
+    let model = common::zoo_file(dir.path(), "mlp", "4");
+    let plan = dir.path().join("plan.json");
+    let ckpt = path_str(dir.path());
+    let solve = ["solve", path_str(&model), "--budget", "50%", "--no-probe", "--checkpoint-dir", ckpt, "-o"];
+    let out = command().args(solve).arg(&plan).output().expect("placer runs");
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    let run = ["run", path_str(&model), "--plan", path_str(&plan), "--compare-baselines", "-n", "2"];
+    let out = command().args(run).output().expect("placer runs");
+    assert!(out.status.success(), "{}", common::text(&out.stderr));
+    insta::assert_snapshot!(common::outline::text_outline(&common::text(&out.stdout)));
+}

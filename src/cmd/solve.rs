@@ -171,7 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     printed.result()?;
     out!("{}", summary(&result, &pools).render())?;
     if args.baselines {
-        out!("\n{}", baseline_table(&result).render())?;
+        out!("\n{}", baseline_table(&result))?;
     }
     outln!("wrote {}", args.output.display())?;
     if pools.any_emulated() {
@@ -425,7 +425,8 @@ fn best_baseline(r: &SolveResult) -> Option<(String, f64)> {
         .min_by(|a, b| a.1.total_cmp(&b.1))
 }
 
-fn baseline_table(r: &SolveResult) -> Table {
+/// The plan beside every baseline, and why any baseline has no plan, below the table.
+fn baseline_table(r: &SolveResult) -> String {
     let mut t = Table::new(&["strategy", "predicted step", "vs all-DRAM", "vs plan", "DRAM peak", "moves", "check"]);
     let row = |t: &mut Table, name: &str, plan: &placer_solve::Plan, ok: bool| {
         t.row(vec![
@@ -443,19 +444,23 @@ fn baseline_table(r: &SolveResult) -> Table {
         None => r.plan.strategy.to_string(),
     };
     row(&mut t, &label, &r.plan, r.check.ok());
+    let mut notes = String::new();
     for c in &r.baselines {
         match &c.outcome {
             Ok((plan, chk)) => row(&mut t, &c.name, plan, chk.ok()),
-            Err(why) => t.row(vec![
-                c.name.clone(),
-                format!("no plan: {why}"),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-                String::new(),
-            ]),
+            Err(why) => {
+                t.row(vec![
+                    c.name.clone(),
+                    "no plan".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                    "-".into(),
+                ]);
+                notes.push_str(&format!("  {}: no plan: {why}\n", c.name));
+            }
         }
     }
-    t
+    t.render() + &notes
 }

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)] // each test file uses a different subset
 
+pub mod outline;
 pub mod profiles;
 
 use std::path::{Path, PathBuf};
