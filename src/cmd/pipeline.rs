@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let comparison = placer_eval::Comparison::new(&outcome.measured);
     out!("{}", placer_eval::report::standing_section(&comparison, &outcome.result.plan))?;
-    let pools: Vec<String> = outcome.result.plan.pools.iter().map(|p| p.name.clone()).collect();
+    let pools: Vec<String> = outcome.result.plan.inputs.pools.iter().map(|p| p.name.clone()).collect();
     if let Some(note) = placer_eval::compare::huge_pages_note(&outcome.measured, &pools) {
         outln!("\n{note}")?;
     }

@@ -395,7 +395,7 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
         .pools
         .iter()
         .zip(&plan.pool_peak_bytes)
-        .zip(&plan.capacity)
+        .zip(&plan.inputs.capacity)
         .map(|((pool, peak), cap)| format!("{} {} of {}", pool.name, bytes(*peak), bytes(*cap)))
         .collect();
     t.row(vec!["peak use".into(), peaks.join("; ")]);
@@ -439,9 +439,9 @@ fn baseline_table(r: &SolveResult) -> String {
             if ok { "ok".into() } else { "FAILED".into() },
         ]);
     };
-    let label = match r.plan.formulation {
-        Some(f) => format!("{} ({})", r.plan.strategy, f.name()),
-        None => r.plan.strategy.to_string(),
+    let label = match r.plan.provenance.formulation {
+        Some(f) => format!("{} ({})", r.plan.provenance.strategy, f.name()),
+        None => r.plan.provenance.strategy.to_string(),
     };
     row(&mut t, &label, &r.plan, r.check.ok());
     let mut notes = String::new();

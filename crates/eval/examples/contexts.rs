@@ -113,7 +113,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("huge pages gained while each context was set up: {}", huge.join(", "));
     println!(
         "{} ({steps} interleaved steps each; ms; A: run, B: run with threads woken, C: resident buffers, D: B without reuse)",
-        plan.strategy
+        plan.provenance.strategy
     );
     println!(
         "| kernel | predicted | A run | B woken | C resident | D no reuse | A/A′ (floor) | A/B | B/C | B/D | D/C | A/predicted |"
@@ -222,10 +222,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// to fit. The plan has no moves, so each tensor has one span per pool.
 fn without_reuse(plan: &placer_solve::Plan) -> Result<placer_solve::Plan, String> {
     let mut spread = plan.clone();
-    let mut end = vec![0u64; plan.pools.len()];
+    let mut end = vec![0u64; plan.inputs.pools.len()];
     for tensor in &mut spread.tensors {
         for span in &mut tensor.placement {
             let pool = plan
+                .inputs
                 .pools
                 .iter()
                 .position(|p| p.name == span.pool)
@@ -238,8 +239,8 @@ fn without_reuse(plan: &placer_solve::Plan) -> Result<placer_solve::Plan, String
         kernel.scratch_offset = end[0];
     }
     end[0] += plan.arena_bytes[0];
-    spread.budget_bytes = end[0];
-    spread.capacity[0] = spread.capacity[0].max(end[0]);
+    spread.inputs.budget_bytes = end[0];
+    spread.inputs.capacity[0] = spread.inputs.capacity[0].max(end[0]);
     spread.phase_peak_bytes[0] = spread.phase_peak_bytes[0].max(end[0]);
     spread.arena_bytes = end;
     Ok(spread)

@@ -14,9 +14,9 @@ pub fn plan_label(plan: &Plan) -> String {
     if plan.memory_side_cache.is_some() {
         return placer_solve::TWO_LM_LABEL.to_string();
     }
-    match plan.formulation {
-        Some(f) if plan.strategy == Strategy::Ilp => format!("ilp ({})", f.name()),
-        _ => plan.strategy.to_string(),
+    match plan.provenance.formulation {
+        Some(f) if plan.provenance.strategy == Strategy::Ilp => format!("ilp ({})", f.name()),
+        _ => plan.provenance.strategy.to_string(),
     }
 }
 
@@ -60,8 +60,8 @@ pub fn baselines_beside(
     plan: &Plan,
     left_out: &mut dyn FnMut(LeftOut<'_>),
 ) -> Result<Vec<Contender>, EvalError> {
-    let profile = plan.profile.as_deref().map(Path::new).filter(|p| p.exists());
-    if let (Some(named), None) = (&plan.profile, profile) {
+    let profile = plan.provenance.profile.as_deref().map(Path::new).filter(|p| p.exists());
+    if let (Some(named), None) = (&plan.provenance.profile, profile) {
         left_out(LeftOut::ProfileGone { profile: named });
     }
     // No probe: the baselines are static placements, which never move a tensor.
@@ -70,7 +70,7 @@ pub fn baselines_beside(
         model,
         costs: &inputs.costs,
         pools: inputs.pools,
-        budget: Budget::Bytes(plan.budget_bytes),
+        budget: Budget::Bytes(plan.inputs.budget_bytes),
         pins: inputs.pins,
         options: IlpOptions::default(),
         profile: profile.map(|p| p.display().to_string()),

@@ -224,7 +224,7 @@ fn summarise(c: &Contender, report: PlanRunReport) -> Result<Measured, EvalError
         copy_wait_ns: (0..kernels).map(|k| median(steps.iter().map(|s| s.copy_wait_ns[k]))).collect(),
         blocking_ns: median(steps.iter().map(|s| s.blocking_ns)),
         dram_bytes: steps.last().map(|s| s.dram_bytes.clone()).unwrap_or_default(),
-        budget_bytes: c.plan.budget_bytes,
+        budget_bytes: c.plan.inputs.budget_bytes,
         report,
         host_before: None,
     })

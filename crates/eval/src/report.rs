@@ -105,8 +105,8 @@ impl Report<'_> {
             }
         }
         chart.hlines.push(HLine {
-            y: self.plan.budget_bytes as f64,
-            label: format!("budget {:.1} MiB", self.plan.budget_bytes as f64 / MIB),
+            y: self.plan.inputs.budget_bytes as f64,
+            label: format!("budget {:.1} MiB", self.plan.inputs.budget_bytes as f64 / MIB),
             color: "#555".into(),
         });
         chart
@@ -138,9 +138,13 @@ impl Report<'_> {
     }
 
     fn timeline(&self) -> Timeline {
-        let pools: Vec<&str> = self.plan.pools.iter().map(|p| p.name.as_str()).collect();
+        let pools: Vec<&str> = self.plan.inputs.pools.iter().map(|p| p.name.as_str()).collect();
         let mut t = Timeline::new(
-            &format!("{}: where each tensor lives over the schedule ({})", self.model.name(), self.plan.strategy),
+            &format!(
+                "{}: where each tensor lives over the schedule ({})",
+                self.model.name(),
+                self.plan.provenance.strategy
+            ),
             "schedule step",
         );
         t.categories =
@@ -209,19 +213,19 @@ impl Report<'_> {
                 r.bytes_moved as f64 / MIB,
                 r.reserved_bytes[0] as f64 / MIB,
                 r.peak_bytes[0] as f64 / MIB,
-                self.plan.budget_bytes as f64 / MIB
+                self.plan.inputs.budget_bytes as f64 / MIB
             );
         }
         if let Some(m) = self.ilp() {
             let charged: Vec<f64> = self.plan.kernels.iter().map(|k| k.interference_ns).collect();
             if let Some(mut fit) = crate::compare::CopyFit::of(&m.predicted_kernel_ns, &charged, &m.kernel_ns) {
-                let solver = self.plan.copy_cpu_ns_per_byte.first().and_then(|row| row.get(1)).copied();
+                let solver = self.plan.inputs.copy_cpu_ns_per_byte.first().and_then(|row| row.get(1)).copied();
                 fit.memcpy_ns_per_byte = m.report.copy_memcpy_ns_per_byte.zip(solver);
-                fit.calibrated = self.plan.interference_calibrated;
+                fit.calibrated = self.plan.inputs.interference_calibrated;
                 let _ = writeln!(s, "\n{}", fit.note());
             }
         }
-        let pools: Vec<String> = self.plan.pools.iter().map(|p| p.name.clone()).collect();
+        let pools: Vec<String> = self.plan.inputs.pools.iter().map(|p| p.name.clone()).collect();
         if let Some(note) = crate::compare::huge_pages_note(self.measured, &pools) {
             let _ = writeln!(s, "\n{note}");
         }
@@ -290,7 +294,7 @@ pub fn standing_section(comparison: &Comparison, plan: &Plan) -> String {
     if let (Some(dram), Some(slow), Some((floor, _))) =
         (st.all_dram_predicted_ms, st.all_slow_predicted_ms, st.solver_ms)
     {
-        let share = plan.budget_bytes as f64 / plan.peak_live_bytes.max(1) as f64;
+        let share = plan.inputs.budget_bytes as f64 / plan.inputs.peak_live_bytes.max(1) as f64;
         let _ = writeln!(
             s,
             "- What limits the gain: with every tensor in the slow pool the step is predicted at {slow:.3} ms, \
@@ -298,7 +302,7 @@ pub fn standing_section(comparison: &Comparison, plan: &Plan) -> String {
              most {:.3} of those {:.3} ms ({:.0}%); the rest is what this model's traffic costs on the slow pool when \
              DRAM holds only that much. The emulated pool's cost per byte comes from this host's DRAM bandwidth \
              (docs/hosts.md), so another host, or a real device, moves every figure here.",
-            plan.budget_bytes as f64 / MIB,
+            plan.inputs.budget_bytes as f64 / MIB,
             100.0 * share,
             (slow - floor).max(0.0),
             (slow - dram).max(0.0),

@@ -134,7 +134,7 @@ fn a_plan_for_another_model_or_over_its_budget_is_refused() {
     let err = run(&other, vec![("ilp".into(), plan.clone())], 1).expect_err("another model");
     assert!(err.to_string().contains("not 'mlp"), "{err}");
     let mut greedy = plan;
-    greedy.arena_bytes[0] = greedy.budget_bytes + 4096;
+    greedy.arena_bytes[0] = greedy.inputs.budget_bytes + 4096;
     let err = run(&model, vec![("ilp".into(), greedy)], 1).expect_err("over budget");
     assert!(err.to_string().contains("over its own budget"), "{err}");
 }

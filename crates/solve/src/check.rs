@@ -40,12 +40,12 @@ fn close(a: f64, b: f64) -> bool {
 pub fn check(model: &Model, plan: &Plan, costs: &Costs, pools: &SolvePools, budget: u64) -> CheckReport {
     let mut report = CheckReport::default();
     let mut problem = |p: String| report.problems.push(p);
-    if plan.model_hash != model.content_hash() {
-        problem(format!("the plan is for model '{}' with another content hash", plan.model));
+    if plan.provenance.model_hash != model.content_hash() {
+        problem(format!("the plan is for model '{}' with another content hash", plan.provenance.model));
         return report;
     }
     let names = pools.names();
-    let plan_names: Vec<String> = plan.pools.iter().map(|p| p.name.clone()).collect();
+    let plan_names: Vec<String> = plan.inputs.pools.iter().map(|p| p.name.clone()).collect();
     if plan_names != names {
         problem(format!("the plan's pools ({}) are not this host's ({})", plan_names.join(", "), names.join(", ")));
         return report;

@@ -13,18 +13,18 @@ use std::collections::HashMap;
 /// Resolves `plan` against `model` and the host's `pools`.
 pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan, SolveError> {
     let mismatch = |reason: String| SolveError::Mismatch { reason };
-    if plan.model_hash != model.content_hash() {
+    if plan.provenance.model_hash != model.content_hash() {
         return Err(mismatch(format!(
             "the plan is for model '{}' ({}), not '{}' ({})",
-            plan.model,
-            plan.model_hash.chars().take(16).collect::<String>(),
+            plan.provenance.model,
+            plan.provenance.model_hash.chars().take(16).collect::<String>(),
             model.name(),
             &model.content_hash()[..16]
         )));
     }
     let mut pool_ids = HashMap::new();
     let mut arena_bytes = vec![0; pools.pools().len()];
-    for (figures, &bytes) in plan.pools.iter().zip(&plan.arena_bytes) {
+    for (figures, &bytes) in plan.inputs.pools.iter().zip(&plan.arena_bytes) {
         let id = pools.find(&figures.name).map_err(|e| mismatch(format!("the plan's pool '{}': {e}", figures.name)))?;
         arena_bytes[id.index()] = bytes;
         pool_ids.insert(figures.name.as_str(), id);
@@ -77,7 +77,7 @@ pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan
         moves,
         scratch_offsets: plan.kernels.iter().map(|k| k.scratch_offset).collect(),
         arena_bytes,
-        budget_bytes: plan.budget_bytes,
+        budget_bytes: plan.inputs.budget_bytes,
         side_cache,
     })
 }

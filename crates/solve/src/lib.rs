@@ -38,8 +38,8 @@ pub use instance::{Infeasible, Instance, KernelInfo, PAGE, TensorInfo, round_to_
 pub use layout::{Layout, lay_out};
 pub use placement::{Evaluation, Move, MoveKind, Placement};
 pub use plan::{
-    PLAN_FORMAT, PLAN_VERSION, Plan, PlanContext, PlanKernel, PlanMove, PlanSpan, PlanTensor, Predicted, SideCache,
-    SolverReport, Strategy,
+    PLAN_FORMAT, PLAN_VERSION, Plan, PlanContext, PlanInputs, PlanKernel, PlanMove, PlanSpan, PlanTensor, Predicted,
+    Provenance, SideCache, SolverReport, Strategy,
 };
 pub use pools::{PoolFigures, SolvePools};
 pub use repair::{Repair, fit_arena};

@@ -73,8 +73,10 @@ impl std::fmt::Display for Strategy {
     }
 }
 
+/// Where a plan comes from: the format, the model, how its placement was chosen, and
+/// the profile its kernel times come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct Provenance {
     pub format: String,
     pub version: u32,
     pub model: String,
@@ -85,6 +87,14 @@ pub struct Plan {
     /// not a measurement of real hardware.
     pub emulated: bool,
     pub note: String,
+    /// The checkpoint the kernel times come from, if any.
+    pub profile: Option<String>,
+}
+
+/// What a plan was solved against: the pools and what moving between them costs, the
+/// budget, and the cost model behind every kernel time not measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanInputs {
     pub pools: Vec<PoolFigures>,
     /// Bytes each pool may hold: the budget for DRAM, capacity for the others.
     pub capacity: Vec<u64>,
@@ -96,9 +106,18 @@ pub struct Plan {
     pub copy_cpu_ns_per_byte: Vec<Vec<f64>>,
     /// Whether the kernels' interference shares were measured by the profile.
     pub interference_calibrated: bool,
-    /// The checkpoint the kernel times come from, if any.
-    pub profile: Option<String>,
     pub cost_model: CostModel,
+}
+
+/// A placement plan (plan.json): where it comes from, what it was planned against, and
+/// the plan itself. The first two are flattened into the file, whose fields stay as
+/// they were before the split.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    #[serde(flatten)]
+    pub provenance: Provenance,
+    #[serde(flatten)]
+    pub inputs: PlanInputs,
     pub predicted: Predicted,
     pub solver: Option<SolverReport>,
     pub kernels: Vec<PlanKernel>,
@@ -334,30 +353,34 @@ impl Plan {
         let interference_ns: f64 = eval.interference_ns.iter().sum();
         let emulated = inst.pools.any_emulated();
         Plan {
-            format: PLAN_FORMAT.into(),
-            version: PLAN_VERSION,
-            model: ctx.model.name().to_string(),
-            model_hash: ctx.model.content_hash(),
-            strategy: ctx.strategy,
-            formulation: ctx.formulation,
-            emulated,
-            note: if emulated {
-                "EMULATED: a pool's timing is emulated by a device model (docs/hosts.md); times are predictions for its device model, \
-                 not measurements of that device"
-                    .into()
-            } else {
-                String::new()
+            provenance: Provenance {
+                format: PLAN_FORMAT.into(),
+                version: PLAN_VERSION,
+                model: ctx.model.name().to_string(),
+                model_hash: ctx.model.content_hash(),
+                strategy: ctx.strategy,
+                formulation: ctx.formulation,
+                emulated,
+                note: if emulated {
+                    "EMULATED: a pool's timing is emulated by a device model (docs/hosts.md); times are predictions for its \
+                     device model, not measurements of that device"
+                        .into()
+                } else {
+                    String::new()
+                },
+                profile: ctx.profile.clone(),
             },
-            pools: inst.pools.pools.clone(),
-            capacity: inst.capacity.clone(),
-            budget_bytes: inst.capacity[0],
-            peak_live_bytes: inst.peak_bytes,
-            move_ns_per_byte: inst.pools.move_ns_per_byte.clone(),
-            moves_measured: inst.pools.moves_measured,
-            copy_cpu_ns_per_byte: inst.pools.copy_cpu_ns_per_byte.clone(),
-            interference_calibrated: ctx.costs.interference_calibrated,
-            profile: ctx.profile.clone(),
-            cost_model: ctx.costs.model.clone(),
+            inputs: PlanInputs {
+                pools: inst.pools.pools.clone(),
+                capacity: inst.capacity.clone(),
+                budget_bytes: inst.capacity[0],
+                peak_live_bytes: inst.peak_bytes,
+                move_ns_per_byte: inst.pools.move_ns_per_byte.clone(),
+                moves_measured: inst.pools.moves_measured,
+                copy_cpu_ns_per_byte: inst.pools.copy_cpu_ns_per_byte.clone(),
+                interference_calibrated: ctx.costs.interference_calibrated,
+                cost_model: ctx.costs.model.clone(),
+            },
             predicted: Predicted {
                 step_ns: eval.step_ns,
                 kernel_ns,
@@ -420,10 +443,10 @@ impl Plan {
     pub fn parse(text: &str, path: &Path) -> Result<Plan, SolveError> {
         let err = |reason: String| SolveError::PlanFile { path: path.to_path_buf(), reason };
         let plan: Plan = serde_json::from_str(text).map_err(|e| err(e.to_string()))?;
-        if plan.format != PLAN_FORMAT || plan.version != PLAN_VERSION {
+        if plan.provenance.format != PLAN_FORMAT || plan.provenance.version != PLAN_VERSION {
             return Err(err(format!(
                 "not a {PLAN_FORMAT} version {PLAN_VERSION} file (format '{}', version {})",
-                plan.format, plan.version
+                plan.provenance.format, plan.provenance.version
             )));
         }
         Ok(plan)

@@ -99,14 +99,14 @@ pub fn plan(
         pool: pools.pools[pool as usize].name.clone(),
         // DRAM is the budget: what all-slow keeps there (scratch, pinned tensors) is
         // not cache.
-        cache_bytes: all_slow.budget_bytes.saturating_sub(all_slow.arena_bytes[0]),
+        cache_bytes: all_slow.inputs.budget_bytes.saturating_sub(all_slow.arena_bytes[0]),
         line_bytes: LINE_BYTES,
     };
     let traffic = step_traffic(model, all_slow, &cache)?;
     let waits = fitted_waits(&traffic, &cache, costs, pool as usize);
     let mut plan = all_slow.clone();
-    plan.strategy = crate::plan::Strategy::TwoLm;
-    plan.formulation = None;
+    plan.provenance.strategy = crate::plan::Strategy::TwoLm;
+    plan.provenance.formulation = None;
     plan.kernels = all_slow
         .kernels
         .iter()
@@ -125,7 +125,7 @@ pub fn plan(
     };
     let (lines, fills, writebacks) =
         traffic.iter().fold((0, 0, 0), |(l, f, w), t| (l + t.lines, f + t.fills, w + t.writebacks));
-    plan.note = format!(
+    plan.provenance.note = format!(
         "{LABEL}: DRAM of the budget's size ({} bytes) emulated as a direct-mapped memory-side cache of {}-byte lines \
          in front of pool '{}' (docs/hosts.md); per step {lines} lines accessed, {fills} fetched, {writebacks} written \
          back. Times are predictions for that model, not measurements of a 2LM host",

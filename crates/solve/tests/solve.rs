@@ -94,7 +94,7 @@ fn every_formulation_gives_a_checked_plan_no_worse_than_any_baseline() {
         for f in [Formulation::Static, Formulation::Sync, Formulation::Async] {
             let r = run(&model, two_pools(), "25%", options(f), Vec::new()).expect("solved");
             assert!(r.check.ok(), "{name} {f:?}: {:?}", r.check.problems);
-            assert_eq!(r.plan.formulation, Some(f));
+            assert_eq!(r.plan.provenance.formulation, Some(f));
             let t = r.plan.predicted.step_ns;
             assert!(
                 t <= best_baseline(&r) * (1.0 + 1e-9),
@@ -224,7 +224,7 @@ fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
     };
     let r = solve(&request, &mut |_| {}).expect("solves");
     assert!(r.check.ok(), "{:?}", r.check.problems);
-    assert!(r.plan.interference_calibrated);
+    assert!(r.plan.inputs.interference_calibrated);
     let bytes: std::collections::HashMap<&str, u64> =
         r.plan.tensors.iter().map(|t| (t.name.as_str(), t.bytes)).collect();
     let mut expected = vec![0.0; r.plan.kernels.len()];
@@ -420,7 +420,7 @@ fn two_lm_charges_a_hand_computed_case() {
         two_lm.kernels[0].time_ns
     );
     assert!((two_lm.predicted.step_ns - expected).abs() < 1e-6 * expected);
-    assert!(two_lm.note.starts_with("EMULATED 2LM"), "{}", two_lm.note);
+    assert!(two_lm.provenance.note.starts_with("EMULATED 2LM"), "{}", two_lm.provenance.note);
 
     // A real slow pool cannot be cached by emulation: the baseline says why instead.
     let real = SolveRequest { pools: two_pools(), ..request };
@@ -488,7 +488,7 @@ fn the_lagrangian_bound_never_exceeds_a_checked_plan() {
             assert!(
                 plan.predicted.step_ns >= floor * (1.0 - 1e-9),
                 "{name}: {} predicted {} ns, under the bound's floor {floor}",
-                plan.strategy,
+                plan.provenance.strategy,
                 plan.predicted.step_ns
             );
         }
