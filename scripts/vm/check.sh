@@ -11,7 +11,7 @@
 # --keep     keep the work directory (its path is printed)
 # --record   copy the guest's outputs into DIR
 #
-# Exits 0 only when every check passes. Takes about a minute after the first install.
+# Exits 0 only when every check passes. Takes about two minutes after the first install.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
