@@ -11,7 +11,7 @@ use crate::gemm::{self, MatMul};
 use crate::pooling::{self, Pooling2d};
 use crate::tensor_ops::{self, Broadcast, ChannelView, Rows};
 use crate::{activation, dropout, loss, norm, optim};
-use placer_ir::ops::{AttrReader, Window};
+use placer_ir::ops::{self as params, AttrReader, Window};
 use placer_ir::{Attrs, Op};
 
 mod args;
@@ -24,13 +24,9 @@ fn usize2(v: [u64; 2]) -> [usize; 2] {
     [v[0] as usize, v[1] as usize]
 }
 
-fn axis(op: Op, a: AttrReader<'_>, rank: usize) -> Result<usize> {
-    let axis = a.int("axis", 0);
-    let normalised = if axis < 0 { axis + rank as i64 } else { axis };
-    usize::try_from(normalised)
-        .ok()
-        .filter(|&x| x < rank)
-        .ok_or_else(|| bad(op, format!("axis {axis} for rank {rank}")))
+/// The axis the op works along, as the IR's rule reads it.
+fn axis(op: Op, attrs: &Attrs, shape: &[u64]) -> Result<usize> {
+    params::axis(attrs, shape).map_err(|e| bad(op, e))
 }
 
 /// Convolution geometry from the input (or input-gradient) shape `x` and filter shape `w`.
@@ -74,30 +70,33 @@ fn pooling_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pooli
 }
 
 fn matmul_geometry(op: Op, attrs: &Attrs, a_shape: &[u64], b_shape: &[u64], c_shape: &[u64]) -> Result<MatMul> {
-    let a = AttrReader(attrs);
-    let rank = a_shape.len();
-    if rank < 2 || b_shape.len() != rank || c_shape.len() != rank {
-        return Err(bad(op, format!("operand ranks differ: {a_shape:?} {b_shape:?} {c_shape:?}")));
+    let d = params::matmul_dims(attrs, a_shape, b_shape).map_err(|e| bad(op, e))?;
+    if d.output_shape(a_shape) != c_shape {
+        return Err(bad(op, format!("output {c_shape:?} is not the product of {a_shape:?} and {b_shape:?}")));
     }
-    let (transpose_a, transpose_b) = (a.bool("transpose_a", false), a.bool("transpose_b", false));
-    let k = if transpose_a { a_shape[rank - 2] } else { a_shape[rank - 1] } as usize;
     Ok(MatMul {
-        batch: numel(&c_shape[..rank - 2]),
-        m: c_shape[rank - 2] as usize,
-        n: c_shape[rank - 1] as usize,
-        k,
-        transpose_a,
-        transpose_b,
-        alpha: a.float("alpha", 1.0) as f32,
+        batch: d.batch as usize,
+        m: d.m as usize,
+        n: d.n as usize,
+        k: d.k as usize,
+        transpose_a: d.transpose_a,
+        transpose_b: d.transpose_b,
+        alpha: d.alpha as f32,
     })
 }
 
-fn clip_params(a: AttrReader<'_>) -> activation::Clip {
-    activation::Clip { min: a.float("min", f64::NEG_INFINITY) as f32, max: a.float("max", f64::INFINITY) as f32 }
+fn clip_params(op: Op, attrs: &Attrs) -> Result<activation::Clip> {
+    let (min, max) = params::clip_bounds(attrs).map_err(|e| bad(op, e))?;
+    Ok(activation::Clip { min: min as f32, max: max as f32 })
 }
 
-fn hard_sigmoid_params(a: AttrReader<'_>) -> activation::HardSigmoid {
-    activation::HardSigmoid { alpha: a.float("alpha", 0.2) as f32, beta: a.float("beta", 0.5) as f32 }
+fn hard_sigmoid_params(op: Op, attrs: &Attrs) -> Result<activation::HardSigmoid> {
+    let (alpha, beta) = params::hard_sigmoid(attrs).map_err(|e| bad(op, e))?;
+    Ok(activation::HardSigmoid { alpha: alpha as f32, beta: beta as f32 })
+}
+
+fn dropout_ratio(op: Op, attrs: &Attrs) -> Result<f64> {
+    params::dropout_ratio(attrs).map_err(|e| bad(op, e))
 }
 
 /// Floats of scratch space `op` needs for these input and output shapes.
@@ -194,7 +193,7 @@ pub fn run(
         Op::BiasAdd | Op::BiasGrad => {
             let [out] = exactly(op, "outputs", outputs)?;
             let shape = dims(x0()?.shape);
-            let view = ChannelView::of(&shape, axis(op, a, shape.len())?);
+            let view = ChannelView::of(&shape, axis(op, attrs, x0()?.shape)?);
             if op == Op::BiasAdd {
                 tensor_ops::bias_add(view, f32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, out)?);
             } else {
@@ -249,9 +248,9 @@ pub fn run(
                 Op::Gelu => activation::gelu(x, y),
                 Op::Tanh => activation::tanh(x, y),
                 Op::Sigmoid => activation::sigmoid(x, y),
-                Op::HardSigmoid => activation::hard_sigmoid(hard_sigmoid_params(a), x, y),
+                Op::HardSigmoid => activation::hard_sigmoid(hard_sigmoid_params(op, attrs)?, x, y),
                 Op::HardSwish => activation::hard_swish(x, y),
-                _ => activation::clip(clip_params(a), x, y),
+                _ => activation::clip(clip_params(op, attrs)?, x, y),
             }
         }
         Op::ReluBackward
@@ -274,8 +273,10 @@ pub fn run(
                 Op::GeluBackward => activation::gelu_backward(p, q, out),
                 Op::TanhBackward => activation::tanh_backward(p, q, out),
                 Op::SigmoidBackward => activation::sigmoid_backward(p, q, out),
-                Op::ClipBackward => activation::clip_backward(clip_params(a), p, q, out),
-                Op::HardSigmoidBackward => activation::hard_sigmoid_backward(hard_sigmoid_params(a), p, q, out),
+                Op::ClipBackward => activation::clip_backward(clip_params(op, attrs)?, p, q, out),
+                Op::HardSigmoidBackward => {
+                    activation::hard_sigmoid_backward(hard_sigmoid_params(op, attrs)?, p, q, out)
+                }
                 Op::HardSwishBackward => activation::hard_swish_backward(p, q, out),
                 _ => activation::softmax_backward(rows, p, q, out),
             }
@@ -286,7 +287,7 @@ pub fn run(
             if numel(y.shape) != x.len() || numel(mask.shape) != x.len() {
                 return Err(bad(op, "output or mask differs from the input in length".into()));
             }
-            let params = dropout::Dropout { ratio: a.float("ratio", 0.0), seed: a.int("seed", 0) as u64 };
+            let params = dropout::Dropout { ratio: dropout_ratio(op, attrs)?, seed: a.int("seed", 0) as u64 };
             dropout::dropout(params, x, f32_out(op, y)?, u8_out(op, mask)?);
         }
         Op::DropoutBackward => {
@@ -295,7 +296,7 @@ pub fn run(
             if mask.len() != dy.len() || numel(dx.shape) != dy.len() {
                 return Err(bad(op, "mask or output differs from the input in length".into()));
             }
-            let params = dropout::Dropout { ratio: a.float("ratio", 0.0), seed: 0 };
+            let params = dropout::Dropout { ratio: dropout_ratio(op, attrs)?, seed: 0 };
             dropout::dropout_backward(params, dy, mask, f32_out(op, dx)?);
         }
         Op::Add | Op::Mul => {
@@ -374,13 +375,13 @@ pub fn run(
         }
         Op::Concat => {
             let [y] = exactly(op, "outputs", outputs)?;
-            let outer = numel(&y.shape[..axis(op, a, y.shape.len())?]);
+            let outer = numel(&y.shape[..axis(op, attrs, y.shape)?]);
             let parts = inputs.iter().map(|x| f32_in(op, x)).collect::<Result<Vec<_>>>()?;
             tensor_ops::concat(outer, &parts, f32_out(op, y)?);
         }
         Op::Split => {
             let shape = x0()?.shape;
-            let outer = numel(&shape[..axis(op, a, shape.len())?]);
+            let outer = numel(&shape[..axis(op, attrs, shape)?]);
             let mut parts = Vec::with_capacity(outputs.len());
             for out in outputs.iter_mut() {
                 parts.push(f32_out(op, out)?);

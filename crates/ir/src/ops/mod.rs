@@ -11,12 +11,14 @@
 //! they live with the op, as tract keeps an op's costs with the op.
 
 mod cost;
+mod params;
 mod shapes;
 mod signature;
 mod traffic;
 mod window;
 
 pub use cost::{Cost, cost};
+pub use params::{MatMulDims, axis, clip_bounds, dropout_ratio, hard_sigmoid, matmul_dims};
 pub use shapes::{broadcasts, check_shapes};
 pub use signature::{Arity, AttrKind, AttrSpec, Signature};
 pub use traffic::{Traffic, node_traffic};

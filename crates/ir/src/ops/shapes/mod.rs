@@ -1,6 +1,7 @@
 //! Shape rules: which operand shapes and element types fit each op (the windows'
 //! output shapes: `window`).
 
+use super::params::{axis, clip_bounds, dropout_ratio, hard_sigmoid, matmul_dims};
 use super::window::{conv_output_shape, pooling_output_shape};
 use super::{AttrReader, Op, Operand};
 use crate::types::{Attrs, DType, shape_str};
@@ -17,20 +18,20 @@ pub fn check_shapes(
     let a = AttrReader(attrs);
     match op {
         Op::MatMul => {
-            let shape = matmul_shape(a, inputs[0].shape, inputs[1].shape)?;
+            let shape = matmul_dims(a.0, inputs[0].shape, inputs[1].shape)?.output_shape(inputs[0].shape);
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_float(inputs[0])?;
             expect_shape("output", outputs[0], &shape)
         }
         Op::BiasAdd => {
-            let axis = axis_of(a, inputs[0].shape)?;
+            let axis = axis(a.0, inputs[0].shape)?;
             expect_shape("bias", inputs[1], &[inputs[0].shape[axis]])?;
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
         Op::BiasGrad => {
-            let axis = axis_of(a, inputs[0].shape)?;
+            let axis = axis(a.0, inputs[0].shape)?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("bias gradient", outputs[0], &[inputs[0].shape[axis]])
         }
@@ -146,16 +147,16 @@ pub fn check_shapes(
         }
         Op::Clip | Op::HardSigmoid => {
             if op == Op::Clip {
-                clip_bounds(a)?;
+                clip_bounds(a.0)?;
             } else {
-                hard_sigmoid_params(a)?;
+                hard_sigmoid(a.0)?;
             }
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
         }
         Op::Dropout => {
-            dropout_ratio(a)?;
+            dropout_ratio(a.0)?;
             let x = inputs[0];
             expect_float(x)?;
             same_dtype(&[x, outputs[0]])?;
@@ -164,7 +165,7 @@ pub fn check_shapes(
             expect_shape("mask", outputs[1], x.shape)
         }
         Op::DropoutBackward => {
-            dropout_ratio(a)?;
+            dropout_ratio(a.0)?;
             let (dy, mask, dx) = (inputs[0], inputs[1], outputs[0]);
             expect_float(dy)?;
             same_dtype(&[dy, dx])?;
@@ -202,10 +203,10 @@ pub fn check_shapes(
         | Op::HardSwishBackward
         | Op::SoftmaxBackward => {
             if op == Op::ClipBackward {
-                clip_bounds(a)?;
+                clip_bounds(a.0)?;
             }
             if op == Op::HardSigmoidBackward {
-                hard_sigmoid_params(a)?;
+                hard_sigmoid(a.0)?;
             }
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], inputs[1], outputs[0]])?;
@@ -291,30 +292,6 @@ pub fn check_shapes(
     }
 }
 
-fn matmul_shape(a: AttrReader<'_>, lhs: &[u64], rhs: &[u64]) -> Result<Vec<u64>, String> {
-    let rank = lhs.len();
-    if rank < 2 || rhs.len() != rank {
-        return Err(format!(
-            "matmul needs two operands of the same rank (at least 2), got {} and {}",
-            shape_str(lhs),
-            shape_str(rhs)
-        ));
-    }
-    if lhs[..rank - 2] != rhs[..rank - 2] {
-        return Err(format!("batch dimensions differ: {} and {}", shape_str(lhs), shape_str(rhs)));
-    }
-    let (m, k) =
-        if a.bool("transpose_a", false) { (lhs[rank - 1], lhs[rank - 2]) } else { (lhs[rank - 2], lhs[rank - 1]) };
-    let (k2, n) =
-        if a.bool("transpose_b", false) { (rhs[rank - 1], rhs[rank - 2]) } else { (rhs[rank - 2], rhs[rank - 1]) };
-    if k != k2 {
-        return Err(format!("inner dimensions differ ({k} and {k2}) for {} x {}", shape_str(lhs), shape_str(rhs)));
-    }
-    let mut out = lhs[..rank - 2].to_vec();
-    out.extend([m, n]);
-    Ok(out)
-}
-
 /// Whether `from` broadcasts to `to` under numpy's rules restricted to one side: aligned
 /// from the right, `from` has at most `to`'s rank and each of its dimensions equals
 /// `to`'s or is 1. Identical shapes broadcast trivially.
@@ -336,35 +313,6 @@ pub fn broadcasts(from: &[u64], to: &[u64]) -> Result<(), String> {
     Ok(())
 }
 
-/// `clip`'s `min` and `max`, checked: `min ≤ max`.
-fn clip_bounds(a: AttrReader<'_>) -> Result<(f64, f64), String> {
-    let (min, max) = (a.float("min", f64::NEG_INFINITY), a.float("max", f64::INFINITY));
-    // A NaN bound (possible from a builder, not from JSON) is refused too.
-    if min > max || min.is_nan() || max.is_nan() {
-        return Err(format!("min {min} is greater than max {max}"));
-    }
-    Ok((min, max))
-}
-
-/// `hard_sigmoid`'s `alpha` and `beta`, checked: both finite (a file cannot hold an
-/// infinity or a NaN, but a builder can).
-fn hard_sigmoid_params(a: AttrReader<'_>) -> Result<(f64, f64), String> {
-    let (alpha, beta) = (a.float("alpha", f64::NAN), a.float("beta", f64::NAN));
-    if !alpha.is_finite() || !beta.is_finite() {
-        return Err(format!("alpha {alpha} and beta {beta} must both be finite"));
-    }
-    Ok((alpha, beta))
-}
-
-/// `dropout`'s `ratio`, checked: in `[0, 1)`.
-fn dropout_ratio(a: AttrReader<'_>) -> Result<f64, String> {
-    let ratio = a.float("ratio", 0.0);
-    if !(0.0..1.0).contains(&ratio) {
-        return Err(format!("ratio {ratio} must be in [0, 1)"));
-    }
-    Ok(ratio)
-}
-
 /// Parameter and saved-statistics shapes of a normalisation over `x`.
 fn norm_shapes(op: Op, x: Operand<'_>) -> Result<(Vec<u64>, Vec<u64>), String> {
     if matches!(op, Op::BatchNorm | Op::BatchNormBackward) {
@@ -377,20 +325,9 @@ fn norm_shapes(op: Op, x: Operand<'_>) -> Result<(Vec<u64>, Vec<u64>), String> {
     }
 }
 
-fn axis_of(a: AttrReader<'_>, shape: &[u64]) -> Result<usize, String> {
-    let axis = a.int("axis", 0);
-    let rank = shape.len() as i64;
-    let normalised = if axis < 0 { axis + rank } else { axis };
-    if (0..rank).contains(&normalised) {
-        Ok(normalised as usize)
-    } else {
-        Err(format!("axis {axis} is out of range for {}", shape_str(shape)))
-    }
-}
-
 fn concat_check(a: AttrReader<'_>, inputs: &[Operand<'_>], out: Operand<'_>) -> Result<(), String> {
     let first = inputs[0];
-    let axis = axis_of(a, first.shape)?;
+    let axis = axis(a.0, first.shape)?;
     let mut total = 0u64;
     for (i, x) in inputs.iter().enumerate() {
         same_dtype(&[first, *x])?;
@@ -414,7 +351,7 @@ fn concat_check(a: AttrReader<'_>, inputs: &[Operand<'_>], out: Operand<'_>) -> 
 }
 
 fn split_check(a: AttrReader<'_>, x: Operand<'_>, outputs: &[Operand<'_>]) -> Result<(), String> {
-    let axis = axis_of(a, x.shape)?;
+    let axis = axis(a.0, x.shape)?;
     let sizes = a.ints("sizes").unwrap_or(&[]);
     if sizes.len() != outputs.len() {
         return Err(format!("{} sizes given for {} outputs", sizes.len(), outputs.len()));
