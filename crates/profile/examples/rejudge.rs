@@ -28,12 +28,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let names: Vec<String> = h.pools.iter().map(|p| p.name.clone()).collect();
     let pins = h.pins.iter().map(|p| placer_profile::Pin::resolve(p, &model, &names)).collect::<Result<Vec<_>, _>>()?;
     let list = placer_profile::enumerate_tasks(&model, pools, &pins, placer_profile::Rules::of(&h.mode))?;
-    let plans = placer_profile::plan_families(&list, pools, h.mode.design.seed);
+    let plans = placer_profile::design_families(&list, pools, h.mode.design.seed);
     let first =
         placer_profile::merge_measurements(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
     let j = placer_profile::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
-    let second = placer_profile::plan_passes(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
+    let second =
+        placer_profile::schedule_passes(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
     let again = placer_profile::DesignRecord {
         first_stage_seconds: record.first_stage_seconds,
         first_stage_passes: record.first_stage_passes,

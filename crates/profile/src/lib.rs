@@ -33,10 +33,10 @@ pub use record::{
 // What to measure, and in which passes.
 pub use design::verdict::{Judgement, allowed_error_ns, judge, judge_family};
 pub use design::{
-    FamilyPlan, all_values, first_stage_tasks, plan_families, plan_family, screening_points, tasks_for,
+    FamilyDesign, all_values, design_families, design_family, first_stage_tasks, screening_points, tasks_for,
     validation_count,
 };
-pub use passes::{Pick, PlanStats, conflicts, lower_bound, plan as plan_passes, stats as pass_stats};
+pub use passes::{Pick, ScheduleStats, conflicts, lower_bound, schedule as schedule_passes, stats as pass_stats};
 pub use tasks::{
     Choice, Family, MAX_CONFIGS_PER_NODE, NEGLIGIBLE_SHARE, Pin, PinTarget, RuleCounts, Rules, SplitMix64, Task,
     TaskList, enumerate as enumerate_tasks, negligible_operands, sample as sample_tasks, signature,
@@ -46,9 +46,9 @@ pub use tasks::{
 pub use interference::{CopyBench, FIXED_MIN_NS, FIXED_PAIRS as INTERFERENCE_FIXED_PAIRS, PAIRS as INTERFERENCE_PAIRS};
 pub use lock::{CheckpointLock, lock as lock_checkpoint, lock_path};
 pub use profiler::{
-    LIVE_STEP_FLOPS, PassPlan, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK, calibrates_interference,
+    LIVE_STEP_FLOPS, PassSchedule, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK, calibrates_interference,
     check_passes, checkpoint_name, checkpoint_name_of, checkpoint_stem, default_steps, footprint_fits, is_finished,
-    measures_step_overhead, plan as plan_profile, profile_into_dir, run_to_checkpoint,
+    measures_step_overhead, profile_into_dir, run_to_checkpoint, schedule as schedule_profile,
 };
 
 // Reading profiles back: the latest for a model, exports, merges, comparisons.

@@ -160,7 +160,7 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
             };
             return Err(refuse(format!("the shards do not belong together: {why}{hint}")));
         }
-        if shard.count != first_shard.count || shard.plan_passes != first_shard.plan_passes {
+        if shard.count != first_shard.count || shard.schedule_passes != first_shard.schedule_passes {
             return Err(refuse(format!(
                 "the shards do not belong together: shard count {} in {}, {} in {}",
                 first_shard.count,
@@ -178,8 +178,8 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
 /// measurements themselves (a shard given twice measures its passes twice; one left
 /// out leaves its passes unmeasured).
 fn coverage(shards: &[(PathBuf, Profile)], specs: &[Shard]) -> Result<(), ProfileError> {
-    let plan_passes = specs[0].plan_passes as usize;
-    let mut measured_by: Vec<Vec<usize>> = vec![Vec::new(); plan_passes];
+    let schedule_passes = specs[0].schedule_passes as usize;
+    let mut measured_by: Vec<Vec<usize>> = vec![Vec::new(); schedule_passes];
     for (i, ((_, p), shard)) in shards.iter().zip(specs).enumerate() {
         let len = shard.len();
         let mut seen = vec![false; len];
@@ -191,7 +191,7 @@ fn coverage(shards: &[(PathBuf, Profile)], specs: &[Shard]) -> Result<(), Profil
             }
         }
     }
-    let twice: Vec<usize> = (0..plan_passes).filter(|&g| measured_by[g].len() > 1).collect();
+    let twice: Vec<usize> = (0..schedule_passes).filter(|&g| measured_by[g].len() > 1).collect();
     if let Some(&g) = twice.first() {
         let names: Vec<String> = measured_by[g].iter().map(|&i| who(&specs[i], &shards[i].0)).collect();
         return Err(refuse(format!(
@@ -201,7 +201,7 @@ fn coverage(shards: &[(PathBuf, Profile)], specs: &[Shard]) -> Result<(), Profil
             names.join(" and ")
         )));
     }
-    let missing: Vec<usize> = (0..plan_passes).filter(|&g| measured_by[g].is_empty()).collect();
+    let missing: Vec<usize> = (0..schedule_passes).filter(|&g| measured_by[g].is_empty()).collect();
     if !missing.is_empty() {
         let count = specs[0].count;
         let absent: Vec<String> =
@@ -211,7 +211,7 @@ fn coverage(shards: &[(PathBuf, Profile)], specs: &[Shard]) -> Result<(), Profil
         return Err(refuse(format!(
             "{} of {} passes not measured by any shard: pass(es) {}{because}",
             missing.len(),
-            plan_passes,
+            schedule_passes,
             pass_list(&missing)
         )));
     }
@@ -220,15 +220,15 @@ fn coverage(shards: &[(PathBuf, Profile)], specs: &[Shard]) -> Result<(), Profil
 
 /// The merged profile: measurements and per-pass records renumbered into the whole
 /// plan's passes (shard pass `l` of round `r` is the plan's pass
-/// `r·plan_passes + global(l)`), reference times the shards' per-kernel median, and
+/// `r·schedule_passes + global(l)`), reference times the shards' per-kernel median, and
 /// every shard's source with its host's relative time.
 fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
-    let plan_passes = specs[0].plan_passes as usize;
+    let schedule_passes = specs[0].schedule_passes as usize;
     let rounds = shards[0].1.header.protocol.rounds.max(1) as usize;
     let renumber = |shard: &Shard, local: u32| -> u32 {
         let len = shard.len().max(1);
         let (round, l) = (local as usize / len, local as usize % len);
-        (round * plan_passes + shard.global(l)) as u32
+        (round * schedule_passes + shard.global(l)) as u32
     };
     let reference_ns = median_reference(&shards, None);
     let mut measurements: Vec<Measurement> = Vec::new();
@@ -287,7 +287,7 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
     header.shard = None;
     // Every round of the first stage is accounted for, as in a profile whose rounds all
     // ran: resuming goes straight to judging the design (or to the calibration).
-    let passes = (plan_passes * rounds) as u32;
+    let passes = (schedule_passes * rounds) as u32;
     let profile = Profile {
         header,
         passes_total: passes,

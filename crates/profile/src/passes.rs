@@ -17,7 +17,7 @@ pub struct Pick {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct PlanStats {
+pub struct ScheduleStats {
     pub passes: usize,
     pub measurements: usize,
     pub max_per_pass: usize,
@@ -120,7 +120,7 @@ pub fn lower_bound(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: 
 /// tensor's pool (with `two_hop`: conflicts with no earlier pick), up to
 /// `max_per_pass`. What sets the lower bound goes first, so no tail of near-empty
 /// passes is left for it.
-pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -> Vec<Vec<Pick>> {
+pub fn schedule(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -> Vec<Vec<Pick>> {
     let nodes = model.nodes().len();
     let tensors = model.tensors().len();
     let operands = all_operands(model);
@@ -180,9 +180,9 @@ pub fn plan(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: bool) -
     passes
 }
 
-pub fn stats(passes: &[Vec<Pick>], lower_bound: usize) -> PlanStats {
+pub fn stats(passes: &[Vec<Pick>], lower_bound: usize) -> ScheduleStats {
     let measurements: usize = passes.iter().map(Vec::len).sum();
-    PlanStats {
+    ScheduleStats {
         passes: passes.len(),
         measurements,
         max_per_pass: passes.iter().map(Vec::len).max().unwrap_or(0),

@@ -6,7 +6,7 @@
 //! model is right there by construction; these tests are where the model is not.
 
 use placer_profile::{
-    Choice, Design, DesignSpec, Family, FamilyPlan, Fit, Measurement, all_values, judge_family, plan_family,
+    Choice, Design, DesignSpec, Family, FamilyDesign, Fit, Measurement, all_values, design_family, judge_family,
     screening_points,
 };
 use std::collections::BTreeMap;
@@ -31,9 +31,9 @@ fn measured(config: &[u16], ns: f64) -> Measurement {
 
 /// Judges a synthetic kernel of `k` free operands over two pools whose every
 /// configuration takes `t(values)` ns, validated with `seed`.
-fn judge(k: usize, seed: u64, t: impl Fn(&[u16]) -> f64) -> (FamilyPlan, Option<String>, Fit) {
+fn judge(k: usize, seed: u64, t: impl Fn(&[u16]) -> f64) -> (FamilyDesign, Option<String>, Fit) {
     let family = Family { signature: 7, choices: vec![Choice::Any; k], instances: vec![] };
-    let plan = plan_family(0, &family, 2, seed);
+    let plan = design_family(0, &family, 2, seed);
     let table: BTreeMap<Vec<u16>, Measurement> =
         all_values(k, 2).into_iter().map(|v| (v.clone(), measured(&v, t(&v)))).collect();
     let (fit, validation, fallback) = judge_family(&plan, k, 2, |v| table.get(v), &DesignSpec::screen());
@@ -234,7 +234,7 @@ fn a_prediction_from_noisy_design_points_is_allowed_their_noise() {
     let extra = [0.3 * MS, 0.5 * MS, 0.4 * MS, 0.6 * MS];
     let t = |v: &[u16]| 2.0 * MS + v.iter().zip(&extra).map(|(&p, e)| f64::from(p) * e).sum::<f64>();
     let family = Family { signature: 7, choices: vec![Choice::Any; 4], instances: vec![] };
-    let plan = plan_family(0, &family, 2, 0x5EED);
+    let plan = design_family(0, &family, 2, 0x5EED);
     let judge_with = |spread: f64| {
         let table: BTreeMap<Vec<u16>, Measurement> = all_values(4, 2)
             .into_iter()

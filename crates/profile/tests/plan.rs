@@ -73,7 +73,7 @@ fn pins_fix_tensors_and_are_checked() {
 
 fn check_plan(m: &Model, max: usize, two_hop: bool) {
     let list = placer_profile::enumerate_tasks(m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
-    let plan = placer_profile::plan_passes(m, &list.tasks, max, two_hop);
+    let plan = placer_profile::schedule_passes(m, &list.tasks, max, two_hop);
     let conflicts = placer_profile::conflicts(m, two_hop);
     let mut seen = vec![0usize; list.tasks.len()];
     for pass in &plan {
@@ -117,9 +117,9 @@ fn passes_are_conflict_free_and_cover_every_task_once() {
         check_plan(&m, max, true);
     }
     let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
-    let single = placer_profile::plan_passes(&m, &list.tasks, 1, false).len();
-    let batched = placer_profile::plan_passes(&m, &list.tasks, 64, false).len();
-    let two_hop = placer_profile::plan_passes(&m, &list.tasks, 64, true).len();
+    let single = placer_profile::schedule_passes(&m, &list.tasks, 1, false).len();
+    let batched = placer_profile::schedule_passes(&m, &list.tasks, 64, false).len();
+    let two_hop = placer_profile::schedule_passes(&m, &list.tasks, 64, true).len();
     assert!(batched * 4 < single, "{batched} passes against {single}");
     assert!(two_hop >= batched);
     assert!(batched as u128 >= list.counts.max_per_node / 4, "cannot beat the bound by more than sharing allows");
@@ -132,15 +132,18 @@ fn neighbours_that_agree_on_their_shared_tensors_share_a_pass() {
     let all_dram: Vec<_> = list.tasks.iter().filter(|t| t.config.iter().all(|&p| p == 0)).cloned().collect();
     assert!(all_dram.len() > 1 && all_dram.len() <= 64);
     assert_eq!(
-        placer_profile::plan_passes(&m, &all_dram, 64, false).len(),
+        placer_profile::schedule_passes(&m, &all_dram, 64, false).len(),
         1,
         "nothing disagrees, so one pass holds them all"
     );
-    assert!(placer_profile::plan_passes(&m, &all_dram, 64, true).len() > 1, "two-hop packing keeps neighbours apart");
+    assert!(
+        placer_profile::schedule_passes(&m, &all_dram, 64, true).len() > 1,
+        "two-hop packing keeps neighbours apart"
+    );
     // Two configurations of one node never share a pass, even at another instance.
     let one_node: Vec<_> = list.tasks.iter().filter(|t| t.signature == list.tasks[0].signature).cloned().collect();
     let instances = one_node[0].instances.len();
-    assert_eq!(placer_profile::plan_passes(&m, &one_node, 64, false).len(), one_node.len().div_ceil(instances));
+    assert_eq!(placer_profile::schedule_passes(&m, &one_node, 64, false).len(), one_node.len().div_ceil(instances));
 }
 
 #[test]

@@ -53,7 +53,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     outln!(
         "merged {} measurements of {} passes per round from {} shards into {} in {seconds:.2} s",
         count(p.measurements.len() as u64),
-        p.merged_from.first().map_or(0, |s| s.shard.plan_passes),
+        p.merged_from.first().map_or(0, |s| s.shard.schedule_passes),
         p.merged_from.len(),
         out.display()
     )?;

@@ -6,7 +6,7 @@ mod merge;
 use crate::args::{DesignArg, ExportFormat, HostArgs, StepsArg};
 use crate::render::progress::PassBar;
 use crate::table::{Table, count};
-use placer_profile::{Design, DesignRecord, DesignSpec, Mode, PassPlan, ProfileOptions, Protocol, Steps};
+use placer_profile::{Design, DesignRecord, DesignSpec, Mode, PassSchedule, ProfileOptions, Protocol, Steps};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -200,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut host = args.host.open()?;
     let pools = host.pool_set()?;
-    let plan = placer_profile::plan_profile(&model, &pools, &host.fingerprint, &options)?;
+    let plan = placer_profile::schedule_profile(&model, &pools, &host.fingerprint, &options)?;
     if args.plan_only {
         out!("{}", plan_table(&plan, options.protocol.rounds).render())?;
         return Ok(());
@@ -242,7 +242,7 @@ fn write_export(format: ExportFormat, profile: &placer_profile::Profile) -> anyh
 }
 
 /// What was planned: model, host, mode, configurations after each rule, passes.
-fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
+fn plan_table(plan: &PassSchedule, rounds: u32) -> Table {
     let h = &plan.header;
     let c = &plan.tasks.counts;
     let mut t = Table::new(&["model", &format!("{} ({})", h.model_name, &h.model_hash[..16])]);
@@ -335,7 +335,7 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
                  (placer profile merge)",
                 shard.label(),
                 shard.len(),
-                shard.plan_passes,
+                shard.schedule_passes,
                 shard.index,
                 shard.index + shard.count,
                 shard.index + 2 * shard.count,
@@ -347,7 +347,7 @@ fn plan_table(plan: &PassPlan, rounds: u32) -> Table {
 }
 
 /// A screening design's outcome: validation, fallbacks, what was predicted, stages.
-fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassPlan, profile: &placer_profile::Profile) {
+fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassSchedule, profile: &placer_profile::Profile) {
     let s = d.summary();
     let full = plan.tasks.counts.unique.max(1);
     let measured = full.saturating_sub(s.predicted);
@@ -399,7 +399,7 @@ fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassPlan, profile: &place
 }
 
 /// What the calibrations after the passes measured, or why they did not run.
-fn calibrations_note(plan: &PassPlan, profile: &placer_profile::Profile) -> String {
+fn calibrations_note(plan: &PassSchedule, profile: &placer_profile::Profile) -> String {
     let mut parts = Vec::new();
     match &profile.interference {
         Some(i) => parts.push(format!("interference {:.1} s", i.seconds)),
@@ -424,7 +424,7 @@ fn calibrations_note(plan: &PassPlan, profile: &placer_profile::Profile) -> Stri
 }
 
 fn render(
-    plan: &PassPlan,
+    plan: &PassSchedule,
     profile: &placer_profile::Profile,
     path: &std::path::Path,
     resumed: usize,

@@ -4,11 +4,11 @@
 use placer_exec::PoolAssignment;
 use placer_host::{Host, HostOptions};
 use placer_ir::{Model, NodeId};
-use placer_profile::{PassPlan, ProfileOptions, lab::Engine, lab::base_placement, lab::reference_pass};
+use placer_profile::{PassSchedule, ProfileOptions, lab::Engine, lab::base_placement, lab::reference_pass};
 
 pub struct Bench<'m> {
     pub options: ProfileOptions,
-    pub plan: PassPlan,
+    pub plan: PassSchedule,
     pub base: PoolAssignment,
     /// One resident engine, which runs picked and whole steps alike.
     pub engine: Engine<'m>,
@@ -21,7 +21,7 @@ pub fn open(model: &Model) -> Result<Bench<'_>, Box<dyn std::error::Error>> {
     let mut host = Host::open(&HostOptions::default())?;
     let pools = host.pool_set()?;
     let options = ProfileOptions::pipeline(3, 1);
-    let plan = placer_profile::plan_profile(model, &pools, &host.fingerprint, &options)?;
+    let plan = placer_profile::schedule_profile(model, &pools, &host.fingerprint, &options)?;
     let base = base_placement(model, &plan.pins);
     let mut engine = Engine::new(model, pools, &base, &options.protocol)?;
     let reference_ns = reference_pass(&mut engine, model, &base, &options.protocol)?;

@@ -30,7 +30,7 @@ pub fn validation_count(held_out: u128) -> usize {
 
 /// What one family measures in the first stage.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FamilyPlan {
+pub struct FamilyDesign {
     /// Index into [`TaskList::families`].
     pub family: usize,
     /// N^k: every configuration of the family.
@@ -45,7 +45,7 @@ pub struct FamilyPlan {
     pub validation: Vec<Vec<u16>>,
 }
 
-impl FamilyPlan {
+impl FamilyDesign {
     /// Every configuration this family measures in the first stage.
     pub fn first_stage(&self) -> impl Iterator<Item = &Vec<u16>> {
         self.design.iter().chain(&self.validation)
@@ -86,12 +86,12 @@ pub fn screening_points(factors: usize, pools: u16) -> Vec<Vec<u16>> {
 const ENUMERATE_UP_TO: u128 = 1 << 16;
 
 /// The first-stage plan of one family.
-pub fn plan_family(index: usize, family: &Family, pools: u16, seed: u64) -> FamilyPlan {
+pub fn design_family(index: usize, family: &Family, pools: u16, seed: u64) -> FamilyDesign {
     let k = family.factors().len();
     let space = u128::from(pools).saturating_pow(k as u32);
     let design = screening_points(k, pools);
     if design.len() as u128 >= space {
-        return FamilyPlan {
+        return FamilyDesign {
             family: index,
             space,
             screened: false,
@@ -120,12 +120,12 @@ pub fn plan_family(index: usize, family: &Family, pools: u16, seed: u64) -> Fami
         }
         picked
     };
-    FamilyPlan { family: index, space, screened: true, design, validation }
+    FamilyDesign { family: index, space, screened: true, design, validation }
 }
 
 /// Every family's first-stage plan.
-pub fn plan_families(list: &TaskList, pools: u16, seed: u64) -> Vec<FamilyPlan> {
-    list.families.iter().enumerate().map(|(i, f)| plan_family(i, f, pools, seed)).collect()
+pub fn design_families(list: &TaskList, pools: u16, seed: u64) -> Vec<FamilyDesign> {
+    list.families.iter().enumerate().map(|(i, f)| design_family(i, f, pools, seed)).collect()
 }
 
 /// Tasks for the given configurations (per family, as factor values), deduplicated on
@@ -145,7 +145,7 @@ pub fn tasks_for<'a>(families: &[Family], wanted: impl IntoIterator<Item = (usiz
 }
 
 /// The first stage's tasks: every family's design and validation sample.
-pub fn first_stage_tasks(list: &TaskList, plans: &[FamilyPlan]) -> Vec<Task> {
+pub fn first_stage_tasks(list: &TaskList, plans: &[FamilyDesign]) -> Vec<Task> {
     tasks_for(&list.families, plans.iter().flat_map(|p| p.first_stage().map(move |v| (p.family, v))))
 }
 

@@ -16,9 +16,9 @@ fn the_design_is_base_singles_and_corners() {
 
 #[test]
 fn small_spaces_are_measured_in_full_and_large_ones_screened() {
-    let two = plan_family(0, &family(vec![Choice::Any, Choice::Any]), 2, 1);
+    let two = design_family(0, &family(vec![Choice::Any, Choice::Any]), 2, 1);
     assert!(!two.screened && two.design.len() == 4 && two.validation.is_empty());
-    let eight = plan_family(0, &family(vec![Choice::Any; 8]), 2, 1);
+    let eight = design_family(0, &family(vec![Choice::Any; 8]), 2, 1);
     assert!(eight.screened);
     assert_eq!((eight.space, eight.design.len()), (256, 10));
     assert_eq!(eight.validation.len(), validation_count(246));
@@ -33,7 +33,7 @@ fn fixed_and_grouped_operands_are_not_factors() {
     assert_eq!(f.factors(), vec![0, 2]);
     assert_eq!(f.config(&[1, 0]), vec![1, 1, 0, 1]);
     assert_eq!(f.values(&[1, 1, 0, 1]), vec![1, 0]);
-    let plan = plan_family(0, &f, 2, 1);
+    let plan = design_family(0, &f, 2, 1);
     assert_eq!(plan.space, 4);
     assert!(!plan.screened);
 }
@@ -41,20 +41,20 @@ fn fixed_and_grouped_operands_are_not_factors() {
 #[test]
 fn validation_is_seeded_held_out_and_distinct() {
     let f = family(vec![Choice::Any; 6]);
-    let a = plan_family(0, &f, 2, 7);
-    assert_eq!(a, plan_family(0, &f, 2, 7), "same seed, same sample");
+    let a = design_family(0, &f, 2, 7);
+    assert_eq!(a, design_family(0, &f, 2, 7), "same seed, same sample");
     assert!(a.validation.iter().all(|v| !a.design.contains(v)), "validation is held out of the design");
     let distinct: std::collections::BTreeSet<_> = a.validation.iter().collect();
     assert_eq!(distinct.len(), a.validation.len());
     // Another seed draws another sample (for these sizes, almost surely).
-    let others: Vec<_> = (8..16).map(|s| plan_family(0, &f, 2, s).validation).collect();
+    let others: Vec<_> = (8..16).map(|s| design_family(0, &f, 2, s).validation).collect();
     assert!(others.iter().any(|v| *v != a.validation));
 }
 
 #[test]
 fn rejection_sampling_serves_spaces_too_large_to_list() {
     // 2^20 configurations (a user's --max-configs): the sample is drawn without listing.
-    let plan = plan_family(0, &family(vec![Choice::Any; 20]), 2, 3);
+    let plan = design_family(0, &family(vec![Choice::Any; 20]), 2, 3);
     assert_eq!(plan.space, 1 << 20);
     assert_eq!(plan.validation.len(), 4);
     assert!(plan.validation.iter().all(|v| v.len() == 20 && !plan.design.contains(v)));

@@ -2,7 +2,7 @@
 //! validation sample, and decide what the second stage measures (every configuration
 //! of the families whose predictions missed) and what is predicted (the rest).
 
-use super::{FamilyPlan, all_values, tasks_for};
+use super::{FamilyDesign, all_values, tasks_for};
 use crate::record::{DesignSpec, FamilyVerdict, Fit, Measurement, Prediction, ValidationPoint};
 use crate::tasks::{Task, TaskList};
 use placer_ir::Model;
@@ -51,7 +51,7 @@ fn prediction_se<'m>(
 /// validation sample and says why it must be measured in full, if it must. `lookup`
 /// gives the merged measurement of a configuration by its factor values.
 pub fn judge_family<'m>(
-    plan: &FamilyPlan,
+    plan: &FamilyDesign,
     factors: usize,
     pools: u16,
     lookup: impl Fn(&[u16]) -> Option<&'m Measurement>,
@@ -107,7 +107,7 @@ pub struct Judgement {
 pub fn judge(
     model: &Model,
     list: &TaskList,
-    plans: &[FamilyPlan],
+    plans: &[FamilyDesign],
     measured: &[Measurement],
     reference_ns: &[f64],
     pools: u16,

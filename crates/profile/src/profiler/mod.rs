@@ -2,8 +2,8 @@
 //! measure pass by pass, saving after every pass ([`run`]).
 
 use crate::ProfileError;
-use crate::design::{self, FamilyPlan};
-use crate::passes::{self, Pick, PlanStats};
+use crate::design::{self, FamilyDesign};
+use crate::passes::{self, Pick, ScheduleStats};
 use crate::record::{
     Design, DesignSpec, FORMAT_NAME, FORMAT_VERSION, Mode, PinRule, PoolInfo, ProfileHeader, Protocol, ROUND_NOISE,
     Shard, Steps,
@@ -120,18 +120,18 @@ impl ProfileOptions {
 
 /// Everything decided before the first measurement.
 #[derive(Debug, Clone)]
-pub struct PassPlan {
+pub struct PassSchedule {
     /// Every configuration the rules leave, and the families they come in.
     pub tasks: TaskList,
     /// What the first stage measures: every task of `tasks` for a full design; the
     /// designs and validation samples for a screening design.
     pub measured: Vec<Task>,
     /// Each family's design (empty for a full design).
-    pub families: Vec<FamilyPlan>,
+    pub families: Vec<FamilyDesign>,
     pub pins: Vec<Pin>,
     /// The first stage's passes (indices into `measured`).
     pub passes: Vec<Vec<Pick>>,
-    pub stats: PlanStats,
+    pub stats: ScheduleStats,
     pub header: ProfileHeader,
     /// See [`ProfileOptions::require_quiet`]; not part of the checkpoint's identity.
     pub require_quiet: bool,
@@ -173,12 +173,12 @@ pub fn checkpoint_stem(model_name: &str, model_hash: &str) -> String {
     format!("{model_name}-{}-", model_hash.get(..12).unwrap_or(model_hash))
 }
 
-pub fn plan(
+pub fn schedule(
     model: &Model,
     pools: &PoolSet,
     host_fingerprint: &str,
     options: &ProfileOptions,
-) -> Result<PassPlan, ProfileError> {
+) -> Result<PassSchedule, ProfileError> {
     let names: Vec<String> = pools.pools().iter().map(|p| p.name.clone()).collect();
     let pins = options.pins.iter().map(|p| Pin::resolve(p, model, &names)).collect::<Result<Vec<_>, _>>()?;
     let pool_count = names.len() as u16;
@@ -191,7 +191,7 @@ pub fn plan(
             (list.tasks.clone(), Vec::new())
         }
         (Design::Screen, None) => {
-            let families = design::plan_families(&list, pool_count, spec.seed);
+            let families = design::design_families(&list, pool_count, spec.seed);
             (design::first_stage_tasks(&list, &families), families)
         }
         (Design::Screen, Some(_)) => {
@@ -201,7 +201,7 @@ pub fn plan(
         }
     };
     let max_per_pass = options.mode.max_simultaneous as usize;
-    let mut passes = passes::plan(model, &measured, max_per_pass, options.mode.two_hop);
+    let mut passes = passes::schedule(model, &measured, max_per_pass, options.mode.two_hop);
     let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass, options.mode.two_hop));
     let mut h = Sha256::new();
     for t in &measured {
@@ -230,7 +230,7 @@ pub fn plan(
                     ),
                 });
             }
-            Ok(Shard { index, count, plan_passes: passes.len() as u32 })
+            Ok(Shard { index, count, schedule_passes: passes.len() as u32 })
         })
         .transpose()?;
     if let Some(shard) = shard {
@@ -268,7 +268,7 @@ pub fn plan(
         shard,
         footprint_fits: footprint_fits(model),
     };
-    Ok(PassPlan {
+    Ok(PassSchedule {
         tasks: list,
         measured,
         families,

@@ -1,7 +1,7 @@
 //! Measuring a planned profile into its checkpoint: the stages' passes, pass by pass
 //! with a save after each, the round checks, then the calibrations.
 
-use super::{PassPlan, ProfileOptions, QUIET_CHECK, checkpoint_name, plan};
+use super::{PassSchedule, ProfileOptions, QUIET_CHECK, checkpoint_name, schedule};
 use crate::ProfileError;
 use crate::design::verdict::{self, Judgement};
 use crate::engine::Engine;
@@ -58,7 +58,7 @@ pub fn profile_into_dir(
     dir: &Path,
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
-    let plan = plan(model, &pools, host_fingerprint, options)?;
+    let plan = schedule(model, &pools, host_fingerprint, options)?;
     let path = dir.join(checkpoint_name(model, &options.mode, options.shard));
     std::fs::create_dir_all(dir).map_err(|source| ProfileError::CreateDir { path: dir.to_path_buf(), source })?;
     run_to_checkpoint(model, pools, &plan, &path, false, on_pass)
@@ -75,7 +75,7 @@ pub fn profile_into_dir(
 pub fn run_to_checkpoint(
     model: &Model,
     pools: PoolSet,
-    plan: &PassPlan,
+    plan: &PassSchedule,
     path: &Path,
     fresh: bool,
     on_pass: &mut dyn FnMut(Progress),
@@ -165,7 +165,7 @@ pub fn run_to_checkpoint(
     // second stage planned, from every shard's measurements once they are merged.
     if plan.header.mode.design.design == Design::Screen && plan.header.shard.is_none() {
         let judgement = judge_first_stage(model, plan, &profile, first_total as u32);
-        let second = passes::plan(
+        let second = passes::schedule(
             model,
             &judgement.second_stage,
             plan.header.mode.max_simultaneous as usize,
@@ -241,7 +241,7 @@ pub fn is_finished(profile: &Profile) -> bool {
 
 /// The first stage's verdicts, from the first stage's measurements only (so a resumed
 /// run, with second-stage measurements in the checkpoint, decides the same).
-fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_total: u32) -> Judgement {
+fn judge_first_stage(model: &Model, plan: &PassSchedule, profile: &Profile, first_total: u32) -> Judgement {
     let first = record::merge(profile.measurements.iter().filter(|m| m.pass < first_total));
     verdict::judge(
         model,
@@ -260,7 +260,7 @@ fn judge_first_stage(model: &Model, plan: &PassPlan, profile: &Profile, first_to
 struct RunContext<'m, 'a> {
     model: &'m Model,
     pools: &'a PoolSet,
-    plan: &'a PassPlan,
+    plan: &'a PassSchedule,
     path: &'a Path,
 }
 

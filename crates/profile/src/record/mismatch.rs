@@ -332,7 +332,7 @@ mod tests {
                 "pins differ: none in the checkpoint, role=weight:dram, tensor=x:pmem now".into(),
             ),
             (
-                |h| h.shard = Some(Shard { index: 2, count: 3, plan_passes: 7 }),
+                |h| h.shard = Some(Shard { index: 2, count: 3, schedule_passes: 7 }),
                 "shard differs: none (the whole plan) in the checkpoint, 2/3 now".into(),
             ),
             (

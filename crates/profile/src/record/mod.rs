@@ -208,7 +208,7 @@ pub struct Shard {
     pub index: u32,
     pub count: u32,
     /// Passes per round of the whole plan's first stage.
-    pub plan_passes: u32,
+    pub schedule_passes: u32,
 }
 
 impl Shard {
@@ -230,7 +230,7 @@ impl Shard {
 
     /// How many of a round's passes this shard measures.
     pub fn len(&self) -> usize {
-        (self.plan_passes as usize).saturating_sub(self.index as usize - 1).div_ceil(self.count as usize)
+        (self.schedule_passes as usize).saturating_sub(self.index as usize - 1).div_ceil(self.count as usize)
     }
 
     pub fn is_empty(&self) -> bool {

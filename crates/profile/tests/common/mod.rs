@@ -82,16 +82,16 @@ pub fn profile(model: &str, records: usize) -> Profile {
     }
 }
 
-/// `count` complete one-round shards of a plan of `plan_passes` passes per round, each
+/// `count` complete one-round shards of a plan of `schedule_passes` passes per round, each
 /// pass measuring `per_pass` keys of its own (so the merged keys are every pass's), the
 /// reference pass 50 µs per kernel on every shard but `slow`'s, `slow_by` times that.
 #[allow(dead_code)] // not every test binary that includes this module makes shards
-pub fn shards(count: u32, plan_passes: u32, per_pass: usize, slow: u32, slow_by: f64) -> Vec<Profile> {
+pub fn shards(count: u32, schedule_passes: u32, per_pass: usize, slow: u32, slow_by: f64) -> Vec<Profile> {
     use placer_profile::Shard;
     (1..=count)
         .map(|index| {
             let mut p = profile("m", 0);
-            let shard = Shard { index, count, plan_passes };
+            let shard = Shard { index, count, schedule_passes };
             p.header.shard = Some(shard);
             p.header.protocol.rounds = 1;
             let len = shard.len();
