@@ -1,7 +1,8 @@
-//! Activations and their backward passes: ReLU, GELU, tanh, sigmoid, clip, hard sigmoid,
-//! hard swish (elementwise) and softmax (over the last axis). Each backward takes the
-//! forward tensor the zoo saves (docs/ops.md): ReLU, tanh, sigmoid and softmax the forward
-//! **output** `y`, GELU, clip, hard sigmoid and hard swish the forward **input** `x`.
+//! Activations and their backward passes: ReLU, GELU, erf, tanh, sigmoid, clip, hard
+//! sigmoid, hard swish (elementwise) and softmax (over the last axis). Each backward takes
+//! the forward tensor the zoo saves (docs/ops.md): ReLU, tanh, sigmoid and softmax the
+//! forward **output** `y`, GELU, erf, clip, hard sigmoid and hard swish the forward
+//! **input** `x`.
 
 use crate::fastmath::{exp, fmadd, normal_cdf};
 use crate::tensor_ops::{Rows, for_row_groups, map_binary, map_binary_chunks, map_unary, map_unary_chunks, sum_f64};
@@ -10,6 +11,17 @@ use multiversion::target::target_cfg_f;
 
 /// 1/sqrt(2π).
 const FRAC_1_SQRT_2PI: f32 = 0.398_942_3;
+
+/// `y = erf(x) = 2·Φ(x·√2) − 1`, with Φ the [`normal_cdf`] GELU uses: within a few 1e-7
+/// of the exact value.
+pub fn erf(x: &[f32], y: &mut [f32]) {
+    map_unary(x, y, |v| 2.0 * normal_cdf::<false>(v * std::f32::consts::SQRT_2) - 1.0);
+}
+
+/// `dx = dy · 2/√π · e^(−x²)`, from the forward **input** `x`.
+pub fn erf_backward(dy: &[f32], x: &[f32], dx: &mut [f32]) {
+    map_binary(dy, x, dx, |g, v| g * std::f32::consts::FRAC_2_SQRT_PI * exp::<false>(-v * v));
+}
 
 /// `y = max(x, 0)`. A NaN input gives NaN (it is not hidden as 0).
 pub fn relu(x: &[f32], y: &mut [f32]) {

@@ -15,9 +15,9 @@ mod common;
 use common::noise;
 use placer_kernels::KernelError;
 use placer_kernels::activation::{
-    Clip, HardSigmoid, clip, clip_backward, gelu, gelu_backward, hard_sigmoid, hard_sigmoid_backward, hard_swish,
-    hard_swish_backward, relu, relu_backward, sigmoid, sigmoid_backward, softmax, softmax_backward, tanh,
-    tanh_backward,
+    Clip, HardSigmoid, clip, clip_backward, erf, erf_backward, gelu, gelu_backward, hard_sigmoid,
+    hard_sigmoid_backward, hard_swish, hard_swish_backward, relu, relu_backward, sigmoid, sigmoid_backward, softmax,
+    softmax_backward, tanh, tanh_backward,
 };
 use placer_kernels::dropout::{Dropout, dropout, dropout_backward};
 use placer_kernels::loss::{softmax_cross_entropy, softmax_cross_entropy_backward};
@@ -444,6 +444,14 @@ proptest! {
         let want: Vec<f64> = x.iter().zip(dy).map(|(&v, &g)| f64::from(g) * ref_gelu_grad(f64::from(v))).collect();
         assert_close("gelu_backward", &dx, &want, 1e-6);
 
+        erf(&x, &mut y);
+        assert_close("erf", &y, &x.iter().map(|&v| erf_series(f64::from(v))).collect::<Vec<_>>(), 1e-6);
+        erf_backward(dy, &x, &mut dx);
+        let two_over_sqrt_pi = std::f64::consts::FRAC_2_SQRT_PI;
+        let want: Vec<f64> =
+            x.iter().zip(dy).map(|(&v, &g)| f64::from(g) * two_over_sqrt_pi * (-f64::from(v).powi(2)).exp()).collect();
+        assert_close("erf_backward", &dx, &want, 1e-6);
+
         tanh(&x, &mut y);
         assert_close("tanh", &y, &x.iter().map(|&v| f64::from(v).tanh()).collect::<Vec<_>>(), 1e-6);
         tanh_backward(dy, &y, &mut dx);
@@ -699,6 +707,14 @@ proptest! {
         let mut dx = vec![0.0; x.len()];
         gelu_backward(&g, &x, &mut dx);
         assert_grad("gelu", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
+    }
+
+    #[test]
+    fn erf_backward_is_the_gradient((x, g) in (1usize..30).prop_flat_map(|n| (vec(-3.0f32..3.0, n), vec(-1.0f32..1.0, n)))) {
+        let fwd = |x: &[f32]| { let mut y = vec![0.0; x.len()]; erf(x, &mut y); y };
+        let mut dx = vec![0.0; x.len()];
+        erf_backward(&g, &x, &mut dx);
+        assert_grad("erf", &dx, &numeric_grad(&x, H, |x| dot(&fwd(x), &g)));
     }
 
     #[test]

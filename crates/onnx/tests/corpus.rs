@@ -142,3 +142,21 @@ fn corpus_files_of_zoo_networks_match_the_zoo_in_macs_and_peak() {
         eprintln!("{}", rows.join("\n"));
     }
 }
+
+/// A bare Erf (outside a GELU) is placer's `erf`, in the forward export and in the
+/// training graph, where onnxruntime's written-out gradient becomes one `erf_backward`.
+#[test]
+fn a_bare_erf_and_its_gradient_import_as_erf_ops() {
+    for (file, backward_from) in [("erf_mlp.ts.onnx", "the builder"), ("erf_mlp.ort.onnx", "the file")] {
+        let opts = ImportOptions { batch: Some(2), ..Default::default() };
+        let imported = import(&corpus_dir().join(file), &opts).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let ops: Vec<&str> = imported.model.nodes().iter().map(|n| n.op.as_str()).collect();
+        for op in ["erf", "erf_backward", "gelu", "gelu_backward"] {
+            assert_eq!(
+                ops.iter().filter(|&&o| o == op).count(),
+                1,
+                "{file}: one {op} (backward from {backward_from}): {ops:?}"
+            );
+        }
+    }
+}

@@ -240,12 +240,13 @@ pub fn run(
             let inv_rms = f32_in(op, input(3)?)?;
             norm::rms_norm_backward(rows, dy, x, scale, inv_rms, f32_out(op, dx)?, f32_out(op, dscale)?);
         }
-        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::Clip | Op::HardSigmoid | Op::HardSwish => {
+        Op::Relu | Op::Gelu | Op::Erf | Op::Tanh | Op::Sigmoid | Op::Clip | Op::HardSigmoid | Op::HardSwish => {
             let [y] = exactly(op, "outputs", outputs)?;
             let (x, y) = (f32_in(op, x0()?)?, f32_out(op, y)?);
             match op {
                 Op::Relu => activation::relu(x, y),
                 Op::Gelu => activation::gelu(x, y),
+                Op::Erf => activation::erf(x, y),
                 Op::Tanh => activation::tanh(x, y),
                 Op::Sigmoid => activation::sigmoid(x, y),
                 Op::HardSigmoid => activation::hard_sigmoid(hard_sigmoid_params(op, attrs)?, x, y),
@@ -255,6 +256,7 @@ pub fn run(
         }
         Op::ReluBackward
         | Op::GeluBackward
+        | Op::ErfBackward
         | Op::TanhBackward
         | Op::SigmoidBackward
         | Op::ClipBackward
@@ -271,6 +273,7 @@ pub fn run(
             match op {
                 Op::ReluBackward => activation::relu_backward(p, q, out),
                 Op::GeluBackward => activation::gelu_backward(p, q, out),
+                Op::ErfBackward => activation::erf_backward(p, q, out),
                 Op::TanhBackward => activation::tanh_backward(p, q, out),
                 Op::SigmoidBackward => activation::sigmoid_backward(p, q, out),
                 Op::ClipBackward => activation::clip_backward(clip_params(op, attrs)?, p, q, out),

@@ -62,6 +62,10 @@ CNNS = {
     "vit_b_16": ("vit_b_16", 224),
 }
 TRANSFORMERS = ["bert", "distilbert", "roberta", "gpt2", "t5_encoder", "llama"]
+# A small network of its own with a bare torch.erf outside a GELU (and BERT's own erf
+# GELU, and two slices of one activation): the Erf that no GELU pattern absorbs, and
+# the Exp that onnxruntime writes into its gradient.
+OWN = ["erf_mlp"]
 # The same transformers with the attention users get by default (transformers 5:
 # PyTorch's scaled_dot_product_attention), exported as it is decomposed: a NaN guard
 # after the softmax (IsNaN, Where), masks computed in the graph. Named NAME_sdpa.
@@ -77,6 +81,7 @@ PLAN = (
     # A static export (no dynamic axes), whose shape constants carry its batch.
     + [("roberta_sdpa", "static")]
     + [("convnext_tiny", "default")]
+    + [(m, e) for m in OWN for e in ("ts", "train")]
     + [(m, "noopt") for m in ["llama", "gpt2_sdpa", "bert_sdpa"]]
 )
 
@@ -125,9 +130,30 @@ class Logits(torch.nn.Module):
         return y.reshape(-1, y.shape[-1]) if self.flatten else y
 
 
+class ErfMlp(torch.nn.Module):
+    """Linear → erf GELU (as BERT's own code writes it) → h·erf(h) → two slices → two
+    Linears, summed."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(32, 64)
+        self.b = torch.nn.Linear(32, 10)
+        self.c = torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        import math
+
+        h = self.a(x)
+        h = h * 0.5 * (1.0 + torch.erf(h / math.sqrt(2.0)))
+        h = h * torch.erf(h)
+        return self.b(h[:, :32]) + self.c(h[:, 32:])
+
+
 def build(name, exporter):
     """(module, example inputs, input names, dynamic axes, import arguments)."""
     train = exporter == "train"
+    if name == "erf_mlp":
+        return ErfMlp(), (torch.randn(BATCH, 32),), ["input"], {"input": {0: "batch"}}, {"batch": BATCH}
     if name in CNNS:
         import torchvision
 

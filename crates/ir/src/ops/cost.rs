@@ -58,7 +58,7 @@ pub fn cost(op: Op, attrs: &Attrs, inputs: &[Operand<'_>], outputs: &[Operand<'_
         Op::BatchNormBackward | Op::LayerNormBackward => per_element(inputs[1].numel(), 9),
         Op::RmsNorm => per_element(inputs[0].numel(), 4),
         Op::RmsNormBackward => per_element(inputs[1].numel(), 7),
-        Op::Gelu | Op::GeluBackward => per_element(inputs[0].numel(), 10),
+        Op::Gelu | Op::GeluBackward | Op::Erf | Op::ErfBackward => per_element(inputs[0].numel(), 10),
         Op::Tanh | Op::TanhBackward | Op::Sigmoid | Op::SigmoidBackward => per_element(inputs[0].numel(), 4),
         Op::Softmax | Op::SoftmaxBackward => per_element(inputs[0].numel(), 5),
         Op::SoftmaxCrossEntropy | Op::SoftmaxCrossEntropyBackward => per_element(inputs[0].numel(), 5),

@@ -52,6 +52,8 @@ named_enum! {
         ReluBackward = "relu_backward",
         Gelu = "gelu",
         GeluBackward = "gelu_backward",
+        Erf = "erf",
+        ErfBackward = "erf_backward",
         Tanh = "tanh",
         TanhBackward = "tanh_backward",
         Sigmoid = "sigmoid",

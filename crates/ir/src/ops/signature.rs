@@ -116,11 +116,18 @@ impl Op {
             Op::BatchNormBackward | Op::LayerNormBackward => sig(5, 3, EPSILON),
             Op::RmsNorm => sig(2, 2, EPSILON),
             Op::RmsNormBackward => sig(4, 2, EPSILON),
-            Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::HardSwish | Op::Softmax | Op::Reshape | Op::SumTo => {
-                sig(1, 1, &[])
-            }
+            Op::Relu
+            | Op::Gelu
+            | Op::Erf
+            | Op::Tanh
+            | Op::Sigmoid
+            | Op::HardSwish
+            | Op::Softmax
+            | Op::Reshape
+            | Op::SumTo => sig(1, 1, &[]),
             Op::ReluBackward
             | Op::GeluBackward
+            | Op::ErfBackward
             | Op::TanhBackward
             | Op::SigmoidBackward
             | Op::HardSwishBackward

@@ -24,6 +24,8 @@ pub(crate) enum Fused {
     LayerNorm { x: String, scale: String, shift: String, epsilon: f64 },
     /// onnxruntime's ReLU6 (Clip) gradient: `dy · Cast(x ≥ min ∧ x ≤ max)`.
     ClipGrad { x: String, dy: String, min: f64, max: f64 },
+    /// onnxruntime's gradient of a bare Erf: `dy · (2/√π · e^(−x·x))`.
+    ErfGrad { x: String, dy: String },
     /// RMSNorm written out (Llama's and T5's `x · rsqrt(mean(x²) + ε) · w`).
     RmsNorm { x: String, scale: String, epsilon: f64 },
     /// `Where(IsNaN(softmax), c, v)`: the guard PyTorch's scaled-dot-product attention
@@ -89,6 +91,15 @@ impl Fused {
                 l.note("Clip's gradient written out (GreaterOrEqual, LessOrEqual, And, Cast, Mul) fused into clip_backward");
                 let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
                 let dx = super::emit::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
+                Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
+            }
+            Fused::ErfGrad { x, dy } => {
+                let (x, dy) = (tensor_value(l, x)?, tensor_value(l, dy)?);
+                let (xt, dyt) = (l.exact(&x), l.exact(&dy));
+                l.note("Erf's gradient written out (Mul, Neg, Exp, Mul by 2/√π, Mul) fused into erf_backward");
+                let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
+                let attrs = placer_ir::Attrs::new();
+                let dx = super::emit::emit(l, last, placer_ir::Op::ErfBackward, attrs, &[dyt, xt], &outs)?;
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
             }
             Fused::NanGuard { value } => match l.value(value).cloned() {
@@ -179,6 +190,12 @@ pub(crate) fn find(l: &mut Lowerer<'_>) -> HashMap<usize, Fused> {
             }
             "Tanh" => {
                 if let Some((last, f, chain)) = gelu_tanh(l, i) {
+                    fused.insert(last, f);
+                    skipped.extend(chain);
+                }
+            }
+            "Exp" => {
+                if let Some((last, f, chain)) = erf_grad(l, i) {
                     fused.insert(last, f);
                     skipped.extend(chain);
                 }
@@ -488,4 +505,26 @@ fn clip_grad(l: &Lowerer<'_>, and_i: usize) -> Option<(usize, Fused, Vec<usize>)
     let (mul_i, mul) = sole_reader(l, &cast.output[0])?;
     let dy = other(mul, &cast.output[0]).filter(|_| mul.op_type() == "Mul")?;
     Some((mul_i, Fused::ClipGrad { x, dy: dy.to_string(), min, max }, vec![lo_i, hi_i, and_i, cast_i]))
+}
+
+/// onnxruntime's gradient of a bare Erf, from its Exp: `Mul(x, x)` → `Neg` → `Exp` →
+/// `Mul` by 2/√π → `Mul` by dy.
+fn erf_grad(l: &Lowerer<'_>, exp_i: usize) -> Option<(usize, Fused, Vec<usize>)> {
+    let producer = |v: &str| l.topo.producer.get(v).map(|&i| (i, &l.graph.node[i]));
+    let exp = &l.graph.node[exp_i];
+    let (neg_i, neg) = producer(exp.input.first()?)?;
+    let (sq_i, sq) = producer(neg.input.first()?)?;
+    let x = sq.input.first()?;
+    if neg.op_type() != "Neg" || sq.op_type() != "Mul" || sq.input.get(1) != Some(x) {
+        return None;
+    }
+    sole_reader(l, &sq.output[0]).filter(|(i, _)| *i == neg_i)?;
+    let (c_i, c) = sole_reader(l, &exp.output[0])?;
+    let two_over_sqrt_pi = std::f64::consts::FRAC_2_SQRT_PI;
+    if c.op_type() != "Mul" || !close(scalar(l, other(c, &exp.output[0])?), two_over_sqrt_pi) {
+        return None;
+    }
+    let (last_i, last) = sole_reader(l, &c.output[0])?;
+    let dy = other(last, &c.output[0]).filter(|_| last.op_type() == "Mul")?;
+    Some((last_i, Fused::ErfGrad { x: x.clone(), dy: dy.to_string() }, vec![sq_i, neg_i, exp_i, c_i]))
 }

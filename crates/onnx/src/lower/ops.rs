@@ -43,6 +43,8 @@ pub(crate) fn forward<'m>(l: &mut Lowerer<'m>, node: &'m NodeProto) -> Lowered {
         "Conv" => super::window::conv(l, node),
         "Relu" => unary(l, node, |g, name, x| g.relu(name, x)),
         "Tanh" => unary(l, node, |g, name, x| g.tanh(name, x)),
+        // An Erf outside a GELU (which fuse.rs makes one gelu).
+        "Erf" => unary(l, node, |g, name, x| g.erf(name, x)),
         "Gelu" => unary(l, node, |g, name, x| g.gelu(name, x)),
         "MaxPool" | "AveragePool" => super::window::pooling(l, node),
         "GlobalAveragePool" => super::window::global_avg_pool(l, node),

@@ -187,7 +187,15 @@ impl Backward<'_> {
                 let db = self.emit(bwd, Op::BiasGrad, e.attrs.clone(), &[dy], &[b], "")[0];
                 self.accumulate(b, db);
             }
-            Op::Relu | Op::Tanh | Op::Sigmoid | Op::Softmax | Op::Gelu | Op::Clip | Op::HardSigmoid | Op::HardSwish => {
+            Op::Relu
+            | Op::Tanh
+            | Op::Sigmoid
+            | Op::Softmax
+            | Op::Gelu
+            | Op::Erf
+            | Op::Clip
+            | Op::HardSigmoid
+            | Op::HardSwish => {
                 let (op, saved) = match e.op {
                     Op::Relu => (Op::ReluBackward, e.outputs[0]),
                     Op::Tanh => (Op::TanhBackward, e.outputs[0]),
@@ -196,6 +204,7 @@ impl Backward<'_> {
                     Op::Clip => (Op::ClipBackward, x),
                     Op::HardSigmoid => (Op::HardSigmoidBackward, x),
                     Op::HardSwish => (Op::HardSwishBackward, x),
+                    Op::Erf => (Op::ErfBackward, x),
                     _ => (Op::GeluBackward, x),
                 };
                 // Only clip (its bounds) and hard sigmoid (its alpha and beta) have

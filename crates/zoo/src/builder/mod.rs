@@ -473,6 +473,12 @@ impl GraphBuilder {
         self.unary(name, Op::Softmax, Attrs::new(), &[x], shape)
     }
 
+    /// `erf(x)` elementwise (a model's own `torch.erf`, outside a GELU).
+    pub fn erf(&mut self, name: &str, x: T) -> T {
+        let shape = self.shape(x).to_vec();
+        self.unary(name, Op::Erf, Attrs::new(), &[x], shape)
+    }
+
     pub fn tanh(&mut self, name: &str, x: T) -> T {
         let shape = self.shape(x).to_vec();
         self.unary(name, Op::Tanh, Attrs::new(), &[x], shape)

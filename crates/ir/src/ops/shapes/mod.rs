@@ -140,7 +140,7 @@ pub fn check_shapes(
             expect_shape("input gradient", outputs[0], x.shape)?;
             expect_shape("scale gradient", outputs[1], &param)
         }
-        Op::Relu | Op::Gelu | Op::Tanh | Op::Sigmoid | Op::HardSwish => {
+        Op::Relu | Op::Gelu | Op::Erf | Op::Tanh | Op::Sigmoid | Op::HardSwish => {
             expect_float(inputs[0])?;
             same_dtype(&[inputs[0], outputs[0]])?;
             expect_shape("output", outputs[0], inputs[0].shape)
@@ -196,6 +196,7 @@ pub fn check_shapes(
         }
         Op::ReluBackward
         | Op::GeluBackward
+        | Op::ErfBackward
         | Op::TanhBackward
         | Op::SigmoidBackward
         | Op::ClipBackward
