@@ -81,12 +81,24 @@ pub struct Args {
     host: HostArgs,
 }
 
-/// The model and checkpoint to solve, and how they were chosen (for the header).
-fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Option<String>)> {
+/// What `solve` works on: the model, the checkpoint (its path and profile, read once)
+/// when there is one, and how they were chosen (for the header).
+struct Chosen {
+    model: placer_ir::Model,
+    checkpoint: Option<PathBuf>,
+    profile: Option<Profile>,
+    note: Option<String>,
+}
+
+fn choose(args: &Args) -> anyhow::Result<Chosen> {
+    let with = |model, checkpoint: Option<PathBuf>, note| -> anyhow::Result<Chosen> {
+        let profile = checkpoint.as_deref().map(placer_profile::load_checkpoint).transpose()?;
+        Ok(Chosen { model, checkpoint, profile, note })
+    };
     if let Some(path) = &args.model {
         let model = placer_ir::load_model(path)?;
-        if args.profile.is_some() {
-            return Ok((model, args.profile.clone(), None));
+        if let Some(given) = &args.profile {
+            return with(model, Some(given.clone()), None);
         }
         let found = placer_profile::latest_of(&args.checkpoint_dir, &model)?;
         let note = found.as_ref().map(|checkpoint| {
@@ -97,7 +109,7 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
                 args.checkpoint_dir.display()
             )
         });
-        return Ok((model, found, note));
+        return with(model, found, note);
     }
     let (checkpoint, how) = match &args.profile {
         Some(path) => (path.clone(), "given"),
@@ -110,11 +122,11 @@ fn choose(args: &Args) -> anyhow::Result<(placer_ir::Model, Option<PathBuf>, Opt
         found.origin,
         checkpoint.display()
     );
-    Ok((found.model, Some(checkpoint), Some(note)))
+    Ok(Chosen { model: found.model, checkpoint: Some(checkpoint), profile: Some(found.profile), note: Some(note) })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let (model, checkpoint, chosen) = choose(&args)?;
+    let Chosen { model, checkpoint, profile: read, note: chosen } = choose(&args)?;
     let budget = Budget::parse(&args.budget)?;
     let small_tensor = placer_units::parse_bytes(&args.small_tensor)
         .map_err(|reason| placer_solve::SolveError::Usage { reason: format!("--small-tensor: {reason}") })?;
@@ -137,10 +149,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     options.check()?;
     let mut host = args.host.open()?;
     let mut printed = Deferred::default();
-    let SolveInputs { pools, costs, pins, profile } =
-        placer_solve::solve_inputs(&model, &mut host, checkpoint.as_deref(), &args.pin, args.no_probe, &mut |event| {
-            printed.keep(progress::inputs_event(event))
-        })?;
+    let SolveInputs { pools, costs, pins, profile } = placer_solve::solve_inputs(
+        &model,
+        &mut host,
+        checkpoint.as_deref().zip(read),
+        &args.pin,
+        args.no_probe,
+        &mut |event| printed.keep(progress::inputs_event(event)),
+    )?;
     printed.result()?;
     let request = SolveRequest {
         model: &model,

@@ -65,7 +65,8 @@ pub fn baselines_beside(
         left_out(LeftOut::ProfileGone { profile: named });
     }
     // No probe: the baselines are static placements, which never move a tensor.
-    let inputs = placer_solve::solve_inputs(model, host, profile, &[], true, &mut |_| {})?;
+    let read = profile.map(|p| placer_profile::load_checkpoint(p).map(|read| (p, read))).transpose()?;
+    let inputs = placer_solve::solve_inputs(model, host, read, &[], true, &mut |_| {})?;
     let request = SolveRequest {
         model,
         costs: &inputs.costs,

@@ -98,12 +98,13 @@ pub fn pipeline(
 ) -> Result<PipelineOutcome, EvalError> {
     let model = req.model;
     events(PipelineEvent::Stage(Stage::Profile));
-    let (checkpoint, profile_note) = profile(req, host, events)?;
+    let (checkpoint, measured_profile, profile_note) = profile(req, host, events)?;
     events(PipelineEvent::Profiled { note: &profile_note });
 
     events(PipelineEvent::Stage(Stage::Solve));
-    let inputs =
-        solve_inputs(model, host, Some(&checkpoint), &[], req.no_probe, &mut |e| events(PipelineEvent::Inputs(e)))?;
+    let inputs = solve_inputs(model, host, Some((&checkpoint, measured_profile)), &[], req.no_probe, &mut |e| {
+        events(PipelineEvent::Inputs(e))
+    })?;
     let result = solve(req, &inputs, req.budget, &checkpoint, events)?;
     events(PipelineEvent::Solved(&result));
 
@@ -143,7 +144,7 @@ fn profile(
     req: &PipelineRequest<'_>,
     host: &mut Host,
     events: &mut dyn FnMut(PipelineEvent<'_>),
-) -> Result<(PathBuf, String), EvalError> {
+) -> Result<(PathBuf, placer_profile::Profile, String), EvalError> {
     let pools = host.pool_set()?;
     let started = std::time::Instant::now();
     let on_pass = &mut |p: Progress| events(PipelineEvent::ProfilePass(p));
@@ -160,7 +161,7 @@ fn profile(
         started.elapsed().as_secs_f64(),
         outcome.profile.activity_note(),
     );
-    Ok((outcome.path, note))
+    Ok((outcome.path, outcome.profile, note))
 }
 
 fn solve(

@@ -3,7 +3,7 @@
 //! and the file must still hold that model.
 
 use crate::ProfileError;
-use crate::record::ProfileHeader;
+use crate::record::Profile;
 use crate::record::codec as checkpoint;
 use placer_ir::Model;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,8 @@ use std::time::SystemTime;
 /// in a checkpoint of version 16, the one read back from the file it was profiled from.
 #[derive(Debug)]
 pub struct Profiled {
-    pub header: ProfileHeader,
+    /// The checkpoint's profile, read once for its model and for the solve.
+    pub profile: Profile,
     /// Where the model came from, in words: its file, and whether that file still
     /// holds it.
     pub origin: String,
@@ -78,7 +79,7 @@ fn newest_first(dir: &Path) -> Result<Vec<PathBuf>, ProfileError> {
 /// model file must still be there and hold the profiled model.
 pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
     let profile = checkpoint::load(checkpoint)?;
-    let header = profile.header;
+    let header = &profile.header;
     let refuse = |reason: String| ProfileError::ModelSource { checkpoint: checkpoint.to_path_buf(), reason };
     let from_file = |source: &str| -> Result<Model, String> {
         let model = placer_ir::load_model(Path::new(source)).map_err(|e| format!("it no longer loads: {e}"))?;
@@ -101,27 +102,28 @@ pub fn profiled(checkpoint: &Path) -> Result<Profiled, ProfileError> {
                 Err(why) => format!("the checkpoint (its file {source} has changed since it was profiled: {why})"),
             },
         };
-        return Ok(Profiled { header, origin, model });
+        return Ok(Profiled { profile, origin, model });
     }
-    let Some(source) = header.model_source.clone() else {
+    let Some(source) = header.model_source.as_deref() else {
         return Err(refuse(format!(
             "it records no model file (model {} was built in memory); name the model: placer solve MODEL --budget B --profile {}",
             header.model_name,
             checkpoint.display()
         )));
     };
-    if !Path::new(&source).is_file() {
+    if !Path::new(source).is_file() {
         return Err(refuse(format!(
             "its model file {source} is gone; name the model where it is now: placer solve MODEL --budget B --profile {}",
             checkpoint.display()
         )));
     }
-    let model = from_file(&source).map_err(|now| {
+    let model = from_file(source).map_err(|now| {
         refuse(format!(
             "its model file {source} has changed since it was profiled ({now}); profile it again: placer profile {source}"
         ))
     })?;
-    Ok(Profiled { header, origin: source, model })
+    let origin = source.to_string();
+    Ok(Profiled { profile, origin, model })
 }
 
 fn short(hash: &str) -> &str {

@@ -56,7 +56,7 @@ fn a_checkpoint_leads_back_to_its_model_file() {
     let (model_file, ckpt) = profiled_file(dir.path());
     let found = placer_profile::profiled(&ckpt).expect("found");
     assert_eq!(found.origin, model_file.display().to_string());
-    assert_eq!(found.model.content_hash(), found.header.model_hash);
+    assert_eq!(found.model.content_hash(), found.profile.header.model_hash);
 }
 
 #[test]

@@ -29,23 +29,23 @@ pub enum InputsEvent {
     Probing,
 }
 
-/// Pools and move costs for `host`, kernel costs from the profile at `profile_path`
-/// (checked against the model and pools) and the cost model, and the pins (the
-/// profile's and `extra_pins`). `no_probe` estimates moves from read and write
+/// Pools and move costs for `host`, kernel costs from `profile` (read from the
+/// checkpoint at its path, and checked against the model and pools) and the cost model,
+/// and the pins (the profile's and `extra_pins`). `no_probe` estimates moves from read and write
 /// bandwidth instead of measuring copies when the host cache has none.
 pub fn solve_inputs(
     model: &Model,
     host: &mut Host,
-    profile_path: Option<&Path>,
+    profile: Option<(&Path, Profile)>,
     extra_pins: &[PinRule],
     no_probe: bool,
     events: &mut dyn FnMut(InputsEvent),
 ) -> Result<SolveInputs, SolveError> {
     let mut pools = solve_pools(host, no_probe, events)?;
-    let profile = profile_path.map(placer_profile::load_checkpoint).transpose()?;
-    if let (Some(p), Some(path)) = (&profile, profile_path) {
+    if let Some((path, p)) = &profile {
         check_profile(p, model, &pools, path)?;
     }
+    let profile = profile.map(|(_, p)| p);
     let names = pools.names();
     let mut pins: Vec<Pin> = Vec::new();
     for rule in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
