@@ -11,7 +11,7 @@ use crate::gemm::{self, MatMul};
 use crate::pooling::{self, Pooling2d};
 use crate::tensor_ops::{self, Broadcast, ChannelView, Rows};
 use crate::{activation, dropout, loss, norm, optim};
-use placer_ir::ops::{self as params, AttrReader, Window};
+use placer_ir::ops::{self, AttrReader, Window};
 use placer_ir::{Attrs, Op};
 
 mod args;
@@ -26,7 +26,7 @@ fn usize2(v: [u64; 2]) -> [usize; 2] {
 
 /// The axis the op works along, as the IR's rule reads it.
 fn axis(op: Op, attrs: &Attrs, shape: &[u64]) -> Result<usize> {
-    params::axis(attrs, shape).map_err(|e| bad(op, e))
+    ops::axis(attrs, shape).map_err(|e| bad(op, e))
 }
 
 /// Convolution geometry from the input (or input-gradient) shape `x` and filter shape `w`.
@@ -70,7 +70,7 @@ fn pooling_geometry(op: Op, attrs: &Attrs, x: &[u64], y: &[u64]) -> Result<Pooli
 }
 
 fn matmul_geometry(op: Op, attrs: &Attrs, a_shape: &[u64], b_shape: &[u64], c_shape: &[u64]) -> Result<MatMul> {
-    let d = params::matmul_dims(attrs, a_shape, b_shape).map_err(|e| bad(op, e))?;
+    let d = ops::matmul_dims(attrs, a_shape, b_shape).map_err(|e| bad(op, e))?;
     if d.output_shape(a_shape) != c_shape {
         return Err(bad(op, format!("output {c_shape:?} is not the product of {a_shape:?} and {b_shape:?}")));
     }
@@ -86,17 +86,17 @@ fn matmul_geometry(op: Op, attrs: &Attrs, a_shape: &[u64], b_shape: &[u64], c_sh
 }
 
 fn clip_params(op: Op, attrs: &Attrs) -> Result<activation::Clip> {
-    let (min, max) = params::clip_bounds(attrs).map_err(|e| bad(op, e))?;
+    let (min, max) = ops::clip_bounds(attrs).map_err(|e| bad(op, e))?;
     Ok(activation::Clip { min: min as f32, max: max as f32 })
 }
 
 fn hard_sigmoid_params(op: Op, attrs: &Attrs) -> Result<activation::HardSigmoid> {
-    let (alpha, beta) = params::hard_sigmoid(attrs).map_err(|e| bad(op, e))?;
+    let (alpha, beta) = ops::hard_sigmoid(attrs).map_err(|e| bad(op, e))?;
     Ok(activation::HardSigmoid { alpha: alpha as f32, beta: beta as f32 })
 }
 
 fn dropout_ratio(op: Op, attrs: &Attrs) -> Result<f64> {
-    params::dropout_ratio(attrs).map_err(|e| bad(op, e))
+    ops::dropout_ratio(attrs).map_err(|e| bad(op, e))
 }
 
 /// Floats of scratch space `op` needs for these input and output shapes.

@@ -401,23 +401,30 @@ fn design_rows(t: &mut Table, d: &DesignRecord, plan: &PassSchedule, profile: &p
 /// What the calibrations after the passes measured, or why they did not run.
 fn calibrations_note(plan: &PassSchedule, profile: &placer_profile::Profile) -> String {
     let mut parts = Vec::new();
+    let mut skipped = false;
     match &profile.interference {
         Some(i) => parts.push(format!("interference {:.1} s", i.seconds)),
         None if !placer_profile::calibrates_interference(&profile.header) => {}
-        None if plan.skip_calibrations => parts.push("interference skipped (--skip-calibrations)".to_string()),
+        None if plan.skip_calibrations => {
+            skipped = true;
+            parts.push("interference skipped (--skip-calibrations)".to_string());
+        }
         None => parts.push("interference not yet measured".to_string()),
     }
     match &profile.step_overhead {
         Some(o) => parts.push(format!("step overhead {:.1} s", o.seconds)),
         None if !placer_profile::measures_step_overhead(&profile.header) => {}
-        None if plan.skip_calibrations => parts.push("step overhead skipped (--skip-calibrations)".to_string()),
+        None if plan.skip_calibrations => {
+            skipped = true;
+            parts.push("step overhead skipped (--skip-calibrations)".to_string());
+        }
         None => parts.push("step overhead not yet measured".to_string()),
     }
     if parts.is_empty() {
         return "none due (a shard's are measured once its merge is resumed)".into();
     }
     let mut note = parts.join(", ");
-    if note.contains("skipped") {
+    if skipped {
         note.push_str("; solve charges each copy's whole CPU time and no step overhead until a run without the flag");
     }
     note

@@ -82,25 +82,16 @@ impl Fused {
                 Ok(vec![Value::Tensor(crate::values::Tensor { t: y, shape: x.shape })])
             }
             Fused::ClipGrad { x, dy, min, max } => {
-                let (x, dy) = (tensor_value(l, x)?, tensor_value(l, dy)?);
-                let (xt, dyt) = (l.exact(&x), l.exact(&dy));
                 let attrs = placer_ir::Attrs::from([
                     ("min".to_string(), placer_ir::AttrValue::Float(*min)),
                     ("max".to_string(), placer_ir::AttrValue::Float(*max)),
                 ]);
                 l.note("Clip's gradient written out (GreaterOrEqual, LessOrEqual, And, Cast, Mul) fused into clip_backward");
-                let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
-                let dx = super::emit::emit(l, last, placer_ir::Op::ClipBackward, attrs, &[dyt, xt], &outs)?;
-                Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
+                input_gradient(l, last, placer_ir::Op::ClipBackward, attrs, x, dy)
             }
             Fused::ErfGrad { x, dy } => {
-                let (x, dy) = (tensor_value(l, x)?, tensor_value(l, dy)?);
-                let (xt, dyt) = (l.exact(&x), l.exact(&dy));
                 l.note("Erf's gradient written out (Mul, Neg, Exp, Mul by 2/√π, Mul) fused into erf_backward");
-                let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
-                let attrs = placer_ir::Attrs::new();
-                let dx = super::emit::emit(l, last, placer_ir::Op::ErfBackward, attrs, &[dyt, xt], &outs)?;
-                Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
+                input_gradient(l, last, placer_ir::Op::ErfBackward, placer_ir::Attrs::new(), x, dy)
             }
             Fused::NanGuard { value } => match l.value(value).cloned() {
                 Some(Value::Poisoned) => Err(Fail::Poisoned),
@@ -121,6 +112,23 @@ impl Fused {
             }
         }
     }
+}
+
+/// `op(dy, x)`, a backward op that reads the forward input `x`, emitted for the node
+/// `last` whose output is the gradient: what a written-out gradient chain fuses into.
+fn input_gradient(
+    l: &mut Lowerer<'_>,
+    last: &NodeProto,
+    op: placer_ir::Op,
+    attrs: placer_ir::Attrs,
+    x: &str,
+    dy: &str,
+) -> Lowered {
+    let (x, dy) = (tensor_value(l, x)?, tensor_value(l, dy)?);
+    let (xt, dyt) = (l.exact(&x), l.exact(&dy));
+    let outs = [(0, dy.shape.clone(), placer_ir::Role::Gradient)];
+    let dx = super::emit::emit(l, last, op, attrs, &[dyt, xt], &outs)?;
+    Ok(vec![Value::Tensor(crate::values::Tensor { t: dx[0], shape: dy.shape })])
 }
 
 /// The tensor a fused chain starts from; an upstream failure is passed on, not reported.
