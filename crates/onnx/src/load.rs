@@ -47,10 +47,10 @@ fn inline_indices(initializers: &mut [TensorProto], dir: &Path) {
             Ok(tensor_proto::DataType::Int32) => 4,
             _ => continue,
         };
-        let numel: i64 = t.dims.iter().product();
-        if t.data_location != Some(DataLocation::External as i32)
-            || !(0..=MAX_READ_INDEX_ELEMENTS as i64).contains(&numel)
-        {
+        // Dims come from the file: a product past i64 is no index worth reading.
+        let numel = t.dims.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
+        let Some(numel) = numel.filter(|n| (0..=MAX_READ_INDEX_ELEMENTS as i64).contains(n)) else { continue };
+        if t.data_location != Some(DataLocation::External as i32) {
             continue;
         }
         if let Some(payload) = external_payload(t, dir, numel as u64 * width) {

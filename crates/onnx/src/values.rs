@@ -67,8 +67,9 @@ pub struct Constant {
 }
 
 impl Constant {
+    /// Elements, saturating: dims come from the file.
     pub fn numel(&self) -> u64 {
-        self.shape.iter().product()
+        self.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d)).unwrap_or(u64::MAX)
     }
 
     pub fn ints(&self) -> Option<Vec<i64>> {
@@ -110,11 +111,15 @@ pub enum Value {
 pub fn constant_of(t: &TensorProto, origin: &str) -> Constant {
     let shape: Vec<u64> = t.dims.iter().map(|&d| d.max(0) as u64).collect();
     let elem = Elem::from_onnx(t.data_type.unwrap_or(0));
-    let numel: u64 = shape.iter().product();
+    let mut constant = Constant { shape, elem, data: None, origin: origin.to_string() };
+    // Dims come from the file: a product past u64 saturates, and is never read.
+    let numel = constant.numel();
     let external = t.data_location == Some(DataLocation::External as i32);
     let limit = if matches!(elem, Elem::Int(_)) { MAX_READ_INDEX_ELEMENTS } else { MAX_READ_ELEMENTS };
-    let data = if numel <= limit && !external { read_elements(t, elem, numel as usize) } else { None };
-    Constant { shape, elem, data, origin: origin.to_string() }
+    if numel <= limit && !external {
+        constant.data = read_elements(t, elem, numel as usize);
+    }
+    constant
 }
 
 fn read_elements(t: &TensorProto, elem: Elem, numel: usize) -> Option<Vec<f64>> {

@@ -195,6 +195,35 @@ fn a_gather_by_every_position_in_order_from_external_data_is_a_view() {
     assert!(import(2).expect_err("a permutation").to_string().contains("Gather other than"));
 }
 
+/// Integer initializers whose dims multiply past 64 bits, stored in the file or beside
+/// it, are known by shape and never read: the import goes on, no overflow panics.
+#[test]
+fn integer_initializers_with_huge_dims_are_not_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut model = tiny_cnn(17, cnn_nodes());
+    let huge = vec![1 << 40, 1 << 40];
+    let graph = model.graph.as_mut().expect("graph");
+    graph.initializer.push(TensorProto {
+        name: Some("inline".into()),
+        dims: huge.clone(),
+        data_type: Some(7),
+        ..Default::default()
+    });
+    let entry =
+        |k: &str, v: &str| placer_onnx::proto::StringStringEntryProto { key: Some(k.into()), value: Some(v.into()) };
+    graph.initializer.push(TensorProto {
+        name: Some("external".into()),
+        dims: huge,
+        data_type: Some(7),
+        data_location: Some(placer_onnx::proto::tensor_proto::DataLocation::External as i32),
+        external_data: vec![entry("location", "m.onnx.data")],
+        ..Default::default()
+    });
+    let path = dir.path().join("m.onnx");
+    std::fs::write(&path, bytes(&model)).expect("write");
+    placer_onnx::import(&path, &ImportOptions { batch: Some(2), ..Default::default() }).expect("imports");
+}
+
 #[test]
 fn a_symbolic_batch_needs_a_size() {
     let err = import_bytes(Path::new("t.onnx"), bytes(&tiny_cnn(13, cnn_nodes())), &ImportOptions::default())
