@@ -224,6 +224,44 @@ fn integer_initializers_with_huge_dims_are_not_read() {
     placer_onnx::import(&path, &ImportOptions { batch: Some(2), ..Default::default() }).expect("imports");
 }
 
+/// torch.split as the dynamo exporter writes it unoptimised: SplitToSequence read by
+/// SequenceAt at constant positions is a split; a position outside the parts is refused
+/// by name, never taken as another part.
+#[test]
+fn split_to_sequence_is_a_split_and_a_position_outside_it_is_refused() {
+    let with_positions = |first: i64, second: i64| {
+        let axis = AttributeProto { name: Some("axis".into()), i: Some(1), r#type: Some(2), ..Default::default() };
+        let mut nodes = cnn_nodes();
+        nodes.splice(
+            2..2,
+            [
+                node("SplitToSequence", &["r", "two"], &["seq"], vec![axis]),
+                node("SequenceAt", &["seq", "first"], &["a"], vec![]),
+                node("SequenceAt", &["seq", "second"], &["b"], vec![]),
+                node("Add", &["a", "b"], &["ab"], vec![]),
+            ],
+        );
+        // The pooling reads the sum of the two halves instead of the ReLU.
+        nodes[6].input[0] = "ab".into();
+        let mut model = tiny_cnn(17, nodes);
+        let graph = model.graph.as_mut().expect("graph");
+        let scalar = |name: &str, v: i64| TensorProto {
+            name: Some(name.into()),
+            dims: vec![],
+            data_type: Some(7),
+            int64_data: vec![v],
+            ..Default::default()
+        };
+        graph.initializer.extend([scalar("two", 2), scalar("first", first), scalar("second", second)]);
+        graph.initializer[1] = weight("fc_w", &[10, 2]);
+        run(bytes(&model))
+    };
+    let imported = with_positions(0, -1).expect("imports");
+    assert_eq!(imported.model.nodes().iter().filter(|n| n.op == placer_ir::Op::Split).count(), 1);
+    let err = with_positions(1, -100).expect_err("a position outside the parts").to_string();
+    assert!(err.contains("SplitToSequence with a part read twice or out of range"), "{err}");
+}
+
 #[test]
 fn a_symbolic_batch_needs_a_size() {
     let err = import_bytes(Path::new("t.onnx"), bytes(&tiny_cnn(13, cnn_nodes())), &ImportOptions::default())

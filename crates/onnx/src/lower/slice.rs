@@ -143,13 +143,14 @@ pub(crate) fn split_to_sequence(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowere
             .flatten()
             .and_then(|v| if let Value::Const(c) = v { c.scalar() } else { None });
         let Some(at) = at else { return unsupported("SplitToSequence read other than by SequenceAt at a constant") };
-        let k = if at < 0.0 { at + sizes.len() as f64 } else { at } as usize;
-        match parts.get_mut(k) {
+        // Negative positions count from the end; anything outside the parts is refused.
+        let k = if at < 0.0 { at + sizes.len() as f64 } else { at };
+        match (k >= 0.0).then(|| parts.get_mut(k as usize)).flatten() {
             Some(p) if p.is_empty() => *p = reader.output[0].clone(),
             _ => return unsupported("SplitToSequence with a part read twice or out of range"),
         }
     }
-    if parts.iter().any(String::is_empty) {
+    if parts.is_empty() || parts.iter().any(String::is_empty) {
         return unsupported("SplitToSequence with a part no SequenceAt reads");
     }
     let values = split_parts(l, &x, ax, &sizes, &parts[0])?;
@@ -190,7 +191,7 @@ pub(crate) fn split(l: &mut Lowerer<'_>, node: &NodeProto) -> Lowered {
 
 /// `x` split along `ax` into parts of `sizes`, named after ONNX value `first`.
 fn split_parts(l: &mut Lowerer<'_>, x: &Tensor, ax: usize, sizes: &[u64], first: &str) -> Lowered {
-    if sizes.iter().sum::<u64>() != x.shape[ax] {
+    if sizes.iter().try_fold(0u64, |sum, &s| sum.checked_add(s)) != Some(x.shape[ax]) {
         return bad(format!("split sizes {sizes:?} do not cover dimension {ax} of {:?}", x.shape));
     }
     let xt = l.exact(x);
