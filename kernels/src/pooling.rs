@@ -364,26 +364,31 @@ fn window_max(p: &Pooling2d, plane: &[f32], rows: Range<usize>, cols: Range<usiz
 ///
 /// # Panics
 /// If the geometry is inconsistent or a slice has the wrong length.
-pub fn max_pool2d_backward(p: &Pooling2d, dy: &[f32], indices: &[i32], dx: &mut [f32]) -> Result<(), KernelError> {
+pub fn max_pool2d_backward<I: Copy + Into<i64> + Sync>(
+    p: &Pooling2d,
+    dy: &[f32],
+    indices: &[I],
+    dx: &mut [f32],
+) -> Result<(), KernelError> {
     const OP: &str = "max_pool2d_backward";
     p.check(OP);
     check_len(OP, "dy", dy.len(), p.y_len());
     check_len(OP, "indices", indices.len(), p.y_len());
     check_len(OP, "dx", dx.len(), p.x_len());
     let (hw, pq) = (p.h * p.w, p.p * p.q);
-    if let Some(&bad) = indices.iter().find(|&&i| usize::try_from(i).map_or(true, |i| i >= hw)) {
-        return Err(KernelError::IndexOutOfRange { what: "max-pool index", index: i64::from(bad), bound: hw });
+    if let Some(&bad) = indices.iter().find(|&&i| usize::try_from(i.into()).map_or(true, |i| i >= hw)) {
+        return Err(KernelError::IndexOutOfRange { what: "max-pool index", index: bad.into(), bound: hw });
     }
     if dy.is_empty() {
         dx.fill(0.0);
         return Ok(());
     }
     // The planes of dy and indices line up, so pass their offsets along with dx's planes.
-    let run = |dy: &[f32], idx: &[i32], dx: &mut [f32]| {
+    let run = |dy: &[f32], idx: &[I], dx: &mut [f32]| {
         for ((dy, idx), dx) in dy.chunks_exact(pq).zip(idx.chunks_exact(pq)).zip(dx.chunks_exact_mut(hw)) {
             dx.fill(0.0);
             for (&g, &i) in dy.iter().zip(idx) {
-                dx[i as usize] += g; // 0 ≤ i < hw, checked above
+                dx[i.into() as usize] += g; // 0 ≤ i < hw, checked above
             }
         }
     };

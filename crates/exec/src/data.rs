@@ -53,6 +53,9 @@ pub(crate) fn fill_bytes(fill: Fill, t: TensorId, seed: u64, bytes: &mut [u8], w
         Fill::Index(bound) => {
             words.for_each(|x| x.copy_from_slice(&((rng.next_u64() % bound.max(1)) as i32).to_ne_bytes()));
         }
+        Fill::Index64(bound) => bytes
+            .chunks_exact_mut(8)
+            .for_each(|x| x.copy_from_slice(&((rng.next_u64() % bound.max(1)) as i64).to_ne_bytes())),
         Fill::Constant(c) => words.for_each(|x| x.copy_from_slice(&c.to_ne_bytes())),
         Fill::Uniform(bound) => words.for_each(|x| x.copy_from_slice(&(rng.symmetric() * bound).to_ne_bytes())),
         Fill::Bits => bytes.iter_mut().for_each(|b| *b = (rng.next_u64() >> 63) as u8),
@@ -65,8 +68,10 @@ pub(crate) enum Fill {
     Constant(f32),
     /// Uniform in [-bound, bound).
     Uniform(f32),
-    /// Uniform integers in [0, bound).
+    /// Uniform integers in [0, bound), as i32.
     Index(u64),
+    /// The same as i64 (torch's index type).
+    Index64(u64),
     /// Bytes of 0 or 1, evenly: a mask.
     Bits,
 }
@@ -85,9 +90,8 @@ pub(crate) fn fill_plan(model: &Model) -> Vec<Fill> {
                 // Only a dropout mask is u8: whatever its role, it holds 0s and 1s.
                 (_, DType::U8) => Some(Fill::Bits),
                 (Role::Weight, _) => Some(weight_fill(model, node.op, &node.attrs, slot, t)),
-                (Role::Input, DType::I32 | DType::I64) => {
-                    index_bound(model, node.op, slot, &node.inputs).map(Fill::Index)
-                }
+                (Role::Input, DType::I32) => index_bound(model, node.op, slot, &node.inputs).map(Fill::Index),
+                (Role::Input, DType::I64) => index_bound(model, node.op, slot, &node.inputs).map(Fill::Index64),
                 (Role::Input, _) => Some(Fill::Uniform(1.0)),
                 _ => None,
             };

@@ -110,7 +110,9 @@ impl<'m> Executor<'m> {
         if placement.0.len() != model.tensors().len() {
             return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: model.tensors().len() });
         }
-        if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::U8)) {
+        if let Some(t) =
+            model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::I64 | DType::U8))
+        {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
         }
         let scratch_bytes = (0..model.nodes().len()).map(|n| scratch_bytes(model, NodeId(n as u32))).max().unwrap_or(0);

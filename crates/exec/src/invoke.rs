@@ -14,6 +14,7 @@ fn bad_view(model: &Model, t: TensorId, len: usize, what: &'static str) -> ExecE
 fn input<'a>(model: &'a Model, t: TensorId, bytes: &'a [u8]) -> Result<Arg<'a, In<'a>>, ExecError> {
     let data = match model.tensor(t).dtype {
         DType::I32 => In::I32(bytemuck::try_cast_slice(bytes).map_err(|_| bad_view(model, t, bytes.len(), "i32"))?),
+        DType::I64 => In::I64(bytemuck::try_cast_slice(bytes).map_err(|_| bad_view(model, t, bytes.len(), "i64"))?),
         DType::U8 => In::U8(bytes),
         _ => In::F32(bytemuck::try_cast_slice(bytes).map_err(|_| bad_view(model, t, bytes.len(), "f32"))?),
     };
@@ -24,6 +25,7 @@ fn output<'a>(model: &'a Model, t: TensorId, bytes: &'a mut [u8]) -> Result<Arg<
     let len = bytes.len();
     let data = match model.tensor(t).dtype {
         DType::I32 => Out::I32(bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad_view(model, t, len, "i32"))?),
+        DType::I64 => Out::I64(bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad_view(model, t, len, "i64"))?),
         DType::U8 => Out::U8(bytes),
         _ => Out::F32(bytemuck::try_cast_slice_mut(bytes).map_err(|_| bad_view(model, t, len, "f32"))?),
     };

@@ -35,7 +35,9 @@ pub enum ExecError {
     Scratch { bytes: u64, error: placer_pools::PoolError },
     #[error("node '{node}' ({op}): {error}")]
     Kernel { node: String, op: placer_ir::Op, error: placer_kernels::KernelError },
-    #[error("tensor '{tensor}' has element type {dtype}, which the CPU kernels do not support (only f32, i32 and u8)")]
+    #[error(
+        "tensor '{tensor}' has element type {dtype}, which the CPU kernels do not support (only f32, i32, i64 and u8)"
+    )]
     UnsupportedType { tensor: String, dtype: DType },
     #[error("placement lists {given} pools for {expected} tensors")]
     AssignmentLength { given: usize, expected: usize },

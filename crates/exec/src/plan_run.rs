@@ -101,7 +101,9 @@ impl<'m> PlanExecutor<'m> {
     /// fills them (and the inputs) deterministically from `seed`.
     pub fn new(model: &'m Model, mut pools: PoolSet, plan: ExecPlan, seed: u64) -> Result<Self, ExecError> {
         plan.validate(model, pools.pools().len())?;
-        if let Some(t) = model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::U8)) {
+        if let Some(t) =
+            model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::I64 | DType::U8))
+        {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
         }
         let events = events(model, &plan)?;

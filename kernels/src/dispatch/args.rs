@@ -9,6 +9,8 @@ use placer_ir::Op;
 pub enum In<'a> {
     F32(&'a [f32]),
     I32(&'a [i32]),
+    /// Indices as torch keeps them (labels, ids, max-pool positions).
+    I64(&'a [i64]),
     /// Bytes: a dropout mask.
     U8(&'a [u8]),
 }
@@ -18,6 +20,7 @@ pub enum In<'a> {
 pub enum Out<'a> {
     F32(&'a mut [f32]),
     I32(&'a mut [i32]),
+    I64(&'a mut [i64]),
     U8(&'a mut [u8]),
 }
 
@@ -26,6 +29,7 @@ impl In<'_> {
         match self {
             In::F32(d) => ("f32", d.len()),
             In::I32(d) => ("i32", d.len()),
+            In::I64(d) => ("i64", d.len()),
             In::U8(d) => ("u8", d.len()),
         }
     }
@@ -36,6 +40,7 @@ impl Out<'_> {
         match self {
             Out::F32(d) => ("f32", d.len()),
             Out::I32(d) => ("i32", d.len()),
+            Out::I64(d) => ("i64", d.len()),
             Out::U8(d) => ("u8", d.len()),
         }
     }
@@ -87,11 +92,20 @@ pub(super) fn f32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [f32]> {
     }
 }
 
-pub(super) fn i32_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<&'a [i32]> {
-    in_check(op, a, "i32")?;
+/// Indices of either width: the index kernels are generic over both.
+pub(super) enum Ids<'a> {
+    I32(&'a [i32]),
+    I64(&'a [i64]),
+}
+
+pub(super) fn ids_in<'a>(op: Op, a: &Arg<'a, In<'a>>) -> Result<Ids<'a>> {
     match a.data {
-        In::I32(d) => Ok(d),
-        _ => Err(bad(op, "expected an i32 input".into())),
+        In::I32(d) => in_check(op, a, "i32").map(|()| Ids::I32(d)),
+        In::I64(d) => in_check(op, a, "i64").map(|()| Ids::I64(d)),
+        _ => {
+            let (ty, _) = a.data.type_and_len();
+            Err(bad(op, format!("expected an index (i32 or i64) input of shape {:?}, got {ty}", a.shape)))
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use placer_ir::{Attrs, Op};
 mod args;
 
 pub use args::{Arg, In, Out};
-use args::{Result, bad, dims, exactly, f32_in, f32_out, i32_in, i32_out, numel, u8_in, u8_out};
+use args::{Ids, Result, bad, dims, exactly, f32_in, f32_out, i32_out, ids_in, numel, u8_in, u8_out};
 
 /// A pair of window figures as the kernels index them.
 fn usize2(v: [u64; 2]) -> [usize; 2] {
@@ -162,12 +162,25 @@ pub fn run(
         Op::MaxPool2d => {
             let [y, indices] = exactly(op, "outputs", outputs)?;
             let g = pooling_geometry(op, attrs, x0()?.shape, y.shape)?;
-            pooling::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, i32_out(op, indices)?);
+            if matches!(indices.data, Out::I64(_)) {
+                // The kernel writes i32 positions; torch keeps i64 ones: widen after.
+                args::out_check(op, indices, "i64")?;
+                let mut narrow = vec![0i32; numel(indices.shape)];
+                pooling::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, &mut narrow);
+                if let Out::I64(wide) = &mut indices.data {
+                    wide.iter_mut().zip(&narrow).for_each(|(w, &n)| *w = i64::from(n));
+                }
+            } else {
+                pooling::max_pool2d_forward(&g, f32_in(op, x0()?)?, f32_out(op, y)?, i32_out(op, indices)?);
+            }
         }
         Op::MaxPool2dBackward => {
             let [dx] = exactly(op, "outputs", outputs)?;
             let g = pooling_geometry(op, attrs, dx.shape, x0()?.shape)?;
-            pooling::max_pool2d_backward(&g, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dx)?)?;
+            match ids_in(op, x1()?)? {
+                Ids::I32(idx) => pooling::max_pool2d_backward(&g, f32_in(op, x0()?)?, idx, f32_out(op, dx)?)?,
+                Ids::I64(idx) => pooling::max_pool2d_backward(&g, f32_in(op, x0()?)?, idx, f32_out(op, dx)?)?,
+            }
         }
         Op::AvgPool2d => {
             let [y] = exactly(op, "outputs", outputs)?;
@@ -337,30 +350,46 @@ pub fn run(
         Op::SoftmaxCrossEntropy => {
             let [loss_out, probs] = exactly(op, "outputs", outputs)?;
             let rows = Rows::of_last_axis(&dims(x0()?.shape));
-            let (logits, labels) = (f32_in(op, x0()?)?, i32_in(op, x1()?)?);
-            loss::softmax_cross_entropy(rows, logits, labels, f32_out(op, loss_out)?, f32_out(op, probs)?)?;
+            let logits = f32_in(op, x0()?)?;
+            let (loss_out, probs) = (f32_out(op, loss_out)?, f32_out(op, probs)?);
+            match ids_in(op, x1()?)? {
+                Ids::I32(labels) => loss::softmax_cross_entropy(rows, logits, labels, loss_out, probs)?,
+                Ids::I64(labels) => loss::softmax_cross_entropy(rows, logits, labels, loss_out, probs)?,
+            }
         }
         Op::SoftmaxCrossEntropyBackward => {
             let [dlogits] = exactly(op, "outputs", outputs)?;
             let rows = Rows::of_last_axis(&dims(x0()?.shape));
-            let (probs, labels) = (f32_in(op, x0()?)?, i32_in(op, x1()?)?);
-            loss::softmax_cross_entropy_backward(rows, probs, labels, f32_out(op, dlogits)?)?;
+            let (probs, dlogits) = (f32_in(op, x0()?)?, f32_out(op, dlogits)?);
+            match ids_in(op, x1()?)? {
+                Ids::I32(labels) => loss::softmax_cross_entropy_backward(rows, probs, labels, dlogits)?,
+                Ids::I64(labels) => loss::softmax_cross_entropy_backward(rows, probs, labels, dlogits)?,
+            }
         }
         Op::Embedding => {
             let [y] = exactly(op, "outputs", outputs)?;
             let table = Rows::of_last_axis(&dims(x1()?.shape));
-            tensor_ops::embedding(table, i32_in(op, x0()?)?, f32_in(op, x1()?)?, f32_out(op, y)?)?;
+            let (weights, y) = (f32_in(op, x1()?)?, f32_out(op, y)?);
+            match ids_in(op, x0()?)? {
+                Ids::I32(ids) => tensor_ops::embedding(table, ids, weights, y)?,
+                Ids::I64(ids) => tensor_ops::embedding(table, ids, weights, y)?,
+            }
         }
         Op::EmbeddingBackward => {
             let [dtable] = exactly(op, "outputs", outputs)?;
             let table = Rows::of_last_axis(&dims(dtable.shape));
-            tensor_ops::embedding_backward(table, f32_in(op, x0()?)?, i32_in(op, x1()?)?, f32_out(op, dtable)?)?;
+            let (dy, dtable) = (f32_in(op, x0()?)?, f32_out(op, dtable)?);
+            match ids_in(op, x1()?)? {
+                Ids::I32(ids) => tensor_ops::embedding_backward(table, dy, ids, dtable)?,
+                Ids::I64(ids) => tensor_ops::embedding_backward(table, dy, ids, dtable)?,
+            }
         }
         Op::Reshape => {
             let [y] = exactly(op, "outputs", outputs)?;
             match (&x0()?.data, &mut y.data) {
                 (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
                 (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
+                (In::I64(x), Out::I64(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
                 (In::U8(x), Out::U8(y)) if x.len() == y.len() => tensor_ops::reshape(x, y),
                 _ => return Err(bad(op, "input and output differ in type or length".into())),
             }
@@ -372,6 +401,7 @@ pub fn run(
             match (&x0()?.data, &mut y.data) {
                 (In::F32(x), Out::F32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
                 (In::I32(x), Out::I32(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
+                (In::I64(x), Out::I64(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
                 (In::U8(x), Out::U8(y)) if x.len() == y.len() => tensor_ops::transpose(&shape, &perm, x, y),
                 _ => return Err(bad(op, "input and output differ in type or length".into())),
             }
@@ -417,6 +447,61 @@ mod tests {
 
     fn attrs(pairs: &[(&str, AttrValue)]) -> Attrs {
         pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    }
+
+    /// torch keeps indices as i64: every index op gives the same results with them as
+    /// with i32, and a float where indices belong is an error naming both widths.
+    #[test]
+    fn i64_indices_give_the_same_results_as_i32() {
+        let pool = attrs(&[("kernel", AttrValue::Ints(vec![2, 2]))]);
+        let (xs, ys) = ([2u64, 3, 4, 4], [2u64, 3, 2, 2]);
+        let x: Vec<f32> = (0..96).map(|i| ((i * 37) % 23) as f32).collect();
+        let inputs = [Arg { shape: &xs, data: In::F32(&x) }];
+        let (mut y32, mut i32s, mut y64, mut i64s) = (vec![0.0; 24], vec![0i32; 24], vec![0.0; 24], vec![0i64; 24]);
+        let mut out = [Arg { shape: &ys, data: Out::F32(&mut y32) }, Arg { shape: &ys, data: Out::I32(&mut i32s) }];
+        run(Op::MaxPool2d, &pool, &inputs, &mut [], &mut out, &mut []).expect("i32");
+        let mut out = [Arg { shape: &ys, data: Out::F32(&mut y64) }, Arg { shape: &ys, data: Out::I64(&mut i64s) }];
+        run(Op::MaxPool2d, &pool, &inputs, &mut [], &mut out, &mut []).expect("i64");
+        assert_eq!((&y32, i32s.iter().map(|&i| i64::from(i)).collect::<Vec<_>>()), (&y64, i64s.clone()));
+        let (mut dx32, mut dx64) = (vec![0.0f32; 96], vec![0.0f32; 96]);
+        for (idx, dx) in [(In::I32(&i32s), &mut dx32), (In::I64(&i64s), &mut dx64)] {
+            let inputs = [Arg { shape: &ys, data: In::F32(&y32) }, Arg { shape: &ys, data: idx }];
+            let mut out = [Arg { shape: &xs, data: Out::F32(dx) }];
+            run(Op::MaxPool2dBackward, &pool, &inputs, &mut [], &mut out, &mut []).expect("backward");
+        }
+        assert_eq!(dx32, dx64);
+
+        let (ids32, ids64) = ([3i32, 0, 2, 3], [3i64, 0, 2, 3]);
+        let table: Vec<f32> = (0..8).map(|i| i as f32).collect();
+        let (ts, is, es) = ([4u64, 2], [4u64], [4u64, 2]);
+        let (mut e32, mut e64) = (vec![0.0f32; 8], vec![0.0f32; 8]);
+        for (ids, e) in [(In::I32(&ids32), &mut e32), (In::I64(&ids64), &mut e64)] {
+            let inputs = [Arg { shape: &is, data: ids }, Arg { shape: &ts, data: In::F32(&table) }];
+            run(Op::Embedding, &Attrs::new(), &inputs, &mut [], &mut [Arg { shape: &es, data: Out::F32(e) }], &mut [])
+                .expect("embedding");
+        }
+        assert_eq!(e32, e64);
+        assert_eq!(e64, [6.0, 7.0, 0.0, 1.0, 4.0, 5.0, 6.0, 7.0]);
+        let (logits, labels) = ([2u64, 4], [2u64]);
+        let (mut l32, mut p32, mut l64, mut p64) = ([0.0f32], vec![0.0f32; 8], [0.0f32], vec![0.0f32; 8]);
+        for (ids, l, p) in [(In::I32(&ids32[..2]), &mut l32, &mut p32), (In::I64(&ids64[..2]), &mut l64, &mut p64)] {
+            let inputs = [Arg { shape: &logits, data: In::F32(&table) }, Arg { shape: &labels, data: ids }];
+            let mut out = [Arg { shape: &[], data: Out::F32(l) }, Arg { shape: &logits, data: Out::F32(p) }];
+            run(Op::SoftmaxCrossEntropy, &Attrs::new(), &inputs, &mut [], &mut out, &mut []).expect("loss");
+        }
+        assert_eq!((l32, &p32), (l64, &p64));
+        let wrong = [0.0f32; 4];
+        let inputs = [Arg { shape: &is, data: In::F32(&wrong) }, Arg { shape: &ts, data: In::F32(&table) }];
+        let err = run(
+            Op::Embedding,
+            &Attrs::new(),
+            &inputs,
+            &mut [],
+            &mut [Arg { shape: &es, data: Out::F32(&mut e32) }],
+            &mut [],
+        )
+        .expect_err("float ids");
+        assert_eq!(err.to_string(), "embedding: expected an index (i32 or i64) input of shape [4], got f32");
     }
 
     #[test]

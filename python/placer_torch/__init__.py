@@ -1,0 +1,13 @@
+"""placer for PyTorch: capture a training step as a placer model.
+
+    import placer_torch
+    placer_torch.capture(model, (images, labels), loss_fn, optimizer, "model.json")
+
+The model file is placer's own format, checked and written by placer's Rust core
+(`placer_torch._core`), so every `placer` verb reads it: inspect, profile, solve, run.
+"""
+
+from ._core import FORMAT_VERSION, ModelError, check_model
+from .capture import CaptureError, capture
+
+__all__ = ["capture", "CaptureError", "ModelError", "check_model", "FORMAT_VERSION"]
