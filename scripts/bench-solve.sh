@@ -18,16 +18,7 @@ batch=${BATCH:-32}
 limit=${TIME_LIMIT:-300}
 cargo build --release -q
 # How fast the host was (issue 22): the FMA peak, measured before the table and after it.
-fma_peak() {
-  cargo bench -q --bench machine -- --noplot fma_peak >/dev/null 2>&1
-  python3 - <<'PY'
-import glob, json
-d = sorted(glob.glob("target/criterion/machine/fma_peak*/new"))[0]
-meta, est = json.load(open(d + "/benchmark.json")), json.load(open(d + "/estimates.json"))
-(_, flops), = meta["throughput"].items()
-print(f"{flops / (est['median']['point_estimate'] / 1e9) / 1e9:.1f}")
-PY
-}
+fma_peak() { scripts/fma-peak.sh; }
 echo "host FMA peak before: $(fma_peak) GFLOP/s"
 placer=target/release/placer
 work=$(mktemp -d)

@@ -8,6 +8,7 @@ The model file is placer's own format, checked and written by placer's Rust core
 """
 
 from ._core import FORMAT_VERSION, ModelError, check_model
-from .capture import CaptureError, capture
+from .apply import Placed, apply
+from .capture import Capture, CaptureError, capture
 
-__all__ = ["capture", "CaptureError", "ModelError", "check_model", "FORMAT_VERSION"]
+__all__ = ["capture", "Capture", "CaptureError", "apply", "Placed", "ModelError", "check_model", "FORMAT_VERSION"]

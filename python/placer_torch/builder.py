@@ -94,6 +94,8 @@ class Builder:
     backward: bool = False
     #: Numbers torch folds into ops, by the one-element input tensor that carries them.
     constants: dict = field(default_factory=dict)
+    #: old name -> new name, for tensors renamed after the fact
+    renames: dict = field(default_factory=dict)
     #: (tensor, permutation or shape) -> the tensor holding that layout, made once
     layouts: dict = field(default_factory=dict)
 
@@ -175,6 +177,7 @@ class Builder:
             for key in ("inputs", "outputs", "updates"):
                 if key in n:
                     n[key] = [new if x == old else x for x in n[key]]
+        self.renames[old] = new
 
     def producers(self) -> dict:
         return {o: n for n in self.nodes for o in n["outputs"]}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +47,43 @@ class Capture:
     constants: dict
     #: state torch updates in the step that placer's op set does not hold: (name, bytes)
     outside: list = field(default_factory=list)
+    #: the aten ops that became placer nodes, in graph order (what apply matches)
+    kernels: list = field(default_factory=list)
 
     @property
     def outside_bytes(self) -> int:
         return sum(b for _, b in self.outside)
+
+    def to_json(self) -> str:
+        doc = {"format": "placer-torch-capture", "version": 1, "model": str(self.path) if self.path else None,
+               "content_hash": self.summary["content_hash"], "parameters": self.parameters,
+               "gradients": self.gradients, "optimizer_state": self.optimizer_state, "constants": self.constants,
+               "outside": self.outside, "kernels": self.kernels}
+        return json.dumps(doc, indent=1)
+
+    @classmethod
+    def load(cls, model_path) -> "Capture":
+        """The capture written beside `model_path` (NAME.torch.json beside NAME.json)."""
+        model_path = Path(model_path)
+        side = sidecar_path(model_path)
+        try:
+            doc = json.loads(side.read_text())
+        except FileNotFoundError:
+            raise CaptureError(f"{side}: no capture beside {model_path.name}; capture() writes it") from None
+        except (OSError, ValueError) as e:
+            raise CaptureError(f"{side}: cannot read the capture: {e}") from None
+        if doc.get("format") != "placer-torch-capture" or doc.get("version") != 1:
+            raise CaptureError(f"{side}: not a placer_torch capture (version 1)")
+        summary = dict(_core.check_model(model_path.read_text()))
+        if summary["content_hash"] != doc["content_hash"]:
+            raise CaptureError(f"{side}: captured for another model than {model_path} (content hash differs)")
+        return cls(model_path, summary, doc["parameters"], doc["gradients"], doc["optimizer_state"],
+                   doc["constants"], [tuple(o) for o in doc["outside"]], doc["kernels"])
+
+
+def sidecar_path(model_path) -> Path:
+    p = Path(model_path)
+    return p.with_name(p.name[: -len(".json")] + ".torch.json" if p.name.endswith(".json") else p.name + ".torch.json")
 
 
 class _Step(torch.nn.Module):
@@ -135,8 +169,17 @@ def capture(model: torch.nn.Module, example_batch, loss_fn, optimizer, path=None
                        "tensors": list(b.tensors.values()), "nodes": b.nodes})
     summary = _core.save_model(text, str(path)) if path is not None else _core.check_model(text)
     params = {q: p.numel() for q, p in model.named_parameters()}
-    return Capture(Path(path) if path is not None else None, dict(summary), params, gradients, state,
-                   dict(b.constants), list(low.outside))
+    cap = Capture(Path(path) if path is not None else None, dict(summary), params, gradients, state,
+                  dict(b.constants), list(low.outside), low.renamed_kernels())
+    if path is not None:
+        side = sidecar_path(path)
+        try:
+            tmp = side.with_name(side.name + ".tmp")
+            tmp.write_text(cap.to_json())
+            os.replace(tmp, side)  # never a half-written capture
+        except OSError as e:
+            raise CaptureError(f"cannot write {side}: {e}") from None
+    return cap
 
 
 def _ancestors(out) -> set:

@@ -443,6 +443,9 @@ def nll_loss(L, n):
     loss, probs = L.b.emit(n.name, "softmax_cross_entropy", [X, L.dense(target)],
                            [(L.out_name(n, 0), (), X.dtype), (logp.name, X.shape, X.dtype, "workspace")])
     L.vals[logp.name] = probs
+    # torch runs the log-softmax as its own op, before the loss: its result is placer's
+    # probabilities, written by the loss node.
+    L.kernel(logp, str(logp.target), probs, [n.name])
     return [loss, None]
 
 

@@ -29,6 +29,9 @@ class Lowering:
         self.pending: dict = {}
         #: alias nodes of values that exist only once a later node resolves them
         self.aliases: dict = {}
+        #: Per aten node that became placer nodes, in graph order: what apply matches
+        #: torch's eager ops against (target, output shapes, placer outputs and nodes).
+        self.kernels: list = []
         #: torch state the step updates that placer's op set does not hold, with bytes.
         self.outside: list = []
         self.unsupported: dict = {}
@@ -86,6 +89,7 @@ class Lowering:
             if any(isinstance(a, torch.fx.Node) and a.name in self.poisoned for a in n.all_input_nodes):
                 self.poisoned.add(n.name)
                 continue
+            first = len(self.b.nodes)
             try:
                 out = handler(self, n)
             except Unsupported as e:
@@ -93,11 +97,36 @@ class Lowering:
                 continue
             if out is not None:
                 self.vals[n.name] = out
+            emitted = [x["name"] for x in self.b.nodes[first:]]
+            if emitted:
+                self.kernel(n, key, out, emitted)
         if self.unsupported:
             parts = [f"{op} ({len(ns)}x, first '{ns[0]}')" for op, ns in sorted(self.unsupported.items())]
             raise CaptureError(
                 f"{len(self.unsupported)} torch op(s) in the training step have no placer op: " + "; ".join(parts)
             )
+
+    def kernel(self, n, target: str, out, nodes: list) -> None:
+        vals = out if isinstance(out, list) else [out]
+        outputs = [v.name if isinstance(v, Val) else None for v in vals]
+        val = n.meta.get("val")
+        metas = val if isinstance(val, (list, tuple)) else [val]
+        shapes = [list(m.shape) if isinstance(m, torch.Tensor) else None for m in metas]
+        inputs = []
+        for a in _flat(n.args):
+            if isinstance(a, torch.fx.Node):
+                v = self.vals.get(a.name)
+                inputs.append(v.name if isinstance(v, Val) else None)
+        self.kernels.append({"fx": n.name, "target": target, "shapes": shapes, "inputs": inputs,
+                             "outputs": outputs, "nodes": nodes})
+
+    def renamed_kernels(self) -> list:
+        """The kernels with the tensor names as the model finally has them."""
+        r = self.b.renames
+        for k in self.kernels:
+            k["inputs"] = [r.get(x, x) for x in k["inputs"]]
+            k["outputs"] = [r.get(x, x) for x in k["outputs"]]
+        return self.kernels
 
     def refuse(self, n, what: str) -> None:
         self.unsupported.setdefault(what, []).append(n.name)
@@ -192,3 +221,11 @@ class Lowering:
                 parts.append(self.b.tensor(z, full[:dim] + (s,) + full[dim + 1 :], dy.dtype, "input"))
                 self.b.constants[z] = 0.0
         return self.b.emit(n.name, "concat", parts, [(n.name, full, dy.dtype)], {"axis": dim})[0]
+
+
+def _flat(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a

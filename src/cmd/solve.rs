@@ -51,6 +51,10 @@ pub struct Args {
     /// Also print every baseline's predicted step time, checked like the plan.
     #[arg(long)]
     baselines: bool,
+    /// Also write every baseline's checked plan into this directory, as `NAME.json`
+    /// (first-touch, interleave, greedy, ...): what placer_torch applies beside the plan.
+    #[arg(long, value_name = "DIR")]
+    baseline_plans: Option<PathBuf>,
     /// Fix tensors to a pool: `role=weight:dram` or `tensor=NAME:pmem`. Repeatable; the
     /// profile's own pins always apply.
     #[arg(long, value_name = "RULE")]
@@ -190,6 +194,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out!("\n{}", baseline_table(&result))?;
     }
     outln!("wrote {}", args.output.display())?;
+    if let Some(dir) = &args.baseline_plans {
+        anyhow::Context::with_context(std::fs::create_dir_all(dir), || format!("cannot create {}", dir.display()))?;
+        for c in &result.baselines {
+            if let Ok((plan, check)) = &c.outcome
+                && check.ok()
+            {
+                // "EMULATED 2LM" is a label; its file is emulated-2lm.json.
+                let path = dir.join(format!("{}.json", c.name.to_lowercase().replace(' ', "-")));
+                plan.save(&path)?;
+                outln!("wrote {}", path.display())?;
+            }
+        }
+    }
     if pools.any_emulated() {
         outln!("EMULATED: {} — predictions are for the device model, not measurements of it.", emulated_list(&pools))?;
     }

@@ -235,12 +235,8 @@ impl<'m> PlanExecutor<'m> {
     /// The emulated wait for node `n` at `step` that took `kernel_ns`: each operand at
     /// its planned pool, except that a memory-side cache charges for the pool behind it.
     fn emulated_ns(&self, n: NodeId, step: usize, kernel_ns: f64) -> f64 {
-        let cached = self.plan.side_cache.as_ref().map(|c| c.pool);
-        let operands = self.traffic[n.index()].iter().filter_map(|(t, traffic)| {
-            let pool = self.plan.spans[t.index()][self.plan.span_at(*t, step)].pool;
-            (Some(pool) != cached).then_some((pool, traffic.read, traffic.written))
-        });
-        self.pools.kernel_wait_ns(operands, kernel_ns) + self.plan.side_cache.as_ref().map_or(0.0, |c| c.waits_ns[step])
+        let traffic = self.traffic[n.index()].iter().map(|(t, traffic)| (*t, traffic.read, traffic.written));
+        self.plan.kernel_wait_ns(&self.pools, traffic, step, kernel_ns)
     }
 
     /// Runs kernel `step`; returns its time in ns and the DRAM bytes placed meanwhile.

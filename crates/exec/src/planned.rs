@@ -10,7 +10,7 @@
 
 use crate::ExecError;
 use placer_ir::{Model, TensorId};
-use placer_pools::{PoolId, Slot};
+use placer_pools::{PoolId, PoolSet, Slot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PlannedSpan {
@@ -80,6 +80,30 @@ impl ExecPlan {
     pub(crate) fn span_at(&self, t: TensorId, step: usize) -> usize {
         let spans = &self.spans[t.index()];
         spans.partition_point(|s| s.from <= step).saturating_sub(1)
+    }
+
+    /// The pool tensor `t` is in during step `step`.
+    pub fn pool_at(&self, t: TensorId, step: usize) -> PoolId {
+        self.spans[t.index()][self.span_at(t, step)].pool
+    }
+
+    /// The emulated wait for a kernel at `step` that took `kernel_ns` with its data in
+    /// DRAM, given each operand's traffic: each operand at its planned pool, except that
+    /// a memory-side cache charges its own per-step wait for the pool behind it. placer's
+    /// executor and placer_torch both charge by this one function.
+    pub fn kernel_wait_ns(
+        &self,
+        pools: &PoolSet,
+        traffic: impl Iterator<Item = (TensorId, u64, u64)> + Clone,
+        step: usize,
+        kernel_ns: f64,
+    ) -> f64 {
+        let cached = self.side_cache.as_ref().map(|c| c.pool);
+        let operands = traffic.filter_map(|(t, read, written)| {
+            let pool = self.pool_at(t, step);
+            (Some(pool) != cached).then_some((pool, read, written))
+        });
+        pools.kernel_wait_ns(operands, kernel_ns) + self.side_cache.as_ref().map_or(0.0, |c| c.waits_ns[step])
     }
 
     /// Checks the plan's shape against the model and `pools` pools: one span list per

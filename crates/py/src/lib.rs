@@ -6,6 +6,8 @@
 //! Every function takes and returns plain Python values (str, int, dict): no Rust type
 //! crosses into Python, so the surface stays as small as the format.
 
+mod placement;
+
 use placer_ir::{Liveness, MemoryProfile, Model, Role};
 use pyo3::create_exception;
 use pyo3::exceptions::PyValueError;
@@ -62,5 +64,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("FORMAT_VERSION", placer_ir::FORMAT_VERSION)?;
     m.add_function(wrap_pyfunction!(check_model, m)?)?;
     m.add_function(wrap_pyfunction!(save_model, m)?)?;
+    m.add_function(wrap_pyfunction!(placement::busy_wait, m)?)?;
+    m.add_class::<placement::Placement>()?;
     Ok(())
 }

@@ -1,0 +1,149 @@
+//! A plan as placer_torch applies it to torch's own tensors: where each of the model's
+//! tensors is at each step, the moves, and what the emulated pools charge. The charges
+//! come from the same `ExecPlan::kernel_wait_ns` placer's executor uses, with the host's
+//! pools opened as `placer run` opens them, so a torch step under a plan waits exactly
+//! what placer's executor would wait for the same bytes.
+
+use crate::ModelError;
+use placer_exec::ExecPlan;
+use placer_host::{EmulateChoice, Host, HostOptions};
+use placer_ir::{Model, TensorId};
+use placer_pools::PoolSet;
+use placer_solve::{MoveKind, Plan};
+use pyo3::prelude::*;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+fn err(e: impl std::fmt::Display) -> PyErr {
+    ModelError::new_err(e.to_string())
+}
+
+/// A plan resolved against its model and this host's pools.
+#[pyclass(module = "placer_torch._core", frozen)]
+pub struct Placement {
+    model: Model,
+    plan: Plan,
+    exec: ExecPlan,
+    pools: PoolSet,
+    tensors: HashMap<String, TensorId>,
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Placement").field("model", &self.model.name()).finish_non_exhaustive()
+    }
+}
+
+impl Placement {
+    fn tensor(&self, name: &str) -> PyResult<TensorId> {
+        self.tensors.get(name).copied().ok_or_else(|| err(format!("the model has no tensor '{name}'")))
+    }
+}
+
+#[pymethods]
+impl Placement {
+    /// Loads `model` (model.json) and `plan` (plan.json) and opens this host's pools as
+    /// `placer run` does (the same cache directory, PLACER_CACHE_DIR).
+    #[new]
+    fn new(model: PathBuf, plan: PathBuf) -> PyResult<Placement> {
+        let model = placer_ir::load_model(&model).map_err(err)?;
+        let plan = Plan::load(&plan).map_err(err)?;
+        let options = HostOptions {
+            topology_xml: None,
+            host_file: None,
+            emulate: EmulateChoice::Default,
+            cache_dir: placer_host::cache::default_dir(),
+        };
+        let mut host = Host::open(&options).map_err(|e| err(format!("cannot determine the memory pools: {e}")))?;
+        let pools = host.pool_set().map_err(|e| err(format!("cannot open the memory pools: {e}")))?;
+        let exec = placer_solve::exec_plan(&plan, &model, &pools).map_err(err)?;
+        let tensors = model.tensors().iter().enumerate().map(|(i, t)| (t.name.clone(), TensorId(i as u32))).collect();
+        Ok(Placement { model, plan, exec, pools, tensors })
+    }
+
+    /// The plan's kernels in schedule order: the model's node names.
+    fn schedule(&self) -> Vec<String> {
+        self.model.schedule().iter().map(|&n| self.model.node(n).name.clone()).collect()
+    }
+
+    /// The pool tensor `name` is in during step `step`.
+    fn pool_at(&self, name: &str, step: usize) -> PyResult<String> {
+        let t = self.tensor(name)?;
+        if step >= self.model.schedule().len() {
+            return Err(err(format!("step {step} is past the schedule's {} steps", self.model.schedule().len())));
+        }
+        Ok(self.pools.pool(self.exec.pool_at(t, step)).name.clone())
+    }
+
+    /// Every tensor's spans: name -> [(first step, pool)], in order.
+    fn spans(&self) -> HashMap<String, Vec<(usize, String)>> {
+        self.model
+            .tensors()
+            .iter()
+            .zip(&self.exec.spans)
+            .map(|(t, spans)| {
+                (t.name.clone(), spans.iter().map(|s| (s.from, self.pools.pool(s.pool).name.clone())).collect())
+            })
+            .collect()
+    }
+
+    /// The pools: (name, emulation label or None).
+    fn pools(&self) -> Vec<(String, Option<String>)> {
+        self.pools.pools().iter().map(|p| (p.name.clone(), p.emulation.as_ref().map(|e| e.label()))).collect()
+    }
+
+    /// What the emulated pools charge a kernel at `step` that took `kernel_ns` with its
+    /// data in DRAM; `operands` are (tensor name, bytes read, bytes written).
+    fn wait_ns(&self, operands: Vec<(String, u64, u64)>, step: usize, kernel_ns: f64) -> PyResult<f64> {
+        let resolved = operands
+            .iter()
+            .map(|(name, read, written)| Ok((self.tensor(name)?, *read, *written)))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(self.exec.kernel_wait_ns(&self.pools, resolved.iter().copied(), step, kernel_ns))
+    }
+
+    /// The extra ns an emulated pool charges for copying `bytes` from pool `src` to
+    /// `dst` (on top of the memcpy itself), as placer's executor charges a move.
+    fn copy_extra_ns(&self, src: &str, dst: &str, bytes: u64) -> PyResult<f64> {
+        let (s, d) = (self.pools.find(src).map_err(err)?, self.pools.find(dst).map_err(err)?);
+        Ok(self.pools.emulated_ns(s, bytes, 0) + self.pools.emulated_ns(d, 0, bytes))
+    }
+
+    /// The moves: (tensor, from, to, bytes, background, before_step).
+    fn moves(&self) -> Vec<(String, String, String, u64, bool, usize)> {
+        self.plan
+            .moves
+            .iter()
+            .map(|m| {
+                (m.tensor.clone(), m.from.clone(), m.to.clone(), m.bytes, m.kind == MoveKind::Async, m.before_step)
+            })
+            .collect()
+    }
+
+    #[getter]
+    fn budget_bytes(&self) -> u64 {
+        self.plan.inputs.budget_bytes
+    }
+
+    #[getter]
+    fn predicted_step_ns(&self) -> f64 {
+        self.plan.predicted.step_ns
+    }
+
+    #[getter]
+    fn strategy(&self) -> String {
+        self.plan.provenance.strategy.to_string()
+    }
+
+    /// Predicted DRAM bytes in use at each step.
+    #[getter]
+    fn dram_bytes(&self) -> Vec<u64> {
+        self.plan.dram_bytes.clone()
+    }
+}
+
+/// Spins for `ns` nanoseconds with the GIL released (an emulated device's time).
+#[pyfunction]
+pub fn busy_wait(py: Python<'_>, ns: f64) -> f64 {
+    py.detach(|| placer_pools::busy_wait_ns(ns).as_nanos() as f64)
+}

@@ -1,0 +1,177 @@
+"""torch's own training step under placer's plan, beside unmodified torch and the
+baselines, interleaved in one process; placer's executor on the same plan beside them.
+
+Run through scripts/torch/bench.sh, which provides the venv, builds placer and prints
+the host's FMA peak. For each model: capture the step, `placer profile` it (placer's
+kernels), `placer solve` at the budget (writing every baseline's plan too), then rounds
+of: torch all-DRAM, torch + plan, torch + each baseline, each from the same starting
+weights on the same batches, and `placer run --plan` (a subprocess, between rounds).
+Reports step time ± MAD, the DRAM peak tracked, losses, and the prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import placer_torch
+
+
+def build(name: str, batch: int):
+    torch.manual_seed(0)
+    if name == "small-cnn":
+        m = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(32, 10))
+        return m, (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,)))
+    if name in ("resnet18", "resnet50"):
+        import torchvision
+
+        m = getattr(torchvision.models, name)()
+        return m, (torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,)))
+    if name in ("bert-tiny", "bert-base"):
+        from transformers import BertConfig, BertForSequenceClassification
+
+        small = name == "bert-tiny"
+        cfg = BertConfig(hidden_size=128 if small else 768, num_hidden_layers=2 if small else 12,
+                         num_attention_heads=2 if small else 12, intermediate_size=512 if small else 3072)
+        bert = BertForSequenceClassification(cfg).train()
+
+        class Logits(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bert = bert
+
+            def forward(self, ids):
+                return self.bert(input_ids=ids).logits
+
+        return Logits(), (torch.randint(0, cfg.vocab_size, (batch, 128)), torch.randint(0, 2, (batch,)))
+    sys.exit(f"side_by_side: unknown model '{name}' (small-cnn, resnet18, resnet50, bert-tiny, bert-base)")
+
+
+def placer(bin_: str, *args, env=None) -> str:
+    out = subprocess.run([bin_, *args], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"side_by_side: placer {' '.join(args)} failed:\n{out.stderr.strip()}")
+    return out.stdout
+
+
+class Contender:
+    """One way of running the step, with its own copy of the starting weights."""
+
+    def __init__(self, label, model, batch, loss_fn, plan=None, model_path=None):
+        self.label = label
+        self.model = copy.deepcopy(model)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.batch, self.loss_fn = batch, loss_fn
+        self.placed = placer_torch.apply(self.model, self.opt, model_path, plan) if plan else None
+        self.times, self.losses, self.peaks = [], [], []
+        self.start = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.opt.state_dict()))
+
+    def round(self, steps: int) -> list:
+        self.model.load_state_dict(self.start[0])
+        self.opt.load_state_dict(self.start[1])
+        losses = []
+        for s in range(steps):
+            torch.manual_seed(1000 + s)  # dropout draws the same masks in every contender
+            t0 = time.perf_counter()
+            if self.placed is not None:
+                with self.placed:
+                    loss = self.step()
+            else:
+                loss = self.step()
+            dt = time.perf_counter() - t0
+            if s > 0:  # the first step of a round warms the caches
+                self.times.append(dt)
+                if self.placed is not None:
+                    self.peaks.append(self.placed.records[-1].dram_peak)
+            losses.append(loss)
+        self.losses.append(losses)
+        return losses
+
+    def step(self) -> float:
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(*self.batch[:-1]), self.batch[-1])
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+def med_mad(xs):
+    m = statistics.median(xs)
+    return m, statistics.median(abs(x - m) for x in xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--placer", required=True)
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--budget", default="25%")
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--baselines", default="first-touch,interleave,greedy")
+    a = ap.parse_args()
+    work = Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    model, batch = build(a.model, a.batch)
+    loss_fn = nn.CrossEntropyLoss()
+    mpath = work / f"{a.model}-b{a.batch}.json"
+    t0 = time.perf_counter()
+    cap = placer_torch.capture(model, batch, loss_fn, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
+                               mpath)
+    print(f"capture    {time.perf_counter() - t0:.1f} s: {cap.summary['nodes']} nodes, "
+          f"{cap.summary['parameters']} parameters, peak live {cap.summary['peak_live_bytes'] / 2**20:.1f} MiB")
+    env = dict(__import__("os").environ, PLACER_CHECKPOINT_DIR=str(work / "checkpoints"))
+    t0 = time.perf_counter()
+    placer(a.placer, "profile", str(mpath), env=env)
+    print(f"profile    {time.perf_counter() - t0:.1f} s (placer's kernels)")
+    plan = work / f"plan-{a.budget.rstrip('%')}.json"
+    bdir = work / f"baselines-{a.budget.rstrip('%')}"
+    placer(a.placer, "solve", "--budget", a.budget, "-o", str(plan), "--baseline-plans", str(bdir), env=env)
+    predicted = json.loads(plan.read_text())["predicted"]["step_ns"] / 1e6
+
+    contenders = [Contender("torch, all in DRAM", model, batch, loss_fn),
+                  Contender("torch + placer plan", model, batch, loss_fn, plan, mpath)]
+    for b in a.baselines.split(","):
+        if (bdir / f"{b}.json").exists():
+            contenders.append(Contender(f"torch + {b}", model, batch, loss_fn, bdir / f"{b}.json", mpath))
+    executor = []
+    for r in range(a.rounds):
+        for c in contenders:
+            c.round(a.steps)
+        out = placer(a.placer, "run", str(mpath), "--plan", str(plan), "-n", str(a.steps - 1), "--json", env=env)
+        executor.append(json.loads(out))
+    base = med_mad([t * 1e3 for t in contenders[0].times])[0]
+    print(f"\n{a.model} b{a.batch}, budget {a.budget} of peak live memory, {a.rounds} rounds of {a.steps} steps "
+          f"(the first of each round not timed)")
+    print("| contender | step ms (median ± MAD) | vs torch all-DRAM | DRAM peak tracked | losses, step 1..N, round 1 |")
+    print("|---|---|---|---|---|")
+    for c in contenders:
+        m, d = med_mad([t * 1e3 for t in c.times])
+        peak = f"{max(c.peaks) / 2**20:.1f} MiB" if c.peaks else "-"
+        losses = ", ".join(f"{x:.6f}" for x in c.losses[0])
+        print(f"| {c.label} | {m:.2f} ± {d:.2f} | {m / base:.3f}× | {peak} | {losses} |")
+    ex = [r[0]["step_ns"]["median"] / 1e6 for r in executor]
+    print(f"| placer's executor, same plan (subprocess) | {statistics.median(ex):.2f} | "
+          f"{statistics.median(ex) / base:.3f}× | - | placer's own kernels and data |")
+    same = all(c.losses == contenders[0].losses for c in contenders[1:])
+    print(f"\nlosses identical across torch contenders, every step of every round: {same}")
+    pm, _ = med_mad([t * 1e3 for t in contenders[1].times])
+    print(f"prediction (placer's kernel profile) {predicted:.2f} ms against torch under the plan {pm:.2f} ms: "
+          f"{(pm / predicted - 1) * 100:+.1f}%")
+    print(contenders[1].placed.report())
+
+
+if __name__ == "__main__":
+    main()

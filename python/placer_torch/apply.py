@@ -1,0 +1,315 @@
+"""apply(): the user's own torch training step, run under a placer plan.
+
+    placed = placer_torch.apply(model, optimizer, "model.json", "plan.json")
+    for images, labels in loader:
+        with placed:                      # one step: forward, backward, optimizer.step()
+            ...the loop's body, unchanged...
+    print(placed.report())
+
+Inside `with placed:` a dispatch mode sees every aten op torch runs. Each op is matched,
+in order, against the captured graph's ops (the same target and result shape), which
+names its results: from then on torch's storage of each result is the placer tensor the
+plan places. Every op then pays what the plan's pools charge for its operands, computed
+by placer's own Rust code (`ExecPlan::kernel_wait_ns`, the function placer's executor
+charges by), and the plan's moves run at their steps, blocking ones in line and
+background ones on a copy thread.
+
+What this host can and cannot show: its slow pools are EMULATED (data stays in DRAM and
+each op waits what the device model charges), so apply here changes timing, never data,
+and moves copy the planned bytes between scratch buffers rather than the tensor. On a
+host with real tiers the placement itself (pages bound to the pool's node) is the part
+this module does not do yet.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _core
+from .builder import CaptureError
+from .capture import Capture
+
+#: Eager ops that are the captured graph's op under another name (AOTAutograd
+#: functionalises batch norm; eager autograd calls the plain op).
+_SAME = {
+    "aten.native_batch_norm.default": "aten._native_batch_norm_legit_functional.default",
+    "aten._native_batch_norm_legit.default": "aten._native_batch_norm_legit_functional.default",
+    "aten._batch_norm_with_update.default": "aten._native_batch_norm_legit_functional.default",
+    "aten._softmax.default": "aten._safe_softmax.default",
+}
+#: How far ahead of the last match an op may be found: eager runs a few ops the graph
+#: folds away (an unsqueeze before an expand), never long stretches.
+_LOOKAHEAD = 12
+
+
+def _flat(args):
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from _flat(a)
+        else:
+            yield a
+
+
+@dataclass
+class StepRecord:
+    seconds: float
+    matched: int
+    unmatched: int
+    wait_ns: float
+    moves: int
+    dram_peak: int
+    unplaced_peak: int
+
+
+@dataclass
+class _Kernel:
+    target: str
+    shape: tuple | None
+    inputs: list
+    outputs: list
+    step: int
+
+
+@dataclass
+class _Live:
+    ref: StorageWeakRef
+    nbytes: int
+    name: str | None
+
+
+class Placed(TorchDispatchMode):
+    """A plan applied to a torch training step; enter it around each step."""
+
+    def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None):
+        super().__init__()
+        self.cap = capture or Capture.load(model_path)
+        self.placement = _core.Placement(str(model_path), str(plan_path))
+        schedule = self.placement.schedule()
+        step_of = {name: i for i, name in enumerate(schedule)}
+        self.steps = len(schedule)
+        self.kernels = []
+        for k in self.cap.kernels:
+            shape = tuple(k["shapes"][0]) if k["shapes"] and k["shapes"][0] is not None else None
+            self.kernels.append(_Kernel(k["target"], shape, k["inputs"], k["outputs"],
+                                        max(step_of[n] for n in k["nodes"])))
+        self.spans = {name: ([s for s, _ in sp], [p for _, p in sp]) for name, sp in self.placement.spans().items()}
+        self.pool_labels = dict(self.placement.pools())
+        self.emulated = any(self.pool_labels.values())
+        # Updates run at the end of the schedule: optimizer ops find their step by tensor.
+        self.update_step = {}
+        for name, i in step_of.items():
+            for suffix in (".sgd_momentum", ".sgd"):
+                if name.endswith(suffix):
+                    q = name[: -len(suffix)]
+                    self.update_step[q] = i
+                    self.update_step[f"{q}.grad"] = i
+                    self.update_step[f"optimizer.state[{q}].momentum_buffer"] = i
+        self.moves = sorted(self.placement.moves(), key=lambda m: m[5])
+        biggest = max((m[3] for m in self.moves), default=0)
+        self._src = torch.empty(biggest, dtype=torch.uint8)
+        self._dst = torch.empty(biggest, dtype=torch.uint8)
+        self._copier = ThreadPoolExecutor(1, thread_name_prefix="placer-copy") if self.moves else None
+        self.model, self.optimizer = model, optimizer
+        self.records: list = []
+        self.unmatched_ops: dict = {}
+
+    # -- the step ----------------------------------------------------------------------
+
+    def __enter__(self):
+        self.live: dict = {}
+        self.cursor, self.step, self.matched, self.unmatched = 0, 0, 0, 0
+        self.wait_total, self.moves_done, self.next_move = 0.0, 0, 0
+        self.started: dict = {}
+        self.dram_peak = self.unplaced_peak = 0
+        self.ops_since_poll = 0
+        for q, p in self.model.named_parameters():
+            self._see(p, q)
+            if p.grad is not None:
+                self._see(p.grad, f"{q}.grad")
+            buf = self.optimizer.state.get(p, {}).get("momentum_buffer")
+            if buf is not None:
+                self._see(buf, f"optimizer.state[{q}].momentum_buffer")
+        self.t0 = time.perf_counter()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        out = super().__exit__(*exc)
+        self._moves_until(self.steps)
+        self._poll()
+        self.records.append(StepRecord(time.perf_counter() - self.t0, self.matched, self.unmatched, self.wait_total,
+                                       self.moves_done, self.dram_peak, self.unplaced_peak))
+        self.live = {}
+        return out
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        key = str(func)
+        if func.is_view or key.startswith("profiler."):
+            return func(*args, **kwargs)
+        tensors_in = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        start = time.perf_counter_ns()
+        out = func(*args, **kwargs)
+        kernel_ns = time.perf_counter_ns() - start
+        outs = [o for o in _flat(out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)]
+        k = self._match(_SAME.get(key, key), outs)
+        if k is not None:
+            self._moves_until(k.step)
+            for t, name in zip(tensors_in, k.inputs):
+                if name is not None:
+                    self._see(t, name, only_new=True)
+            for t, name in zip(outs, k.outputs):
+                if name is not None:
+                    self._see(t, name, only_new=True)
+            step = k.step
+        else:
+            self.unmatched += 1
+            self.unmatched_ops[key] = self.unmatched_ops.get(key, 0) + 1
+            step = self.step
+        operands, written = self._operands(func, args, tensors_in, outs)
+        if k is None:
+            step = max((self.update_step.get(n, -1) for n, _, _ in operands), default=-1)
+            step = step if step >= 0 else self.step
+        charged = [(n, r, w) for n, r, w in operands if n in self.spans]
+        if self.emulated and charged:
+            wait = self.placement.wait_ns(charged, min(step, self.steps - 1), float(kernel_ns))
+            if wait > 0:
+                self.wait_total += _core.busy_wait(wait)
+        self.ops_since_poll += 1
+        if self.ops_since_poll >= 8:
+            self._poll()
+        return out
+
+    # -- matching and naming -----------------------------------------------------------
+
+    def _match(self, target: str, outs):
+        shape = tuple(outs[0].shape) if outs else None
+        for i in range(self.cursor, min(self.cursor + _LOOKAHEAD, len(self.kernels))):
+            k = self.kernels[i]
+            if k.target == target and (k.shape is None or k.shape == shape):
+                self.cursor, self.step = i + 1, k.step
+                self.matched += 1
+                return k
+        return None
+
+    def _see(self, t: torch.Tensor, name: str | None, only_new: bool = False) -> None:
+        s = t.untyped_storage()
+        key = s.data_ptr()
+        old = self.live.get(key)
+        if old is not None and not old.ref.expired() and (only_new or old.name == name):
+            if old.name is None and name is not None:
+                old.name = name
+            return
+        self.live[key] = _Live(StorageWeakRef(s), s.nbytes(), name)
+
+    def _operands(self, func, args, tensors_in, outs):
+        """(placer tensor, bytes read, bytes written) for the op's operands; an operand
+        the plan does not name is not placed (DRAM) and charges nothing."""
+        written = set()
+        for a, arg in zip(func._schema.arguments, args):
+            if a.alias_info is not None and a.alias_info.is_write and isinstance(arg, torch.Tensor):
+                written.add(arg.untyped_storage().data_ptr())
+        ops = []
+        for t in tensors_in:
+            self._see(t, None, only_new=True)
+            live = self.live[t.untyped_storage().data_ptr()]
+            n = t.numel() * t.element_size()
+            w = n if t.untyped_storage().data_ptr() in written else 0
+            ops.append((live.name, n, w))
+        for t in outs:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in written:
+                continue
+            self._see(t, None, only_new=True)
+            ops.append((self.live[ptr].name, 0, t.numel() * t.element_size()))
+        return [(n, r, w) for n, r, w in ops if n is not None], written
+
+    # -- moves and memory --------------------------------------------------------------
+
+    def _moves_until(self, step: int) -> None:
+        """Before kernel `step`: starts on the copy thread the background moves that
+        overlap it, then finishes every move due before it (waiting for a background one,
+        running a blocking one in line)."""
+        for i in range(self.next_move, len(self.moves)):
+            tensor, src, dst, nbytes, background, before = self.moves[i]
+            if before > step + 1:
+                break
+            if background and before == step + 1 and i not in self.started:
+                extra = self.placement.copy_extra_ns(src, dst, nbytes)
+                self.started[i] = self._copier.submit(self._copy(nbytes, extra))
+        while self.next_move < len(self.moves) and self.moves[self.next_move][5] <= step:
+            i = self.next_move
+            self.next_move += 1
+            if i in self.started:
+                self.started.pop(i).result()
+            else:
+                tensor, src, dst, nbytes, _, _ = self.moves[i]
+                self._copy(nbytes, self.placement.copy_extra_ns(src, dst, nbytes))()
+            self.moves_done += 1
+
+    def _copy(self, nbytes: int, extra_ns: float):
+        def job():
+            self._dst[:nbytes].copy_(self._src[:nbytes])
+            _core.busy_wait(extra_ns)
+
+        return job
+
+    def _poll(self) -> None:
+        self.ops_since_poll = 0
+        dram = unplaced = 0
+        for key in [k for k, v in self.live.items() if v.ref.expired()]:
+            del self.live[key]
+        for v in self.live.values():
+            if v.name is None or v.name not in self.spans:
+                unplaced += v.nbytes
+                continue
+            froms, pools = self.spans[v.name]
+            pool = pools[max(0, bisect.bisect_right(froms, self.step) - 1)]
+            if pool == "dram":
+                dram += v.nbytes
+        self.dram_peak = max(self.dram_peak, dram + unplaced)
+        self.unplaced_peak = max(self.unplaced_peak, unplaced)
+
+    # -- the report --------------------------------------------------------------------
+
+    def report(self, skip: int = 1) -> str:
+        recs = self.records[skip:] or self.records
+        if not recs:
+            return "placer_torch: no step ran under the plan"
+        times = [r.seconds * 1e3 for r in recs]
+        med = statistics.median(times)
+        mad = statistics.median(abs(t - med) for t in times)
+        last = recs[-1]
+        lines = [
+            f"plan       {self.placement.strategy}, budget {self.placement.budget_bytes} B of DRAM",
+            f"step       median {med:.3f} ms, MAD {mad:.3f} ms over {len(recs)} step(s); "
+            f"predicted {self.placement.predicted_step_ns / 1e6:.3f} ms",
+            f"ops        {last.matched} matched to the plan's kernels, {last.unmatched} not in the captured graph "
+            f"(charged by their operands' places)",
+            f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools",
+            f"moves      {last.moves} per step",
+            f"DRAM peak  {last.dram_peak} B tracked (budget {self.placement.budget_bytes} B), of which "
+            f"{last.unplaced_peak} B not placed by the plan",
+        ]
+        for name, label in self.pool_labels.items():
+            if label:
+                lines.append(f"EMULATED   pool '{name}' as {label}: data stays in DRAM; ops wait what the model charges")
+        return "\n".join(lines)
+
+
+def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None) -> Placed:
+    """The plan at `plan_path` (for the model captured at `model_path`) applied to
+    `model` and `optimizer`: enter the result around each training step."""
+    try:
+        return Placed(model, optimizer, model_path, plan_path, capture)
+    except _core.ModelError:
+        raise
+    except (KeyError, ValueError) as e:
+        raise CaptureError(f"cannot apply {plan_path}: {e}") from None
