@@ -2,7 +2,8 @@
 //! scripts/torch/venv.sh installs torch, torchvision and transformers into a venv outside
 //! the repository (once; ~5.7 GB, two minutes here) and builds placer_torch from this
 //! checkout into it. Then:
-//! - python/tests: capture's names, parameter counts and refusals;
+//! - python/tests: capture's names, parameter counts and refusals; apply's unchanged
+//!   losses, pools' charges, moves and DRAM peak, on a plan this build's `placer` makes;
 //! - python/examples/small_cnn.py: a training loop captured with one added line, which
 //!   this build's `placer` then profiles, solves and runs under the plan.
 

@@ -45,6 +45,10 @@ _SAME = {
     "aten._batch_norm_with_update.default": "aten._native_batch_norm_legit_functional.default",
     "aten._softmax.default": "aten._safe_softmax.default",
 }
+#: How often the live storages are scanned for the DRAM peak: after an op of the graph,
+#: at most every 2 ms (a scan walks every live storage; scanning after every op cost a
+#: small model's step a tenth of its time). Between scans the peak is not seen.
+_POLL_NS = 2_000_000
 #: How far ahead of the last match an op may be found: eager runs a few ops the graph
 #: folds away (an unsqueeze before an expand), never long stretches.
 _LOOKAHEAD = 12
@@ -83,6 +87,7 @@ class _Live:
     ref: StorageWeakRef
     nbytes: int
     name: str | None
+    key: int
 
 
 class Placed(TorchDispatchMode):
@@ -120,6 +125,8 @@ class Placed(TorchDispatchMode):
         self.model, self.optimizer = model, optimizer
         self.records: list = []
         self.unmatched_ops: dict = {}
+        self._writes: dict = {}
+        self._canon: dict = {}
 
     # -- the step ----------------------------------------------------------------------
 
@@ -129,7 +136,7 @@ class Placed(TorchDispatchMode):
         self.wait_total, self.moves_done, self.next_move = 0.0, 0, 0
         self.started: dict = {}
         self.dram_peak = self.unplaced_peak = 0
-        self.ops_since_poll = 0
+        self.polled_ns = 0
         for q, p in self.model.named_parameters():
             self._see(p, q)
             if p.grad is not None:
@@ -151,39 +158,42 @@ class Placed(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        key = str(func)
-        if func.is_view or key.startswith("profiler."):
+        if func.is_view or func.namespace == "profiler":
             return func(*args, **kwargs)
-        tensors_in = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
+        ins = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
         start = time.perf_counter_ns()
         out = func(*args, **kwargs)
         kernel_ns = time.perf_counter_ns() - start
         outs = [o for o in _flat(out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)]
-        k = self._match(_SAME.get(key, key), outs)
+        key = str(func)
+        k = self._match(self._canonical(func, key), outs)
         if k is not None:
             self._moves_until(k.step)
-            for t, name in zip(tensors_in, k.inputs):
-                if name is not None:
-                    self._see(t, name, only_new=True)
-            for t, name in zip(outs, k.outputs):
-                if name is not None:
-                    self._see(t, name, only_new=True)
             step = k.step
         else:
             self.unmatched += 1
             self.unmatched_ops[key] = self.unmatched_ops.get(key, 0) + 1
-            step = self.step
-        operands, written = self._operands(func, args, tensors_in, outs)
+        written = self._written(func, args)
+        operands = []
+        for i, t in enumerate(ins):
+            live = self._see(t, k.inputs[i] if k is not None and i < len(k.inputs) else None)
+            n = t.numel() * t.element_size()
+            operands.append((live.name, n, n if live.key in written else 0))
+        for i, t in enumerate(outs):
+            live = self._see(t, k.outputs[i] if k is not None and i < len(k.outputs) else None, result=True)
+            if live.key not in written:
+                operands.append((live.name, 0, t.numel() * t.element_size()))
+        charged = [o for o in operands if o[0] is not None and o[0] in self.spans]
         if k is None:
-            step = max((self.update_step.get(n, -1) for n, _, _ in operands), default=-1)
+            # An op outside the graph (the optimizer's, a buffer's): at the step of the
+            # update its tensors belong to, else where the graph has got to.
+            step = max((self.update_step.get(n, -1) for n, _, _ in charged), default=-1)
             step = step if step >= 0 else self.step
-        charged = [(n, r, w) for n, r, w in operands if n in self.spans]
         if self.emulated and charged:
             wait = self.placement.wait_ns(charged, min(step, self.steps - 1), float(kernel_ns))
             if wait > 0:
                 self.wait_total += _core.busy_wait(wait)
-        self.ops_since_poll += 1
-        if self.ops_since_poll >= 8:
+        if k is not None and time.perf_counter_ns() - self.polled_ns >= _POLL_NS:
             self._poll()
         return out
 
@@ -199,37 +209,39 @@ class Placed(TorchDispatchMode):
                 return k
         return None
 
-    def _see(self, t: torch.Tensor, name: str | None, only_new: bool = False) -> None:
+    def _canonical(self, func, key: str) -> str:
+        """The captured graph's name for an eager op: its functional form for an in-place
+        op (`relu_` is `relu` there: AOTAutograd functionalises), and `_SAME`'s pairs."""
+        name = self._canon.get(func)
+        if name is None:
+            name = _SAME.get(key, key)
+            op = func._schema.name.split("::")[-1]
+            if op.endswith("_") and not op.startswith("_"):
+                name = f"aten.{op[:-1]}.{func._overloadname}"
+            self._canon[func] = name
+        return name
+
+    def _see(self, t: torch.Tensor, name: str | None, result: bool = False) -> _Live:
+        """The storage behind `t`, registered the first time it is seen (by the name the
+        plan gives it, or as not placed); a name learnt later completes it."""
         s = t.untyped_storage()
         key = s.data_ptr()
-        old = self.live.get(key)
-        if old is not None and not old.ref.expired() and (only_new or old.name == name):
-            if old.name is None and name is not None:
-                old.name = name
-            return
-        self.live[key] = _Live(StorageWeakRef(s), s.nbytes(), name)
+        live = self.live.get(key)
+        if live is None or live.ref.expired():
+            live = self.live[key] = _Live(StorageWeakRef(s), s.nbytes(), name, key)
+        elif name is not None and (live.name is None or result):
+            # A result written into a storage already seen (an in-place op) is the
+            # plan's new tensor from now on.
+            live.name = name
+        return live
 
-    def _operands(self, func, args, tensors_in, outs):
-        """(placer tensor, bytes read, bytes written) for the op's operands; an operand
-        the plan does not name is not placed (DRAM) and charges nothing."""
-        written = set()
-        for a, arg in zip(func._schema.arguments, args):
-            if a.alias_info is not None and a.alias_info.is_write and isinstance(arg, torch.Tensor):
-                written.add(arg.untyped_storage().data_ptr())
-        ops = []
-        for t in tensors_in:
-            self._see(t, None, only_new=True)
-            live = self.live[t.untyped_storage().data_ptr()]
-            n = t.numel() * t.element_size()
-            w = n if t.untyped_storage().data_ptr() in written else 0
-            ops.append((live.name, n, w))
-        for t in outs:
-            ptr = t.untyped_storage().data_ptr()
-            if ptr in written:
-                continue
-            self._see(t, None, only_new=True)
-            ops.append((self.live[ptr].name, 0, t.numel() * t.element_size()))
-        return [(n, r, w) for n, r, w in ops if n is not None], written
+    def _written(self, func, args) -> set:
+        """Storages the op writes in place (`add_`'s self, `out=`)."""
+        idx = self._writes.get(func)
+        if idx is None:
+            idx = self._writes[func] = [i for i, a in enumerate(func._schema.arguments)
+                                        if a.alias_info is not None and a.alias_info.is_write]
+        return {args[i].untyped_storage().data_ptr() for i in idx if i < len(args) and isinstance(args[i], torch.Tensor)}
 
     # -- moves and memory --------------------------------------------------------------
 
@@ -262,7 +274,9 @@ class Placed(TorchDispatchMode):
         return job
 
     def _poll(self) -> None:
-        self.ops_since_poll = 0
+        """The DRAM in use now: live storages the plan has in DRAM at this step, and
+        every live storage it does not place."""
+        self.polled_ns = time.perf_counter_ns()
         dram = unplaced = 0
         for key in [k for k, v in self.live.items() if v.ref.expired()]:
             del self.live[key]

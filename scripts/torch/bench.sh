@@ -5,7 +5,7 @@
 # bert-base|small-cnn, --batch N, --budget 25%, --steps 5, --rounds 3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-py=$(scripts/torch/venv.sh)
+py=$(PLACER_TORCH_PROFILE=release scripts/torch/venv.sh)
 cargo build --release -q
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

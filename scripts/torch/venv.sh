@@ -5,6 +5,10 @@
 #
 # Usage: scripts/torch/venv.sh        (prints the venv's python on stdout; logs on stderr)
 #
+# PLACER_TORCH_PROFILE picks the cargo profile of the package's Rust core: `dev` (the
+# default: the test build's, so after `cargo test` only the core itself compiles) or
+# `release` (scripts/torch/bench.sh, and what `pip install ./python` builds).
+#
 # The venv lives in $PLACER_TORCH_VENV (default ~/.cache/placer/torch/venv), outside the
 # repository: PyPI's torch needs its CUDA libraries even to import on a CPU, ~5.7 GB.
 # Installed once per pin set (a stamp file records it); placer_torch is rebuilt on every
@@ -34,6 +38,9 @@ fi
 # --no-build-isolation: build with the pinned maturin above instead of fetching one
 # (the backend runs `maturin` from PATH).
 export PATH="$VENV/bin:$PATH"
+PROFILE=${PLACER_TORCH_PROFILE:-dev}
+case $PROFILE in dev|release) ;; *) die "PLACER_TORCH_PROFILE must be dev or release, not '$PROFILE'" ;; esac
+export MATURIN_PEP517_ARGS="--profile $PROFILE"
 "$VENV/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall "$REPO/python" >&2 \
     || die "building placer_torch (pip install ./python) failed"
 echo "$VENV/bin/python"

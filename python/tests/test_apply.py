@@ -1,0 +1,138 @@
+"""apply(): a torch loop under a placer plan keeps its numbers, is charged by the plan's
+pools, runs the plan's moves and stays within the DRAM budget it was planned for.
+
+Needs this build's `placer` (to profile and solve the captured model): tests/torch.rs
+passes it as PLACER_BIN.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import placer_torch
+from test_capture import SmallCnn, small_batch
+
+
+def placer(*args, env):
+    out = subprocess.run([os.environ["PLACER_BIN"], *args], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise AssertionError(f"placer {' '.join(args)} failed:\n{out.stderr}")
+    return out.stdout
+
+
+def train(model, opt, batch, steps, placed=None):
+    losses = []
+    for s in range(steps):
+        torch.manual_seed(s)
+        if placed is not None:
+            placed.__enter__()
+        try:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(batch[0]), batch[1])
+            loss.backward()
+            opt.step()
+        finally:
+            if placed is not None:
+                placed.__exit__(None, None, None)
+        losses.append(loss.item())
+    return losses
+
+
+class Apply(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if "PLACER_BIN" not in os.environ:
+            raise unittest.SkipTest("PLACER_BIN is not set (tests/torch.rs sets it to this build's placer)")
+        cls.dir = tempfile.TemporaryDirectory()
+        d = Path(cls.dir.name)
+        cls.env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(d / "checkpoints"))
+        torch.manual_seed(0)
+        cls.start = SmallCnn()
+        cls.batch = small_batch(8)
+        cls.model_path = d / "cnn.json"
+        opt = torch.optim.SGD(cls.start.parameters(), lr=0.05, momentum=0.9)
+        placer_torch.capture(cls.start, cls.batch, nn.CrossEntropyLoss(), opt, cls.model_path)
+        placer("profile", str(cls.model_path), env=cls.env)
+        cls.plan = d / "plan.json"
+        cls.baselines = d / "baselines"
+        placer("solve", "--budget", "50%", "-o", str(cls.plan), "--baseline-plans", str(cls.baselines), env=cls.env)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def fresh(self):
+        torch.manual_seed(0)
+        m = SmallCnn()
+        m.load_state_dict(self.start.state_dict())
+        return m, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+    def test_losses_are_unchanged_bit_for_bit(self):
+        m, opt = self.fresh()
+        plain = train(m, opt, self.batch, 5)
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.plan)
+        self.assertEqual(train(m, opt, self.batch, 5, placed), plain)
+        self.assertEqual(len(placed.records), 5)
+
+    def test_the_graph_is_matched_and_the_pools_charge(self):
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.plan)
+        train(m, opt, self.batch, 2, placed)
+        r = placed.records[-1]
+        kernels = len(placed.kernels)
+        self.assertGreaterEqual(r.matched, kernels - 1, placed.unmatched_ops)
+        all_slow = self.baselines / "all-slow.json"
+        m2, opt2 = self.fresh()
+        slow = placer_torch.apply(m2, opt2, self.model_path, all_slow)
+        train(m2, opt2, self.batch, 2, slow)
+        # Everything in the emulated pool waits more than a plan that keeps half in DRAM,
+        # and the plan itself is charged for what it leaves in the slow pool.
+        self.assertGreater(slow.records[-1].wait_ns, r.wait_ns)
+        self.assertGreater(r.wait_ns, 0)
+        self.assertIn("EMULATED", placed.report())
+
+    def test_the_plans_moves_run_every_step(self):
+        plan = json.loads(self.plan.read_text())
+        for path in [self.plan] + sorted(self.baselines.glob("*.json")):
+            moves = len(json.loads(Path(path).read_text())["moves"])
+            m, opt = self.fresh()
+            placed = placer_torch.apply(m, opt, self.model_path, path)
+            train(m, opt, self.batch, 2, placed)
+            self.assertEqual([r.moves for r in placed.records], [moves, moves], path)
+        self.assertIn("moves", plan)
+
+    def test_the_dram_peak_stays_within_the_budget_and_what_was_not_placed(self):
+        budget = json.loads(self.plan.read_text())["budget_bytes"]
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.plan)
+        train(m, opt, self.batch, 3, placed)
+        for r in placed.records:
+            self.assertLessEqual(r.dram_peak, budget + r.unplaced_peak, r)
+            self.assertGreater(r.unplaced_peak, 0)  # batch norm's running statistics at least
+
+    def test_a_plan_for_another_model_is_refused(self):
+        other = Path(self.dir.name) / "other.json"
+        m = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 10))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        placer_torch.capture(m, self.batch, nn.CrossEntropyLoss(), opt, other)
+        with self.assertRaisesRegex(placer_torch.ModelError, "^the plan is for model 'SmallCnn'"):
+            placer_torch.apply(m, opt, other, self.plan)
+
+    def test_a_model_without_its_capture_is_refused(self):
+        bare = Path(self.dir.name) / "bare.json"
+        shutil.copy(self.model_path, bare)
+        m, opt = self.fresh()
+        with self.assertRaisesRegex(placer_torch.CaptureError, "no capture beside bare.json"):
+            placer_torch.apply(m, opt, bare, self.plan)
+
+
+if __name__ == "__main__":
+    unittest.main()
