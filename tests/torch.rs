@@ -25,8 +25,16 @@ fn python() -> &'static Path {
     })
 }
 
+/// Runs the venv's python; `placer` there (the tests' PLACER_BIN, and placer_torch's
+/// own opening of the host's pools) is this build's, with this process's host cache.
 fn run_python(args: &[&str]) -> (String, String) {
-    let out = Command::new(python()).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("python runs");
+    let out = Command::new(python())
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PLACER_BIN", env!("CARGO_BIN_EXE_placer"))
+        .env("PLACER_CACHE_DIR", common::cache_dir())
+        .output()
+        .expect("python runs");
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "python {args:?} failed:\n{stdout}\n{stderr}");
     (stdout, stderr)

@@ -34,7 +34,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _core
-from .builder import CaptureError
+from .builder import CaptureError, flat as _flat
 from .capture import Capture
 
 #: Eager ops that are the captured graph's op under another name (AOTAutograd
@@ -52,14 +52,6 @@ _POLL_NS = 2_000_000
 #: How far ahead of the last match an op may be found: eager runs a few ops the graph
 #: folds away (an unsqueeze before an expand), never long stretches.
 _LOOKAHEAD = 12
-
-
-def _flat(args):
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            yield from _flat(a)
-        else:
-            yield a
 
 
 @dataclass

@@ -47,6 +47,15 @@ def pair(v) -> list:
     return v * 2 if len(v) == 1 else v
 
 
+def flat(args):
+    """The items of nested lists and tuples (an op's arguments), in order."""
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            yield from flat(a)
+        else:
+            yield a
+
+
 def name_seed(name: str) -> int:
     """A dropout node's seed: FNV-1a of its name, as a non-negative i64."""
     h = 0xCBF29CE484222325

@@ -13,6 +13,7 @@ import torch
 import torch.fx
 
 from .builder import DTYPES, Builder, CaptureError, Unsupported, Val, compose, meta_dtype, meta_shape
+from .builder import flat as _flat
 from .handlers import TABLE as HANDLERS
 
 
@@ -221,11 +222,3 @@ class Lowering:
                 parts.append(self.b.tensor(z, full[:dim] + (s,) + full[dim + 1 :], dy.dtype, "input"))
                 self.b.constants[z] = 0.0
         return self.b.emit(n.name, "concat", parts, [(n.name, full, dy.dtype)], {"axis": dim})[0]
-
-
-def _flat(args):
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            yield from _flat(a)
-        else:
-            yield a
