@@ -193,13 +193,15 @@ def _ancestors(out) -> set:
 
 
 def _constants(gm, buffers: set) -> set:
-    """Nodes computed from buffers alone (position ids, token types): inputs to placer."""
+    """Nodes computed from buffers and constants alone (position ids, token types, a
+    mask of ones): inputs to placer. A node with no tensor inputs (`ones`, `arange`)
+    makes a constant."""
     const = set()
     for n in gm.graph.nodes:
         if n.op == "placeholder":
             if n.name in buffers:
                 const.add(n.name)
-        elif n.op == "call_function" and n.all_input_nodes and all(a.name in const for a in n.all_input_nodes):
+        elif n.op == "call_function" and all(a.name in const for a in n.all_input_nodes):
             const.add(n.name)
     return const
 

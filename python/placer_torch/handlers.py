@@ -138,6 +138,8 @@ def mul_scalar(L, n):
 def _binary(L, n, op):
     a, b = n.args[0], n.args[1]
     if not isinstance(b, type(a)):
+        if op == "mul":
+            return L.scaled(n, float(b))
         if op == "add" and n.kwargs.get("alpha", 1) == 1:
             x = L.val(a)
             s = L.b.scalar(f"{n.name}.scalar", float(b), x.dtype)
