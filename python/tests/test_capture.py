@@ -127,8 +127,10 @@ class CaptureZoo(unittest.TestCase):
         from transformers import BertConfig, BertForSequenceClassification
 
         torch.manual_seed(0)
+        # Eager attention, as docs/torch.md advises: its mask arithmetic (a mask of ones,
+        # scaled by a number) is part of the graph.
         cfg = BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                         vocab_size=100, max_position_embeddings=32)
+                         vocab_size=100, max_position_embeddings=32, attn_implementation="eager")
         bert = BertForSequenceClassification(cfg).train()
 
         class Logits(nn.Module):
