@@ -45,6 +45,14 @@ _SAME = {
     "aten._batch_norm_with_update.default": "aten._native_batch_norm_legit_functional.default",
     "aten._softmax.default": "aten._safe_softmax.default",
 }
+#: Graph ops that eager torch runs as other ops. On a CPU, eager dropout is
+#: `empty_like`, `bernoulli_`, `div_` (the noise) and then `mul(x, noise)`, and its
+#: backward `mul(dy, noise)`, where AOTAutograd records `native_dropout`: the `mul`
+#: does the dropout's work, and the noise is the mask.
+_ALSO = {
+    "aten.native_dropout.default": "aten.mul.Tensor",
+    "aten.native_dropout_backward.default": "aten.mul.Tensor",
+}
 #: How often the live storages are scanned for the DRAM peak: after an op of the graph,
 #: at most every 2 ms (a scan walks every live storage; scanning after every op cost a
 #: small model's step a tenth of its time). Between scans the peak is not seen.
@@ -166,6 +174,8 @@ class Placed(TorchDispatchMode):
             self.unmatched += 1
             self.unmatched_ops[key] = self.unmatched_ops.get(key, 0) + 1
         written = self._written(func, args)
+        if k is not None and k.target == "aten.native_dropout.default" and len(ins) == 2 and len(k.outputs) > 1:
+            self._see(ins[1], k.outputs[1])  # eager dropout's noise is the graph's mask
         operands = []
         for i, t in enumerate(ins):
             live = self._see(t, k.inputs[i] if k is not None and i < len(k.inputs) else None)
@@ -195,7 +205,7 @@ class Placed(TorchDispatchMode):
         shape = tuple(outs[0].shape) if outs else None
         for i in range(self.cursor, min(self.cursor + _LOOKAHEAD, len(self.kernels))):
             k = self.kernels[i]
-            if k.target == target and (k.shape is None or k.shape == shape):
+            if (k.target == target or _ALSO.get(k.target) == target) and (k.shape is None or k.shape == shape):
                 self.cursor, self.step = i + 1, k.step
                 self.matched += 1
                 return k
