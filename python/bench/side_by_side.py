@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -135,7 +136,7 @@ def main() -> None:
                                mpath)
     print(f"capture    {time.perf_counter() - t0:.1f} s: {cap.summary['nodes']} nodes, "
           f"{cap.summary['parameters']} parameters, peak live {cap.summary['peak_live_bytes'] / 2**20:.1f} MiB")
-    env = dict(__import__("os").environ, PLACER_CHECKPOINT_DIR=str(work / "checkpoints"))
+    env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(work / "checkpoints"))
     t0 = time.perf_counter()
     placer(a.placer, "profile", str(mpath), env=env)
     print(f"profile    {time.perf_counter() - t0:.1f} s (placer's kernels)")

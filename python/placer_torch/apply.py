@@ -34,7 +34,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _core
-from .builder import CaptureError, flat as _flat
+from .builder import flat as _flat
 from .capture import Capture
 
 #: Eager ops that are the captured graph's op under another name (AOTAutograd
@@ -103,10 +103,15 @@ class Placed(TorchDispatchMode):
         self.kernels = []
         for k in self.cap.kernels:
             shape = tuple(k["shapes"][0]) if k["shapes"] and k["shapes"][0] is not None else None
-            self.kernels.append(_Kernel(k["target"], shape, k["inputs"], k["outputs"],
+            # Both sides are named through _SAME, so a pair matches whichever name the
+            # graph recorded (`_softmax` or `_safe_softmax`).
+            self.kernels.append(_Kernel(_SAME.get(k["target"], k["target"]), shape, k["inputs"], k["outputs"],
                                         max(step_of[n] for n in k["nodes"])))
         self.spans = {name: ([s for s, _ in sp], [p for _, p in sp]) for name, sp in self.placement.spans().items()}
-        self.pool_labels = dict(self.placement.pools())
+        pools = self.placement.pools()
+        self.pool_labels = dict(pools)
+        # Pool 0 is DRAM, the pool the budget is for, whatever the host names it.
+        self.dram = pools[0][0]
         self.emulated = any(self.pool_labels.values())
         # Updates run at the end of the schedule: optimizer ops find their step by tensor.
         self.update_step = {}
@@ -288,7 +293,7 @@ class Placed(TorchDispatchMode):
                 continue
             froms, pools = self.spans[v.name]
             pool = pools[max(0, bisect.bisect_right(froms, self.step) - 1)]
-            if pool == "dram":
+            if pool == self.dram:
                 dram += v.nbytes
         self.dram_peak = max(self.dram_peak, dram + unplaced)
         self.unplaced_peak = max(self.unplaced_peak, unplaced)
@@ -322,10 +327,7 @@ class Placed(TorchDispatchMode):
 
 def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None) -> Placed:
     """The plan at `plan_path` (for the model captured at `model_path`) applied to
-    `model` and `optimizer`: enter the result around each training step."""
-    try:
-        return Placed(model, optimizer, model_path, plan_path, capture)
-    except _core.ModelError:
-        raise
-    except (KeyError, ValueError) as e:
-        raise CaptureError(f"cannot apply {plan_path}: {e}") from None
+    `model` and `optimizer`: enter the result around each training step. A plan for
+    another model, or a missing or malformed capture, raises `ModelError` or
+    `CaptureError` in one line."""
+    return Placed(model, optimizer, model_path, plan_path, capture)

@@ -75,10 +75,13 @@ class Capture:
         if doc.get("format") != "placer-torch-capture" or doc.get("version") != 1:
             raise CaptureError(f"{side}: not a placer_torch capture (version 1)")
         summary = dict(_core.check_model(model_path.read_text()))
-        if summary["content_hash"] != doc["content_hash"]:
-            raise CaptureError(f"{side}: captured for another model than {model_path} (content hash differs)")
-        return cls(model_path, summary, doc["parameters"], doc["gradients"], doc["optimizer_state"],
-                   doc["constants"], [tuple(o) for o in doc["outside"]], doc["kernels"])
+        try:
+            if summary["content_hash"] != doc["content_hash"]:
+                raise CaptureError(f"{side}: captured for another model than {model_path} (content hash differs)")
+            return cls(model_path, summary, doc["parameters"], doc["gradients"], doc["optimizer_state"],
+                       doc["constants"], [tuple(o) for o in doc["outside"]], doc["kernels"])
+        except (KeyError, TypeError) as e:
+            raise CaptureError(f"{side}: malformed capture (missing or wrong field {e})") from None
 
 
 def sidecar_path(model_path) -> Path:

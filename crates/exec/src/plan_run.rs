@@ -191,11 +191,6 @@ impl<'m> PlanExecutor<'m> {
         if m.to_span == 0 { (last, 0) } else { (m.to_span - 1, m.to_span) }
     }
 
-    /// What the emulated pools charge for copying `from` into `to`.
-    fn copy_extra_ns(&self, from: Slot, to: Slot) -> f64 {
-        self.pools.emulated_ns(from.pool, from.len, 0) + self.pools.emulated_ns(to.pool, 0, to.len)
-    }
-
     fn blocking_copy(&mut self, index: usize) -> Result<f64, ExecError> {
         let m = self.plan.moves[index];
         let (src, dst) = self.move_spans(&m);
@@ -206,7 +201,7 @@ impl<'m> PlanExecutor<'m> {
         // The probe measured copies with every thread; a blocking copy has the machine.
         let chunk = (r[0].len() / rayon::current_num_threads()).max(1 << 16);
         w[0].par_chunks_mut(chunk).zip(r[0].par_chunks(chunk)).for_each(|(d, s)| d.copy_from_slice(s));
-        wait_on_every_thread(self.copy_extra_ns(from, to), self.broadcast_ns);
+        wait_on_every_thread(self.pools.copy_extra_ns(from.pool, to.pool, from.len), self.broadcast_ns);
         self.release(m.tensor, src)?;
         Ok(start.elapsed().as_nanos() as f64)
     }
@@ -216,7 +211,7 @@ impl<'m> PlanExecutor<'m> {
         let (src, dst) = self.move_spans(&m);
         let to = self.placed(m.tensor, dst)?;
         let from = self.slot(m.tensor, src);
-        let extra = self.copy_extra_ns(from, to);
+        let extra = self.pools.copy_extra_ns(from.pool, to.pool, from.len);
         let ticket = self.arenas.start_copy(from, to, extra).map_err(copy_err(self.model, m.tensor))?;
         self.in_flight[index] = Some(ticket);
         Ok(())

@@ -46,6 +46,13 @@ impl PoolSet {
         self.pool(pool).emulation.as_ref().map_or(0.0, |e| e.extra_ns(read, written))
     }
 
+    /// What the emulated pools charge for copying `bytes` from `src` into `dst`, on top
+    /// of the copy itself: the source's read and the destination's write. The plan
+    /// executor and placer_torch charge a move by this.
+    pub fn copy_extra_ns(&self, src: PoolId, dst: PoolId, bytes: u64) -> f64 {
+        self.emulated_ns(src, bytes, 0) + self.emulated_ns(dst, 0, bytes)
+    }
+
     /// What the emulated pools charge a kernel that took `kernel_ns` with its data in
     /// DRAM, given each operand's (pool, bytes read, bytes written): each pool's bytes
     /// added up, then that pool's wait model applied (zero for real pools).

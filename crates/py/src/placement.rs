@@ -106,7 +106,7 @@ impl Placement {
     /// `dst` (on top of the memcpy itself), as placer's executor charges a move.
     fn copy_extra_ns(&self, src: &str, dst: &str, bytes: u64) -> PyResult<f64> {
         let (s, d) = (self.pools.find(src).map_err(err)?, self.pools.find(dst).map_err(err)?);
-        Ok(self.pools.emulated_ns(s, bytes, 0) + self.pools.emulated_ns(d, 0, bytes))
+        Ok(self.pools.copy_extra_ns(s, d, bytes))
     }
 
     /// The moves: (tensor, from, to, bytes, background, before_step).
