@@ -2,11 +2,13 @@
 baselines, interleaved in one process; placer's executor on the same plan beside them.
 
 Run through scripts/torch/bench.sh, which provides the venv, builds placer and prints
-the host's FMA peak. For each model: capture the step, `placer profile` it (placer's
-kernels), `placer solve` at the budget (writing every baseline's plan too), then rounds
-of: torch all-DRAM, torch + plan, torch + each baseline, each from the same starting
-weights on the same batches, and `placer run --plan` (a subprocess, between rounds).
-Reports step time ± MAD, the DRAM peak tracked, losses, and the prediction.
+the host's FMA peak. For each model: capture the step, profile it with torch's kernels
+(`placer_torch.profile`) and with placer's (`placer profile`), compare the two, `placer
+solve` at the budget from each (writing every baseline's plan too), then rounds of:
+torch all-DRAM (twice: the noise floor), torch + each plan, torch + each baseline, each
+from the same starting weights on the same batches, and `placer run --plan` (a
+subprocess, between rounds). Reports step time ± MAD, the DRAM peak tracked, losses, and
+each plan's prediction against torch's step under it.
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", required=True)
     ap.add_argument("--baselines", default="first-touch,interleave,greedy")
+    ap.add_argument("--kernels", choices=["torch", "placer", "both"], default="both",
+                    help="whose kernels the profiles time; the plan applied first is torch's when profiled")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -136,31 +140,56 @@ def main() -> None:
                                mpath)
     print(f"capture    {time.perf_counter() - t0:.1f} s: {cap.summary['nodes']} nodes, "
           f"{cap.summary['parameters']} parameters, peak live {cap.summary['peak_live_bytes'] / 2**20:.1f} MiB")
-    env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(work / "checkpoints"))
-    t0 = time.perf_counter()
-    placer(a.placer, "profile", str(mpath), env=env)
-    print(f"profile    {time.perf_counter() - t0:.1f} s (placer's kernels)")
-    plan = work / f"plan-{a.budget.rstrip('%')}.json"
-    bdir = work / f"baselines-{a.budget.rstrip('%')}"
-    placer(a.placer, "solve", "--budget", a.budget, "-o", str(plan), "--baseline-plans", str(bdir), env=env)
-    predicted = json.loads(plan.read_text())["predicted"]["step_ns"] / 1e6
+    ckdir = work / "checkpoints"
+    env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(ckdir))
+    profiles = {}
+    if a.kernels in ("torch", "both"):
+        t0 = time.perf_counter()
+        r = placer_torch.profile(mpath, ckdir, progress=False)
+        print(f"profile    {time.perf_counter() - t0:.1f} s (torch's kernels: {r['label']}; "
+              f"{len(r['placer_nodes'])} node(s) by placer's kernels, {len(r['folded_nodes'])} folded)")
+        profiles["torch"] = r["checkpoint"]
+    if a.kernels in ("placer", "both"):
+        t0 = time.perf_counter()
+        placer(a.placer, "profile", str(mpath), env=env)
+        print(f"profile    {time.perf_counter() - t0:.1f} s (placer's kernels)")
+        profiles["placer"] = next(str(p) for p in ckdir.glob("*.ckpt") if not p.name.endswith("-torch.ckpt"))
+    if len(profiles) == 2:
+        out = subprocess.run([a.placer, "compare", profiles["placer"], profiles["torch"]], capture_output=True,
+                             text=True, env=env).stdout
+        rows = [ln for ln in out.splitlines() if "µs" in ln and ("≥" in ln or "<" in ln) and "|" not in ln]
+        print("torch's kernels (B) against placer's (A), `placer compare`:\n" + "\n".join(rows[:2]))
+    budget = a.budget.rstrip("%")
+    plans = {}
+    for k, ck in profiles.items():
+        plans[k] = work / f"plan-{budget}-{k}-kernels.json"
+        extra = ["--baseline-plans", str(work / f"baselines-{budget}")] if k == next(iter(profiles)) else []
+        placer(a.placer, "solve", str(mpath), "--budget", a.budget, "--profile", ck, "-o", str(plans[k]), *extra,
+               env=env)
+    bdir = work / f"baselines-{budget}"
+    first = next(iter(profiles))
     # The same graph with every tensor in DRAM: what apply itself costs.
     all_dram = work / "plan-all-dram.json"
-    placer(a.placer, "solve", "--budget", "100%", "-o", str(all_dram), env=env)
+    placer(a.placer, "solve", str(mpath), "--budget", "100%", "--profile", profiles[first], "-o", str(all_dram),
+           env=env)
 
     contenders = [Contender("torch, all in DRAM", model, batch, loss_fn),
-                  Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn),
-                  Contender("torch + placer plan", model, batch, loss_fn, plan, mpath),
-                  Contender("torch + apply, every tensor in DRAM (apply's overhead)", model, batch, loss_fn,
-                            all_dram, mpath)]
+                  Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn)]
+    planned = {}
+    for k, plan in plans.items():
+        planned[k] = len(contenders)
+        contenders.append(Contender(f"torch + placer plan ({k}-kernel profile)", model, batch, loss_fn, plan, mpath))
+    contenders.append(Contender("torch + apply, every tensor in DRAM (apply's overhead)", model, batch, loss_fn,
+                                all_dram, mpath))
     for b in a.baselines.split(","):
         if (bdir / f"{b}.json").exists():
             contenders.append(Contender(f"torch + {b}", model, batch, loss_fn, bdir / f"{b}.json", mpath))
+    ex_plan = plans.get("placer", plans[first])
     executor = []
     for r in range(a.rounds):
         for c in contenders:
             c.round(a.steps)
-        out = placer(a.placer, "run", str(mpath), "--plan", str(plan), "-n", str(a.steps - 1), "--json", env=env)
+        out = placer(a.placer, "run", str(mpath), "--plan", str(ex_plan), "-n", str(a.steps - 1), "--json", env=env)
         executor.append(json.loads(out))
     base = med_mad([t * 1e3 for t in contenders[0].times])[0]
     print(f"\n{a.model} b{a.batch}, budget {a.budget} of peak live memory, {a.rounds} rounds of {a.steps} steps "
@@ -173,14 +202,16 @@ def main() -> None:
         losses = ", ".join(f"{x:.6f}" for x in c.losses[0])
         print(f"| {c.label} | {m:.2f} ± {d:.2f} | {m / base:.3f}× | {peak} | {losses} |")
     ex = [r[0]["step_ns"]["median"] / 1e6 for r in executor]
-    print(f"| placer's executor, same plan (subprocess) | {statistics.median(ex):.2f} | "
+    print(f"| placer's executor, plan of {ex_plan.name} (subprocess) | {statistics.median(ex):.2f} | "
           f"{statistics.median(ex) / base:.3f}× | - | placer's own kernels and data |")
     same = all(c.losses == contenders[0].losses for c in contenders[1:])
     print(f"\nlosses identical across torch contenders, every step of every round: {same}")
-    pm, _ = med_mad([t * 1e3 for t in contenders[2].times])
-    print(f"prediction (placer's kernel profile) {predicted:.2f} ms against torch under the plan {pm:.2f} ms: "
-          f"{(pm / predicted - 1) * 100:+.1f}%")
-    print(contenders[2].placed.report())
+    for k, i in planned.items():
+        predicted = json.loads(plans[k].read_text())["predicted"]["step_ns"] / 1e6
+        pm, _ = med_mad([t * 1e3 for t in contenders[i].times])
+        print(f"prediction ({k}-kernel profile) {predicted:.2f} ms against torch under that plan {pm:.2f} ms: "
+              f"{(pm / predicted - 1) * 100:+.1f}%")
+    print(contenders[planned[first]].placed.report())
 
 
 if __name__ == "__main__":

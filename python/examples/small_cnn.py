@@ -14,7 +14,9 @@ from torch import nn
 import placer_torch
 
 
-def main(out: str) -> None:
+def build():
+    """The model, loss, optimizer and batch, the same on every call (scripts/vm runs the
+    loop in the guest on the model captured on the host)."""
     torch.manual_seed(0)
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
@@ -23,6 +25,11 @@ def main(out: str) -> None:
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
+    return model, loss_fn, opt, (images, labels)
+
+
+def main(out: str) -> None:
+    model, loss_fn, opt, (images, labels) = build()
 
     cap = placer_torch.capture(model, (images, labels), loss_fn, opt, out)  # the added line
     s = cap.summary

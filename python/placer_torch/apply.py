@@ -14,16 +14,21 @@ by placer's own Rust code (`ExecPlan::kernel_wait_ns`, the function placer's exe
 charges by), and the plan's moves run at their steps, blocking ones in line and
 background ones on a copy thread.
 
+Parameters and optimizer state are re-homed: where the pool the plan starts them in is
+bound to NUMA nodes, their data moves into that pool's memory, allocated by placer's own
+pools (pages bound to the pool's nodes, and checked where they landed; `pages()` asks the
+kernel again). Gradients and activations stay where torch's allocator puts them.
+
 What this host can and cannot show: its slow pools are EMULATED (data stays in DRAM and
 each op waits what the device model charges), so apply here changes timing, never data,
-and moves copy the planned bytes between scratch buffers rather than the tensor. On a
-host with real tiers the placement itself (pages bound to the pool's node) is the part
-this module does not do yet.
+and moves copy the planned bytes between scratch buffers rather than the tensor. In the
+QEMU guest (scripts/vm) the re-homed tensors' pages are on the kmem-DAX node.
 """
 
 from __future__ import annotations
 
 import bisect
+import ctypes
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -93,10 +98,15 @@ class _Live:
 class Placed(TorchDispatchMode):
     """A plan applied to a torch training step; enter it around each step."""
 
-    def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None):
+    def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True):
         super().__init__()
         self.cap = capture or Capture.load(model_path)
         self.placement = _core.Placement(str(model_path), str(plan_path))
+        self.homes = _core.Homes(self.placement) if rehome else None
+        #: pool -> the NUMA nodes its memory is bound to, for the pools that are bound
+        self.bound = {pool: nodes for pool, nodes in self.homes.nodes() if nodes} if self.homes else {}
+        #: placer tensor name -> (pool, bytes) of every tensor re-homed into pool memory
+        self.homed: dict = {}
         schedule = self.placement.schedule()
         step_of = {name: i for i, name in enumerate(schedule)}
         self.steps = len(schedule)
@@ -142,6 +152,7 @@ class Placed(TorchDispatchMode):
         self.started: dict = {}
         self.dram_peak = self.unplaced_peak = 0
         self.polled_ns = 0
+        self._rehome()
         for q, p in self.model.named_parameters():
             self._see(p, q)
             if p.grad is not None:
@@ -252,6 +263,42 @@ class Placed(TorchDispatchMode):
 
     # -- moves and memory --------------------------------------------------------------
 
+    def _rehome(self) -> None:
+        """Parameters, and optimizer state once the optimizer has made it (after the first
+        step), into the memory of the pool the plan starts them in, where that pool is
+        bound to NUMA nodes."""
+        if not self.bound:
+            return
+        with torch.no_grad():
+            for q, p in self.model.named_parameters():
+                new = self._home(p, q)
+                if new is not None:
+                    p.data = new
+                state = self.optimizer.state.get(p)
+                if state and state.get("momentum_buffer") is not None:
+                    new = self._home(state["momentum_buffer"], f"optimizer.state[{q}].momentum_buffer")
+                    if new is not None:
+                        state["momentum_buffer"] = new
+
+    def _home(self, t: torch.Tensor, name: str):
+        if name in self.homed or name not in self.spans:
+            return None
+        pool = self.spans[name][1][0]
+        if pool not in self.bound:
+            return None
+        nbytes = t.numel() * t.element_size()
+        arr = (ctypes.c_ubyte * nbytes).from_address(self.homes.allocate(pool, nbytes))
+        arr._owner = self.homes  # the memory lives as long as any tensor over it
+        new = torch.frombuffer(arr, dtype=t.dtype).view(t.shape)
+        new.copy_(t)
+        self.homed[name] = (pool, nbytes)
+        return new
+
+    def pages(self) -> list:
+        """Per pool holding re-homed tensors, asked of the kernel now: (pool, tensors,
+        bytes, pages asked about, on the pool's nodes, elsewhere, not placed, per node)."""
+        return self.homes.pages() if self.homes is not None else []
+
     def _moves_until(self, step: int) -> None:
         """Before kernel `step`: starts on the copy thread the background moves that
         overlap it, then finishes every move due before it (waiting for a background one,
@@ -319,15 +366,23 @@ class Placed(TorchDispatchMode):
             f"DRAM peak  {last.dram_peak} B tracked (budget {self.placement.budget_bytes} B), of which "
             f"{last.unplaced_peak} B not placed by the plan",
         ]
+        for pool, n, nbytes, asked, on, elsewhere, unknown, per_node in self.pages():
+            nodes = ",".join(str(x) for x in self.bound.get(pool, []))
+            lines.append(f"pages      pool '{pool}' (bound to node {nodes}): {n} tensor(s) re-homed, {nbytes} B; "
+                         f"{on} of {asked} pages checked are on its nodes, {elsewhere} elsewhere, {unknown} not "
+                         f"placed (per node {per_node or '-'})")
+        if self.homed:
+            lines.append("not homed  gradients and activations: torch's allocator places them")
         for name, label in self.pool_labels.items():
             if label:
                 lines.append(f"EMULATED   pool '{name}' as {label}: data stays in DRAM; ops wait what the model charges")
         return "\n".join(lines)
 
 
-def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None) -> Placed:
+def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True) -> Placed:
     """The plan at `plan_path` (for the model captured at `model_path`) applied to
-    `model` and `optimizer`: enter the result around each training step. A plan for
-    another model, or a missing or malformed capture, raises `ModelError` or
-    `CaptureError` in one line."""
-    return Placed(model, optimizer, model_path, plan_path, capture)
+    `model` and `optimizer`: enter the result around each training step. With `rehome`,
+    parameters and optimizer state move into their planned pool's memory where it is
+    bound to NUMA nodes. A plan for another model, or a missing or malformed capture,
+    raises `ModelError` or `CaptureError` in one line."""
+    return Placed(model, optimizer, model_path, plan_path, capture, rehome)

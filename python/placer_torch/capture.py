@@ -49,16 +49,21 @@ class Capture:
     outside: list = field(default_factory=list)
     #: the aten ops that became placer nodes, in graph order (what apply matches)
     kernels: list = field(default_factory=list)
+    #: per placer node, the aten calls torch runs for it (what profile() replays)
+    calls: dict = field(default_factory=dict)
+    #: placer nodes whose work torch does inside another node's calls
+    folded: list = field(default_factory=list)
 
     @property
     def outside_bytes(self) -> int:
         return sum(b for _, b in self.outside)
 
     def to_json(self) -> str:
-        doc = {"format": "placer-torch-capture", "version": 1, "model": str(self.path) if self.path else None,
+        doc = {"format": "placer-torch-capture", "version": VERSION, "model": str(self.path) if self.path else None,
                "content_hash": self.summary["content_hash"], "parameters": self.parameters,
                "gradients": self.gradients, "optimizer_state": self.optimizer_state, "constants": self.constants,
-               "outside": self.outside, "kernels": self.kernels}
+               "outside": self.outside, "kernels": self.kernels,
+               "calls": self.calls, "folded": self.folded}
         return json.dumps(doc, indent=1)
 
     @classmethod
@@ -72,16 +77,24 @@ class Capture:
             raise CaptureError(f"{side}: no capture beside {model_path.name}; capture() writes it") from None
         except (OSError, ValueError) as e:
             raise CaptureError(f"{side}: cannot read the capture: {e}") from None
-        if doc.get("format") != "placer-torch-capture" or doc.get("version") != 1:
-            raise CaptureError(f"{side}: not a placer_torch capture (version 1)")
+        if doc.get("format") != "placer-torch-capture":
+            raise CaptureError(f"{side}: not a placer_torch capture")
+        if doc.get("version") != VERSION:
+            raise CaptureError(f"{side}: a capture of version {doc.get('version')}; this placer_torch reads "
+                               f"version {VERSION}: capture the step again")
         summary = dict(_core.check_model(model_path.read_text()))
         try:
             if summary["content_hash"] != doc["content_hash"]:
                 raise CaptureError(f"{side}: captured for another model than {model_path} (content hash differs)")
             return cls(model_path, summary, doc["parameters"], doc["gradients"], doc["optimizer_state"],
-                       doc["constants"], [tuple(o) for o in doc["outside"]], doc["kernels"])
+                       doc["constants"], [tuple(o) for o in doc["outside"]], doc["kernels"], doc["calls"],
+                       doc["folded"])
         except (KeyError, TypeError) as e:
             raise CaptureError(f"{side}: malformed capture (missing or wrong field {e})") from None
+
+
+#: The sidecar's version. 2: the aten calls of every placer node, for profile().
+VERSION = 2
 
 
 def sidecar_path(model_path) -> Path:
@@ -163,7 +176,7 @@ def capture(model: torch.nn.Module, example_batch, loss_fn, optimizer, path=None
         b.tensors[f"{q}.grad"]["role"] = "weight_gradient"
         gradients[q] = f"{q}.grad"
 
-    state = _emit_updates(b, updates, gradients)
+    state = _emit_updates(b, updates, gradients, low.calls)
     title = name or type(model).__name__
     meta = {"generator": "placer_torch.capture", "torch": torch.__version__,
             "batch": int(example_batch[0].shape[0]) if example_batch[0].dim() else 1,
@@ -173,7 +186,8 @@ def capture(model: torch.nn.Module, example_batch, loss_fn, optimizer, path=None
     summary = _core.save_model(text, str(path)) if path is not None else _core.check_model(text)
     params = {q: p.numel() for q, p in model.named_parameters()}
     cap = Capture(Path(path) if path is not None else None, dict(summary), params, gradients, state,
-                  dict(b.constants), list(low.outside), low.renamed_kernels())
+                  dict(b.constants), list(low.outside), low.renamed_kernels(), low.calls,
+                  sorted(low.folded - set(low.calls)))
     if path is not None:
         side = sidecar_path(path)
         try:
@@ -234,8 +248,9 @@ def _updates(optimizer, qualified: dict) -> list:
     return out
 
 
-def _emit_updates(b, updates: list, gradients: dict) -> dict:
-    """The optimizer's step, after the backward pass as `optimizer.step()` runs it."""
+def _emit_updates(b, updates: list, gradients: dict, calls: dict) -> dict:
+    """The optimizer's step, after the backward pass as `optimizer.step()` runs it, and
+    per update node the aten calls torch's single-tensor SGD makes for it on a CPU."""
     b.backward = False
     state = {}
     for q, op, attrs in updates:
@@ -250,4 +265,28 @@ def _emit_updates(b, updates: list, gradients: dict) -> dict:
             ups.append(b.tensor(key, w.shape, w.dtype, "optimizer_state"))
             state[key] = key
         b.node(f"{q}.{op}", op, [g], [], attrs, ups)
+        calls[f"{q}.{op}"] = _sgd_calls([_ref(v) for v in ups], _ref(g), attrs)
     return state
+
+
+def _ref(v: Val) -> dict:
+    return {"t": v.name, "base": list(v.shape), "shape": list(v.shape), "perm": None, "dtype": "float32"}
+
+
+def _sgd_calls(ups: list, g: dict, attrs: dict) -> list:
+    """torch.optim.SGD's update of one parameter (its `_single_tensor_sgd`, what a CPU
+    tensor gets): decay into the gradient, the momentum buffer, the step."""
+    calls = []
+
+    def call(name, target, args, kwargs=None):
+        calls.append({"fx": name, "target": target, "args": args, "kwargs": kwargs or {}, "outputs": [None]})
+        return {"fx": name}
+
+    if attrs.get("weight_decay"):
+        g = call("decayed", "aten.add.Tensor", [g, ups[0]], {"alpha": attrs["weight_decay"]})
+    step = g
+    if len(ups) > 1:
+        scaled = call("momentum", "aten.mul_.Scalar", [ups[1], attrs["momentum"]])
+        step = call("buffer", "aten.add_.Tensor", [scaled, g])
+    call("step", "aten.add_.Tensor", [ups[0], step], {"alpha": -attrs["lr"]})
+    return calls

@@ -37,6 +37,12 @@ class Lowering:
         self.outside: list = []
         self.unsupported: dict = {}
         self.poisoned: set = set()
+        #: Per placer node, the aten calls that do its work in torch, in order (what the
+        #: torch-kernel profile replays), and the nodes whose work torch does inside
+        #: another node's calls (layout copies placer needs and torch's ops do themselves).
+        self.calls: dict = {}
+        self.folded: set = set()
+        self.replayed: set = set()
         for n in gm.graph.nodes:
             if n.op == "call_function" and n.target is operator.getitem:
                 self.getitems.setdefault(n.args[0].name, {})[n.args[1]] = n
@@ -120,6 +126,61 @@ class Lowering:
                 inputs.append(v.name if isinstance(v, Val) else None)
         self.kernels.append({"fx": n.name, "target": target, "shapes": shapes, "inputs": inputs,
                              "outputs": outputs, "nodes": nodes})
+        # torch runs this aten op (and any op of no placer node of its own it reads) as
+        # one call; its time goes to the last placer node, whose result it is.
+        chain = self.calls.setdefault(nodes[-1], [])
+        self.folded.update(x for x in nodes[:-1] if x not in self.calls)
+        self.record_call(n, outputs, chain, {c["fx"] for c in chain})
+
+    # -- replay --------------------------------------------------------------------------
+
+    def record_call(self, n, outputs: list, chain: list, seen: set) -> None:
+        """Appends aten node `n` to `chain` as a call torch can replay on placer's
+        buffers, after the calls of the placer-less nodes it reads (a pending
+        log-softmax, the loss's seed)."""
+        self.replayed.add(n.name)
+        args = self.encode(n.args, chain, seen)
+        kwargs = {k: self.encode(v, chain, seen) for k, v in n.kwargs.items()}
+        chain.append({"fx": n.name, "target": str(n.target), "args": args, "kwargs": kwargs, "outputs": outputs})
+        seen.add(n.name)
+
+    def encode(self, a, chain: list, seen: set):
+        """An argument as JSON: a placer tensor seen through torch's view of it, an earlier
+        call's result, a fresh tensor for torch state placer does not hold, or a value."""
+        if isinstance(a, (list, tuple)):
+            return [self.encode(x, chain, seen) for x in a]
+        if isinstance(a, torch.fx.Node):
+            if a.name in seen:
+                return {"fx": a.name}
+            # A node another chain replays is not run twice: what it made that placer
+            # does not hold (batch norm's saved statistics) is read from scratch tensors.
+            if a.target is operator.getitem and not isinstance(self.vals.get(a.name), Val):
+                parent = a.args[0]
+                if (parent.name not in seen and parent.name not in self.replayed and parent.op == "call_function"
+                        and parent.name not in self.const):
+                    self.record_call(parent, [None], chain, seen)
+                if parent.name in seen:
+                    return {"fx": parent.name, "index": a.args[1]}
+            meta = a.meta.get("val")
+            dtype = str(meta.dtype).removeprefix("torch.") if isinstance(meta, torch.Tensor) else None
+            v = self.vals.get(a.name)
+            if isinstance(v, Val):
+                return {"t": v.name, "base": list(v.base_shape), "shape": list(v.shape),
+                        "perm": list(v.perm) if v.perm else None, "dtype": dtype}
+            if (a.op == "call_function" and a.target is not operator.getitem and a.name not in self.const
+                    and a.name not in self.replayed):
+                self.record_call(a, [None], chain, seen)
+                return {"fx": a.name}
+            if dtype is None:
+                raise CaptureError(f"internal: '{a.name}' is neither a tensor nor a call")
+            return {"fresh": list(meta.shape), "dtype": dtype}
+        if isinstance(a, torch.dtype):
+            return {"dtype": str(a).removeprefix("torch.")}
+        if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+            return {"torch": str(a).removeprefix("torch.")}
+        if a is None or isinstance(a, (bool, int, float, str)):
+            return a
+        raise CaptureError(f"internal: an argument of {type(a).__name__} cannot be recorded")
 
     def renamed_kernels(self) -> list:
         """The kernels with the tensor names as the model finally has them."""
@@ -127,6 +188,12 @@ class Lowering:
         for k in self.kernels:
             k["inputs"] = [r.get(x, x) for x in k["inputs"]]
             k["outputs"] = [r.get(x, x) for x in k["outputs"]]
+        for chain in self.calls.values():
+            for c in chain:
+                c["outputs"] = [r.get(x, x) for x in c["outputs"]]
+                _rename_refs(c["args"], r)
+                for v in c["kwargs"].values():
+                    _rename_refs(v, r)
         return self.kernels
 
     def refuse(self, n, what: str) -> None:
@@ -222,3 +289,16 @@ class Lowering:
                 parts.append(self.b.tensor(z, full[:dim] + (s,) + full[dim + 1 :], dy.dtype, "input"))
                 self.b.constants[z] = 0.0
         return self.b.emit(n.name, "concat", parts, [(n.name, full, dy.dtype)], {"axis": dim})[0]
+
+
+def _rename_refs(a, renames: dict) -> None:
+    """Renames the placer tensors an encoded argument refers to, in place."""
+    if isinstance(a, list):
+        for x in a:
+            _rename_refs(x, renames)
+    elif isinstance(a, dict):
+        if "t" in a:
+            a["t"] = renames.get(a["t"], a["t"])
+        else:
+            for x in a.values():
+                _rename_refs(x, renames)

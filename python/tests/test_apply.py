@@ -124,6 +124,31 @@ class Apply(unittest.TestCase):
             self.assertLessEqual(r.dram_peak, budget + r.unplaced_peak, r)
             self.assertGreater(r.unplaced_peak, 0)  # batch norm's running statistics at least
 
+    def test_parameters_and_optimizer_state_live_in_their_pools_memory_with_pages_checked(self):
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.plan)
+        train(m, opt, self.batch, 2, placed)  # the momentum buffers exist after step 1
+        with placed:
+            pass
+        names = {q for q, _ in m.named_parameters()}
+        names |= {f"optimizer.state[{q}].momentum_buffer" for q in names}
+        self.assertEqual(set(placed.homed), names)  # every pool of this host is NUMA-bound
+        for q, p in m.named_parameters():
+            pool, nbytes = placed.homed[q]
+            self.assertEqual(pool, placed.placement.pool_at(q, 0))
+            self.assertEqual(nbytes, p.numel() * 4)
+        rows = placed.pages()
+        self.assertTrue(rows)
+        for pool, tensors, nbytes, asked, on, elsewhere, unknown, per_node in rows:
+            self.assertGreater(asked, 0, pool)
+            self.assertEqual((on, elsewhere, unknown), (asked, 0, 0), pool)
+        self.assertIn("pages checked are on its nodes", placed.report())
+        # Without re-homing nothing moves, and the numbers are the same either way.
+        m2, opt2 = self.fresh()
+        plain = placer_torch.apply(m2, opt2, self.model_path, self.plan, rehome=False)
+        self.assertEqual(train(m2, opt2, self.batch, 3, plain), train(*self.fresh(), self.batch, 3))
+        self.assertEqual(plain.homed, {})
+
     def test_a_plan_for_another_model_is_refused(self):
         other = Path(self.dir.name) / "other.json"
         m = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 10))

@@ -47,6 +47,10 @@ trap cleanup EXIT
 
 truncate -s 1G "$work/nvdimm.img"
 "$placer" zoo lenet-mnist --batch 4 -o "$work/model.json" >/dev/null
+# The torch loop the guest runs under a plan: captured here (tracing under the guest's
+# software CPU would take minutes), from the venv the torch tests use.
+py=$("$repo/scripts/torch/venv.sh")
+"$py" "$repo/python/examples/small_cnn.py" "$work/cnn.json" >/dev/null
 
 # Memory layout and HMAT figures, from the device models (GB/s → MB/s, the unit the
 # kernel and QEMU use for HMAT; latencies in ns).
@@ -81,7 +85,7 @@ PATH="$vm_dir/venv/bin:$vm_dir/root/usr/bin:$PATH" setsid timeout --kill-after=1
     vng --run "$kernel" --disable-kvm --cpus 2 --busybox "$vm_dir/root/bin/busybox" \
     --qemu "$vm_dir/root/usr/bin/qemu-system-x86_64" --rwdir "$work" \
     --qemu-opts="$(echo $qemu_opts)" \
-    -- "$repo/scripts/vm/guest.sh" "$placer" "$repo" "$work" >"$work/vng.log" 2>&1 &
+    -- "$repo/scripts/vm/guest.sh" "$placer" "$repo" "$work" "$py" >"$work/vng.log" 2>&1 &
 vng_pid=$!
 rc=0
 wait "$vng_pid" || rc=$?

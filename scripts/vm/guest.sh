@@ -2,9 +2,10 @@
 # Runs inside the NUMA guest that scripts/vm/check.sh boots: onlines the emulated
 # NVDIMM as a kmem-DAX node, then runs placer's checks and writes every output to
 # OUT (a directory the host shares with the guest). Asserts nothing itself: the host
-# reads OUT (scripts/vm/verify.py). Usage: guest.sh PLACER REPO WORK
+# reads OUT (scripts/vm/verify.py). Usage: guest.sh PLACER REPO WORK [PYTHON]
+# (PYTHON: the torch venv's; then WORK/cnn.json, captured on the host, runs too)
 set -u
-placer=$1 repo=$2 work=$3
+placer=$1 repo=$2 work=$3 py=${4:-}
 out=$work/out
 mkdir -p "$out"
 exec >"$out/guest.log" 2>&1
@@ -78,4 +79,18 @@ step profile "$placer" profile "$model" --checkpoint-dir "$work/checkpoints" --e
     --warmup 0 --reps 1 --max-reps 1 --rounds 1 --design-tolerance 100 --skip-calibrations
 step solve "$placer" solve --checkpoint-dir "$work/checkpoints" --budget 50% --time-limit 20 -o "$work/plan.json" --emulate "$emulate"
 step plan "$placer" run "$model" --plan "$work/plan.json" -n 1 --warmup 1 --emulate "$emulate"
+# The small CNN's own torch loop, captured on the host, under plans made here on the
+# real tiers (no --emulate: apply opens the pools as placer does by default), with its
+# parameters and optimizer state re-homed into their pools' memory and the pages asked
+# of the kernel (scripts/vm/torch_step.py). The ILP's plan, and the all-slow baseline
+# that puts every tensor on the kmem-DAX node.
+if [ -n "$py" ]; then
+    cnn=$work/cnn.json
+    step torch-profile "$placer" profile "$cnn" --checkpoint-dir "$work/torch-checkpoints" \
+        --warmup 0 --reps 1 --max-reps 1 --rounds 1 --design-tolerance 100 --skip-calibrations
+    step torch-solve "$placer" solve "$cnn" --checkpoint-dir "$work/torch-checkpoints" --budget 25% \
+        --time-limit 20 -o "$work/cnn-plan.json" --baseline-plans "$work/cnn-baselines"
+    step torch-plan "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-plan.json"
+    step torch-slow "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-baselines/all-slow.json"
+fi
 echo done >"$out/finished"

@@ -100,6 +100,7 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
     let mut facts = Table::new(&["", "A", "B"]);
     facts.row(vec!["file".into(), a.display().to_string(), b.display().to_string()]);
     facts.row(vec!["mode".into(), c.a.mode.clone(), c.b.mode.clone()]);
+    facts.row(vec!["kernels".into(), c.a.kernels.clone(), c.b.kernels.clone()]);
     facts.row(vec!["host".into(), c.a.host_fingerprint.clone(), c.b.host_fingerprint.clone()]);
     facts.row(vec!["memory".into(), memory(&c.a), memory(&c.b)]);
     let passes = |f: &ProfileFacts| format!("{} of {}", f.passes_done, f.passes_total);

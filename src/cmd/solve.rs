@@ -312,6 +312,9 @@ fn header(
         ),
     };
     t.row(vec!["times".into(), times]);
+    if let Some(k) = profile.and_then(|p| p.kernels.as_ref()) {
+        t.row(vec!["kernels timed".into(), k.describe()]);
+    }
     if let Some(p) = profile {
         let overhead = match &p.step_overhead {
             Some(o) => format!(

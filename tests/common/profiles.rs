@@ -82,6 +82,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
         host_activity: Vec::new(),
         merged_from: Vec::new(),
         model_json: None,
+        kernels: None,
     }
 }
 

@@ -8,6 +8,7 @@ use crate::ExecError;
 use crate::clock::ClockInfo;
 use crate::data::{fill_bytes, fill_plan};
 use crate::invoke::{invoke, scratch_bytes};
+use crate::runner::SharedRunner;
 use placer_ir::ops::{Traffic, node_traffic};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
 use placer_pools::{Buffer, PoolId, PoolSet, busy_wait_ns, busy_wait_until};
@@ -102,6 +103,8 @@ pub struct Executor<'m> {
     broadcast_ns: f64,
     /// Wake every pool thread before each kernel, outside its timing (profiling).
     warm_pool: bool,
+    /// Another framework's kernels, where it has them ([`KernelRunner`]).
+    runner: Option<SharedRunner>,
 }
 
 impl<'m> Executor<'m> {
@@ -129,7 +132,8 @@ impl<'m> Executor<'m> {
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
         let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
         let broadcast_ns = if pools.any_emulated() { broadcast_cost_ns() } else { 0.0 };
-        let mut exec = Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns, warm_pool: false };
+        let mut exec =
+            Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns, warm_pool: false, runner: None };
         exec.fill(seed)?;
         Ok(exec)
     }
@@ -273,6 +277,11 @@ impl<'m> Executor<'m> {
         self.warm_pool = warm;
     }
 
+    /// Runs nodes with `runner`'s kernels where it has one, placer's elsewhere.
+    pub fn set_runner(&mut self, runner: Option<SharedRunner>) {
+        self.runner = runner;
+    }
+
     /// Runs one node's kernel, then waits what emulated pools charge for it; returns
     /// (kernel time including the wait, the wait), in ns.
     fn run_node(&mut self, n: NodeId) -> Result<(f64, f64), ExecError> {
@@ -285,7 +294,9 @@ impl<'m> Executor<'m> {
             let buffer = self.buffers[t.index()].take().ok_or_else(|| missing(&model.tensor(t).name))?;
             written.push((t, buffer));
         }
-        if self.warm_pool {
+        // Another framework's kernels do not run on this pool: woken, its threads would
+        // only spin beside them.
+        if self.warm_pool && self.runner.is_none() {
             rayon::broadcast(|_| ());
         }
         let start = Instant::now();
@@ -295,9 +306,7 @@ impl<'m> Executor<'m> {
         }
         let kernel_ns = result?;
         let wait = wait_on_every_thread(self.emulated_ns(n, kernel_ns), self.broadcast_ns);
-        // With a wait, time the whole span so the kernel's figure is what it would
-        // take on the slow device; without one, keep the kernel's own tight timing.
-        let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
+        let total = charged_ns(start, kernel_ns, wait, self.runner.is_some());
         Ok((total, wait))
     }
 
@@ -313,7 +322,7 @@ impl<'m> Executor<'m> {
         let scratch_bytes = self.scratch.len_bytes() as u64;
         let scratch =
             self.scratch.as_f32_mut().map_err(|source| ExecError::Scratch { bytes: scratch_bytes, error: source })?;
-        invoke(model, n, &inputs, outs, scratch)
+        invoke(model, n, &inputs, outs, scratch, self.runner.as_ref())
     }
 
     /// Runs the whole schedule once.
@@ -394,6 +403,19 @@ impl<'m> Executor<'m> {
 /// them, which real slow memory does not. Waits shorter than the broadcast itself spin
 /// on this thread only. (An asynchronous `spawn_broadcast` was tried first: its leftover
 /// jobs made later parallel kernels up to 2x slower.)
+/// A kernel's time with its emulated `wait`. With a wait, placer's own kernels are timed
+/// over the whole span, so the figure is what the kernel would take on the slow device;
+/// without one, the kernel's own tight timing stands. A runner's kernel adds the wait to
+/// the time it measured itself: the span would also hold its calling overhead (building
+/// torch's tensors over the operands), which its kernels never pay in training.
+pub(crate) fn charged_ns(start: Instant, kernel_ns: f64, wait: f64, runner: bool) -> f64 {
+    match (wait > 0.0, runner) {
+        (false, _) => kernel_ns,
+        (true, false) => start.elapsed().as_nanos() as f64,
+        (true, true) => kernel_ns + wait,
+    }
+}
+
 pub(crate) fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
     if ns <= 0.0 {
         return 0.0;

@@ -2,6 +2,7 @@
 //! buffer, or a slot of an arena).
 
 use crate::ExecError;
+use crate::runner::SharedRunner;
 use placer_ir::{DType, Model, NodeId, TensorId};
 use placer_kernels::dispatch::{self, Arg, In, Out};
 use placer_pools::PoolError;
@@ -40,15 +41,25 @@ pub(crate) fn scratch_bytes(model: &Model, n: NodeId) -> u64 {
 }
 
 /// Runs node `n`: `inputs` in `node.inputs` order, `written` as the node's updates then
-/// its outputs. Returns the kernel's own time in ns.
+/// its outputs, with `runner`'s kernel when it has one for `n`, else placer's. Returns
+/// the kernel's own time in ns.
 pub(crate) fn invoke(
     model: &Model,
     n: NodeId,
     inputs: &[&[u8]],
-    written: Vec<&mut [u8]>,
+    mut written: Vec<&mut [u8]>,
     scratch: &mut [f32],
+    runner: Option<&SharedRunner>,
 ) -> Result<f64, ExecError> {
     let node = model.node(n);
+    if let Some(runner) = runner {
+        let failed = |reason: String| ExecError::Runner { node: node.name.clone(), reason };
+        // A runner that panicked once is not trusted again.
+        let mut runner = runner.lock().map_err(|_| failed("the kernel runner failed earlier".into()))?;
+        if let Some(ns) = runner.run(n, inputs, &mut written).map_err(failed)? {
+            return Ok(ns);
+        }
+    }
     let args = node.inputs.iter().zip(inputs).map(|(&t, b)| input(model, t, b)).collect::<Result<Vec<_>, _>>()?;
     let ids = node.updates.iter().chain(&node.outputs);
     let mut outs = ids.zip(written).map(|(&t, b)| output(model, t, b)).collect::<Result<Vec<_>, _>>()?;

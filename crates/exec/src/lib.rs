@@ -10,6 +10,7 @@ mod launcher;
 mod layout;
 mod plan_run;
 mod planned;
+mod runner;
 mod stats;
 mod summary;
 
@@ -20,6 +21,7 @@ pub use launcher::as_launcher;
 pub use layout::first_fit;
 pub use plan_run::{PlanExecutor, PlanRunReport, PlanStepTimes};
 pub use planned::{CopyKind, ExecPlan, PlannedMove, PlannedSpan, SideWaits, reserved_bytes};
+pub use runner::{KernelRunner, SharedRunner};
 pub use stats::Stats;
 pub use summary::{KernelRow, OpRow, RunSummary};
 
@@ -45,6 +47,9 @@ pub enum ExecError {
     /// refuses; reported rather than panicking all the same.
     #[error("tensor '{tensor}' is read and written by the same node")]
     BufferInUse { tensor: String },
+    /// A kernel runner other than placer's own failed on a node.
+    #[error("node '{node}': {reason}")]
+    Runner { node: String, reason: String },
     #[error("plan: {reason}")]
     Plan { reason: String },
     #[error("background copy: {reason}")]

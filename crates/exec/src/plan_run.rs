@@ -6,9 +6,10 @@
 use crate::ExecError;
 use crate::clock::ClockInfo;
 use crate::data::{fill_bytes, fill_plan};
-use crate::executor::{EmulatedPoolUse, RunOptions, broadcast_cost_ns, wait_on_every_thread};
+use crate::executor::{EmulatedPoolUse, RunOptions, broadcast_cost_ns, charged_ns, wait_on_every_thread};
 use crate::invoke::{invoke, scratch_bytes};
 use crate::planned::{CopyKind, ExecPlan, PlannedMove, reserved_bytes};
+use crate::runner::SharedRunner;
 use placer_ir::ops::{Traffic, node_traffic};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
 use placer_pools::{Arenas, CopyTicket, PoolError, PoolSet, Slot};
@@ -94,6 +95,8 @@ pub struct PlanExecutor<'m> {
     /// Wake every pool thread before each kernel, outside its timing (profiling; see
     /// `Executor::set_warm_pool`).
     warm_pool: bool,
+    /// See `Executor::set_runner`.
+    runner: Option<SharedRunner>,
 }
 
 impl<'m> PlanExecutor<'m> {
@@ -129,6 +132,7 @@ impl<'m> PlanExecutor<'m> {
             arenas,
             pools,
             warm_pool: false,
+            runner: None,
         };
         exec.fill(seed)?;
         Ok(exec)
@@ -179,6 +183,11 @@ impl<'m> PlanExecutor<'m> {
     /// As `Executor::set_warm_pool`: profiling times kernels this way in both executors.
     pub fn set_warm_pool(&mut self, warm: bool) {
         self.warm_pool = warm;
+    }
+
+    /// As `Executor::set_runner`.
+    pub fn set_runner(&mut self, runner: Option<SharedRunner>) {
+        self.runner = runner;
     }
 
     pub fn pools(&self) -> &PoolSet {
@@ -251,7 +260,9 @@ impl<'m> PlanExecutor<'m> {
             writes.push(scratch);
         }
         let dram = self.arenas.in_use_of(placer_pools::PoolId(0));
-        if self.warm_pool {
+        // Another framework's kernels do not run on this pool: woken, its threads would
+        // only spin beside them.
+        if self.warm_pool && self.runner.is_none() {
             rayon::broadcast(|_| ());
         }
         let start = Instant::now();
@@ -268,9 +279,9 @@ impl<'m> PlanExecutor<'m> {
                 error: PoolError::BadView { len, what: "f32" },
             })?;
         }
-        let kernel_ns = invoke(model, n, &inputs, outs, scratch_view)?;
+        let kernel_ns = invoke(model, n, &inputs, outs, scratch_view, self.runner.as_ref())?;
         let wait = wait_on_every_thread(self.emulated_ns(n, step, kernel_ns), self.broadcast_ns);
-        let total = if wait > 0.0 { start.elapsed().as_nanos() as f64 } else { kernel_ns };
+        let total = charged_ns(start, kernel_ns, wait, self.runner.is_some());
         if scratch_len > 0 {
             self.arenas.release(scratch).map_err(|source| ExecError::Scratch { bytes: scratch_len, error: source })?;
         }

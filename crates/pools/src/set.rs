@@ -124,6 +124,13 @@ impl PoolSet {
         Ok(Buffer { region, pool })
     }
 
+    /// Where `buffer`'s pages are now, asked of the kernel (not remembered from the
+    /// allocation), for a pool bound to NUMA nodes; `None` for one that is not.
+    pub fn query_pages(&self, buffer: &Buffer) -> Option<crate::alloc::numa::PagePlacement> {
+        let nodes = self.pool(buffer.pool()).backend.checked_nodes();
+        (!nodes.is_empty()).then(|| crate::alloc::numa::PagePlacement::query(buffer.bytes(), nodes))
+    }
+
     /// Returns a buffer's bytes to its pool.
     pub fn free(&mut self, buffer: Buffer) {
         let p = &mut self.pools[buffer.pool.index()];

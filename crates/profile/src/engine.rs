@@ -4,7 +4,7 @@
 
 use crate::ProfileError;
 use crate::record::{Protocol, Steps};
-use placer_exec::{ExecError, ExecPlan, Executor, PlanExecutor, PoolAssignment};
+use placer_exec::{ExecError, ExecPlan, Executor, PlanExecutor, PoolAssignment, SharedRunner};
 use placer_ir::{Model, NodeId};
 use placer_pools::PoolSet;
 
@@ -12,6 +12,8 @@ use placer_pools::PoolSet;
 pub struct Engine<'m> {
     seed: u64,
     kind: Kind<'m>,
+    /// Another framework's kernels, given to every executor the engine makes.
+    runner: Option<SharedRunner>,
 }
 
 #[derive(Debug)]
@@ -25,22 +27,25 @@ enum Kind<'m> {
 }
 
 impl<'m> Engine<'m> {
-    /// The engine `protocol.steps` calls for, in the placement `base`.
+    /// The engine `protocol.steps` calls for, in the placement `base`, timing `runner`'s
+    /// kernels where it has them.
     pub fn new(
         model: &'m Model,
         pools: PoolSet,
         base: &PoolAssignment,
         protocol: &Protocol,
+        runner: Option<SharedRunner>,
     ) -> Result<Engine<'m>, ProfileError> {
         let kind = match protocol.steps {
             Steps::Live => Kind::Live { model, pools, exec: None },
             Steps::Whole | Steps::Picked => {
                 let mut exec = Executor::new(model, pools, base, protocol.seed)?;
                 exec.set_warm_pool(true);
+                exec.set_runner(runner.clone());
                 Kind::Resident(exec)
             }
         };
-        Ok(Engine { seed: protocol.seed, kind })
+        Ok(Engine { seed: protocol.seed, kind, runner })
     }
 
     /// Puts every tensor where `placement` says, and what steps update back to its
@@ -57,6 +62,7 @@ impl<'m> Engine<'m> {
                 let plan = ExecPlan::resident(model, placement, pools.pools().len());
                 let mut next = PlanExecutor::new(model, pools.clone(), plan, self.seed)?;
                 next.set_warm_pool(true);
+                next.set_runner(self.runner.clone());
                 *exec = Some(next);
             }
         }

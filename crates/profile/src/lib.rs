@@ -25,9 +25,9 @@ pub use record::codec::{
 pub use record::mismatch::{RESUME, Sides, differences, mismatch};
 pub use record::{
     ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, Design, DesignRecord, DesignSpec, DesignSummary, FORMAT_NAME,
-    FORMAT_VERSION, FamilyVerdict, Fit, Interference, KernelPairs, LONG_KERNEL_NS, Measurement, Mode, OpInterference,
-    PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE,
-    RoundCheck, Shard, ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+    FORMAT_VERSION, FamilyVerdict, Fit, Interference, KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode,
+    OpInterference, PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol,
+    ROUND_NOISE, RoundCheck, Shard, ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
 };
 
 // What to measure, and in which passes.
@@ -46,9 +46,10 @@ pub use tasks::{
 pub use interference::{CopyBench, FIXED_MIN_NS, FIXED_PAIRS as INTERFERENCE_FIXED_PAIRS, PAIRS as INTERFERENCE_PAIRS};
 pub use lock::{CheckpointLock, lock as lock_checkpoint, lock_path};
 pub use profiler::{
-    LIVE_STEP_FLOPS, PassSchedule, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK, calibrates_interference,
-    check_passes, checkpoint_name, checkpoint_name_of, checkpoint_stem, default_steps, footprint_fits, is_finished,
-    measures_step_overhead, profile_into_dir, run_to_checkpoint, schedule as schedule_profile,
+    Foreign, LIVE_STEP_FLOPS, PassSchedule, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK,
+    calibrates_interference, check_passes, checkpoint_name, checkpoint_name_of, checkpoint_stem, default_steps,
+    footprint_fits, is_finished, measures_step_overhead, profile_into_dir, run_to_checkpoint,
+    schedule as schedule_profile,
 };
 
 // Reading profiles back: the latest for a model, exports, merges, comparisons.

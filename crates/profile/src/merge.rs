@@ -160,6 +160,15 @@ pub fn merge(mut shards: Vec<(PathBuf, Profile)>, mixed_hosts: bool) -> Result<M
             };
             return Err(refuse(format!("the shards do not belong together: {why}{hint}")));
         }
+        if p.kernels != first.kernels {
+            return Err(refuse(format!(
+                "the shards do not belong together: {} timed {}, {} timed {}",
+                who(&first_shard, first_path),
+                kernels_of(first),
+                who(shard, path),
+                kernels_of(p)
+            )));
+        }
         if shard.count != first_shard.count || shard.schedule_passes != first_shard.schedule_passes {
             return Err(refuse(format!(
                 "the shards do not belong together: shard count {} in {}, {} in {}",
@@ -305,8 +314,14 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
         host_activity: activity,
         merged_from: sources,
         model_json: first.model_json.clone(),
+        kernels: first.kernels.clone(),
     };
     Merged { profile, disagreements }
+}
+
+/// Whose kernels a profile timed, in words.
+pub(crate) fn kernels_of(p: &Profile) -> String {
+    p.kernels.as_ref().map_or_else(|| "placer's kernels".to_string(), |k| k.label.clone())
 }
 
 /// Each kernel's median reference-pass time over the shards, leaving out the one at

@@ -38,6 +38,32 @@ fn the_model_round_trips_and_a_version_16_checkpoint_reads_as_one_without_it() {
 }
 
 #[test]
+fn another_frameworks_kernels_round_trip_and_a_file_without_them_was_timed_by_placers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("p.ckpt");
+    let mut p = profile("m", 10);
+    p.model_json = Some("{}".into());
+    let ours = placer_profile::encode_checkpoint(&p).expect("encodes");
+    p.kernels = Some(placer_profile::KernelSource {
+        label: "torch 2.15.0 (aten ops, eager, CPU, 2 threads)".into(),
+        tag: "torch".into(),
+        placer_nodes: vec!["w.grad".into()],
+        folded_nodes: vec!["conv.conv".into(), "mm".into()],
+    });
+    let theirs = placer_profile::encode_checkpoint(&p).expect("encodes");
+    assert!(theirs.starts_with(&ours), "the source follows everything a file of placer's kernels holds");
+    placer_profile::save_checkpoint(&path, &p).expect("saves");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
+    std::fs::write(&path, &ours).expect("write");
+    assert_eq!(placer_profile::load_checkpoint(&path).expect("loads").kernels, None);
+    let described = p.kernels.as_ref().map(|k| k.describe()).unwrap_or_default();
+    assert_eq!(
+        described,
+        "torch 2.15.0 (aten ops, eager, CPU, 2 threads); 1 node(s) timed by placer's kernels, 2 folded into another node's kernel"
+    );
+}
+
+#[test]
 fn damaged_and_foreign_files_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = placer_profile::encode_checkpoint(&profile("m", 100)).expect("encodes");

@@ -6,16 +6,32 @@
 //! Every function takes and returns plain Python values (str, int, dict): no Rust type
 //! crosses into Python, so the surface stays as small as the format.
 
+mod homes;
 mod placement;
+mod profile;
 
+use placer_host::{EmulateChoice, Host, HostOptions};
 use placer_ir::{Liveness, MemoryProfile, Model, Role};
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 
 create_exception!(_core, ModelError, PyValueError, "A model placer-ir refuses, or cannot write.");
+create_exception!(_core, ProfileError, PyRuntimeError, "A profile that could not be measured or saved.");
+
+/// This host's memory tiers, opened as `placer run` and `placer profile` open them (the
+/// same cache directory, PLACER_CACHE_DIR).
+pub(crate) fn open_host() -> PyResult<Host> {
+    let options = HostOptions {
+        topology_xml: None,
+        host_file: None,
+        emulate: EmulateChoice::Default,
+        cache_dir: placer_host::cache::default_dir(),
+    };
+    Host::open(&options).map_err(|e| ModelError::new_err(format!("cannot determine the memory pools: {e}")))
+}
 
 /// Parses and validates model.json text; the error is one line: how many problems, and
 /// the first with its location.
@@ -58,13 +74,40 @@ fn save_model<'py>(py: Python<'py>, text: &str, path: PathBuf) -> PyResult<Bound
     summary(py, &model)
 }
 
+/// A node's name, its inputs' names, and the names of the tensors it writes.
+type NodeOperands = (String, Vec<String>, Vec<String>);
+
+/// Every node of the model at `path`, in the order the executor numbers them: (name,
+/// input tensor names, written tensor names: its updates, then its outputs), as a
+/// kernel runner receives their bytes.
+#[pyfunction]
+fn node_operands(path: PathBuf) -> PyResult<Vec<NodeOperands>> {
+    let model = placer_ir::load_model(&path).map_err(|e| ModelError::new_err(e.to_string()))?;
+    let name = |t: &placer_ir::TensorId| model.tensor(*t).name.clone();
+    Ok(model
+        .nodes()
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                n.inputs.iter().map(name).collect(),
+                n.updates.iter().chain(&n.outputs).map(name).collect(),
+            )
+        })
+        .collect())
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ModelError", m.py().get_type::<ModelError>())?;
+    m.add("ProfileError", m.py().get_type::<ProfileError>())?;
     m.add("FORMAT_VERSION", placer_ir::FORMAT_VERSION)?;
+    m.add_function(wrap_pyfunction!(profile::profile, m)?)?;
+    m.add_function(wrap_pyfunction!(node_operands, m)?)?;
     m.add_function(wrap_pyfunction!(check_model, m)?)?;
     m.add_function(wrap_pyfunction!(save_model, m)?)?;
     m.add_function(wrap_pyfunction!(placement::busy_wait, m)?)?;
     m.add_class::<placement::Placement>()?;
+    m.add_class::<homes::Homes>()?;
     Ok(())
 }

@@ -6,7 +6,6 @@
 
 use crate::ModelError;
 use placer_exec::ExecPlan;
-use placer_host::{EmulateChoice, Host, HostOptions};
 use placer_ir::{Model, TensorId};
 use placer_pools::PoolSet;
 use placer_solve::{MoveKind, Plan};
@@ -35,6 +34,10 @@ impl std::fmt::Debug for Placement {
 }
 
 impl Placement {
+    pub(crate) fn pool_set(&self) -> &PoolSet {
+        &self.pools
+    }
+
     fn tensor(&self, name: &str) -> PyResult<TensorId> {
         self.tensors.get(name).copied().ok_or_else(|| err(format!("the model has no tensor '{name}'")))
     }
@@ -48,13 +51,7 @@ impl Placement {
     fn new(model: PathBuf, plan: PathBuf) -> PyResult<Placement> {
         let model = placer_ir::load_model(&model).map_err(err)?;
         let plan = Plan::load(&plan).map_err(err)?;
-        let options = HostOptions {
-            topology_xml: None,
-            host_file: None,
-            emulate: EmulateChoice::Default,
-            cache_dir: placer_host::cache::default_dir(),
-        };
-        let mut host = Host::open(&options).map_err(|e| err(format!("cannot determine the memory pools: {e}")))?;
+        let mut host = crate::open_host()?;
         let pools = host.pool_set().map_err(|e| err(format!("cannot open the memory pools: {e}")))?;
         let exec = placer_solve::exec_plan(&plan, &model, &pools).map_err(err)?;
         let tensors = model.tensors().iter().enumerate().map(|(i, t)| (t.name.clone(), TensorId(i as u32))).collect();

@@ -183,8 +183,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         shard: args.shard,
         mixed_hosts: args.mixed_hosts,
         skip_calibrations: args.skip_calibrations,
+        foreign: None,
     };
-    let path = args.checkpoint_dir.join(placer_profile::checkpoint_name(&model, &options.mode, options.shard));
+    let path = args.checkpoint_dir.join(placer_profile::checkpoint_name(&model, &options.mode, options.shard, None));
     // Exporting needs no match: a checkpoint that is finished, or that was made with
     // other settings (protocol, host, pools...), is exported as it is, measuring nothing.
     let export_as_is = match args.export {

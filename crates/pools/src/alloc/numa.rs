@@ -162,7 +162,7 @@ impl PagePlacement {
         PagePlacement::query(bytes, wanted)
     }
 
-    fn query(bytes: &[u8], wanted: &[u32]) -> PagePlacement {
+    pub(crate) fn query(bytes: &[u8], wanted: &[u32]) -> PagePlacement {
         let page = page_size();
         let pages = bytes.len().div_ceil(page);
         let stride = pages.div_ceil(MAX_PAGES_QUERIED).max(1);

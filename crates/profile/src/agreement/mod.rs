@@ -50,6 +50,8 @@ impl Default for CompareOptions {
 pub struct ProfileFacts {
     /// `Mode::label()`: "single" or "simultaneous (...)".
     pub mode: String,
+    /// Whose kernels were timed: "placer's kernels", or another framework's in words.
+    pub kernels: String,
     pub host_fingerprint: String,
     pub emulated: bool,
     pub passes_total: u32,
@@ -62,6 +64,7 @@ impl ProfileFacts {
     fn of(p: &Profile) -> ProfileFacts {
         ProfileFacts {
             mode: p.header.mode.label(),
+            kernels: p.kernels.as_ref().map_or_else(|| "placer's".to_string(), |k| k.describe()),
             host_fingerprint: p.header.host_fingerprint.clone(),
             emulated: p.header.emulated || p.header.pools.iter().any(|pool| pool.emulated_as.is_some()),
             passes_total: p.passes_total,

@@ -82,6 +82,7 @@ fn profile(max_simultaneous: u32, measurements: Vec<Measurement>) -> Profile {
         host_activity: Vec::new(),
         merged_from: Vec::new(),
         model_json: None,
+        kernels: None,
     }
 }
 

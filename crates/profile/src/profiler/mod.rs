@@ -41,6 +41,16 @@ pub struct ProfileOptions {
     /// solve then charges each copy's whole CPU time and no step overhead, and says so.
     /// Not part of the checkpoint's identity: a later run without it measures them.
     pub skip_calibrations: bool,
+    /// Time another framework's kernels instead of placer's own, where it has them.
+    /// Recorded in the checkpoint ([`Profile::kernels`]) and in its file name.
+    pub foreign: Option<Foreign>,
+}
+
+/// Another framework's kernels, and what the checkpoint records of them.
+#[derive(Debug, Clone)]
+pub struct Foreign {
+    pub runner: placer_exec::SharedRunner,
+    pub source: crate::record::KernelSource,
 }
 
 impl ProfileOptions {
@@ -75,6 +85,7 @@ impl ProfileOptions {
             shard: None,
             mixed_hosts: false,
             skip_calibrations: false,
+            foreign: None,
         }
     }
 }
@@ -139,13 +150,19 @@ pub struct PassSchedule {
     pub mixed_hosts: bool,
     /// See [`ProfileOptions::skip_calibrations`].
     pub skip_calibrations: bool,
+    /// See [`ProfileOptions::foreign`].
+    pub foreign: Option<Foreign>,
 }
 
 /// `<model>-<hash>-<mode>.ckpt`: one file per model and mode, so single and
 /// simultaneous profiles of one model sit side by side; a shard's ends in
-/// `-shardIofN.ckpt`.
-pub fn checkpoint_name(model: &Model, mode: &Mode, shard: Option<(u32, u32)>) -> String {
-    let name = checkpoint_name_of(model.name(), &model.content_hash(), mode);
+/// `-shardIofN.ckpt`, and one of another framework's kernels in `-<tag>.ckpt`
+/// (`-torch.ckpt`).
+pub fn checkpoint_name(model: &Model, mode: &Mode, shard: Option<(u32, u32)>, foreign: Option<&Foreign>) -> String {
+    let mut name = checkpoint_name_of(model.name(), &model.content_hash(), mode);
+    if let Some(f) = foreign {
+        name = format!("{}-{}.ckpt", name.trim_end_matches(".ckpt"), f.source.tag);
+    }
     match shard {
         Some((i, n)) => format!("{}-shard{i}of{n}.ckpt", name.trim_end_matches(".ckpt")),
         None => name,
@@ -279,6 +296,7 @@ pub fn schedule(
         require_quiet: options.require_quiet,
         mixed_hosts: options.mixed_hosts,
         skip_calibrations: options.skip_calibrations,
+        foreign: options.foreign.clone(),
     })
 }
 

@@ -59,7 +59,7 @@ pub fn profile_into_dir(
     on_pass: &mut dyn FnMut(Progress),
 ) -> Result<ProfileOutcome, ProfileError> {
     let plan = schedule(model, &pools, host_fingerprint, options)?;
-    let path = dir.join(checkpoint_name(model, &options.mode, options.shard));
+    let path = dir.join(checkpoint_name(model, &options.mode, options.shard, options.foreign.as_ref()));
     std::fs::create_dir_all(dir).map_err(|source| ProfileError::CreateDir { path: dir.to_path_buf(), source })?;
     run_to_checkpoint(model, pools, &plan, &path, false, on_pass)
 }
@@ -110,6 +110,17 @@ pub fn run_to_checkpoint(
                     ),
                 });
             }
+            let ours = plan.foreign.as_ref().map(|f| &f.source);
+            if old.kernels.as_ref() != ours {
+                let now = ours.map_or_else(|| "placer's kernels".to_string(), |k| k.label.clone());
+                return Err(ProfileError::Mismatch {
+                    reason: format!(
+                        "checkpoint {}: it timed {}, this run times {now}; use --fresh to start over (it will be replaced)",
+                        path.display(),
+                        crate::merge::kernels_of(&old)
+                    ),
+                });
+            }
             old.header.model_source = plan.header.model_source.clone();
             // A checkpoint of version 16 carries no model; the hash says this is it.
             old.model_json.get_or_insert_with(|| model.to_json());
@@ -132,6 +143,7 @@ pub fn run_to_checkpoint(
             host_activity: Vec::new(),
             merged_from: Vec::new(),
             model_json: Some(model.to_json()),
+            kernels: plan.foreign.as_ref().map(|f| f.source.clone()),
         },
     };
     profile.clock_resolution_ns = clock.resolution_ns;
@@ -202,7 +214,13 @@ pub fn run_to_checkpoint(
         profile.interference = Some(calibration);
         checkpoint::save(path, &profile)?;
     }
-    if profile.step_overhead.is_none() && !plan.skip_calibrations && measures_step_overhead(&plan.header) {
+    // Not for another framework's kernels: placer's executor's overhead is not theirs, and
+    // a step of theirs through the runner would time the runner's calling overhead.
+    if profile.step_overhead.is_none()
+        && !plan.skip_calibrations
+        && plan.foreign.is_none()
+        && measures_step_overhead(&plan.header)
+    {
         // The passes' engine goes first: the steps below reserve an arena of their own.
         drop(runner.take());
         let base = base_placement(model, &plan.pins);
@@ -383,7 +401,7 @@ fn resident_engine<'m>(cx: &RunContext<'m, '_>) -> Result<Engine<'m>, ProfileErr
     let (model, plan) = (cx.model, cx.plan);
     let protocol = Protocol { steps: Steps::Whole, ..plan.header.protocol.clone() };
     let base = base_placement(model, &plan.pins);
-    let mut engine = Engine::new(model, cx.pools.clone(), &base, &protocol)?;
+    let mut engine = Engine::new(model, cx.pools.clone(), &base, &protocol, runner_of(plan))?;
     fill_by_steps(&mut engine, model, &base, &protocol)?;
     Ok(engine)
 }
@@ -403,6 +421,10 @@ fn fill_by_steps(
     Ok(())
 }
 
+fn runner_of(plan: &PassSchedule) -> Option<placer_exec::SharedRunner> {
+    plan.foreign.as_ref().map(|f| f.runner.clone())
+}
+
 fn live<'r, 'm>(
     cx: &RunContext<'m, '_>,
     runner: &'r mut Option<Runner<'m>>,
@@ -413,7 +435,7 @@ fn live<'r, 'm>(
     }
     let (model, plan, path) = (cx.model, cx.plan, cx.path);
     let base = base_placement(model, &plan.pins);
-    let mut engine = Engine::new(model, cx.pools.clone(), &base, &plan.header.protocol)?;
+    let mut engine = Engine::new(model, cx.pools.clone(), &base, &plan.header.protocol, runner_of(plan))?;
     let start = Instant::now();
     if profile.reference_ns.is_empty() {
         profile.reference_ns = reference_pass(&mut engine, model, &base, &plan.header.protocol)?;

@@ -4,7 +4,9 @@
 //!
 //! Layout: `placer-profile\n` magic, then a little-endian u32 format version, then the
 //! bincode body, then (from version 17) the profiled model's JSON as a bincode
-//! `Option<String>`. The version is read before the body, so a file from another version
+//! `Option<String>`, then, for a profile of another framework's kernels only, its
+//! [`super::KernelSource`] as a bincode `Option` (a file that ends after the model was
+//! timed by placer's kernels, as every earlier one was). The version is read before the body, so a file from another version
 //! is refused by name rather than misread. Version 16, the same body with no model after
 //! it, is read as version 17 without a model.
 
@@ -69,6 +71,9 @@ pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
     bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     bincode::serde::encode_into_std_write(profile, &mut bytes, config()).map_err(|e| e.to_string())?;
     bincode::serde::encode_into_std_write(&profile.model_json, &mut bytes, config()).map_err(|e| e.to_string())?;
+    if profile.kernels.is_some() {
+        bincode::serde::encode_into_std_write(&profile.kernels, &mut bytes, config()).map_err(|e| e.to_string())?;
+    }
     Ok(bytes)
 }
 
@@ -103,6 +108,14 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
                 .map_err(|e| bad(damage(e)))?;
         profile.model_json = model_json;
         read_all += read;
+        let rest = &rest[read..];
+        if !rest.is_empty() {
+            let (kernels, read): (Option<super::KernelSource>, usize) =
+                with_limit_for!(rest.len() as u64, |config| bincode::serde::decode_from_slice(rest, config))
+                    .map_err(|e| bad(damage(e)))?;
+            profile.kernels = kernels;
+            read_all += read;
+        }
     }
     if read_all != body.len() {
         return Err(bad(format!("damaged: {} trailing bytes", body.len() - read_all)));

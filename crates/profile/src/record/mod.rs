@@ -315,6 +315,38 @@ pub struct Profile {
     /// decodes it; `None` in checkpoints of version 16.
     #[serde(skip)]
     pub model_json: Option<String>,
+    /// Whose kernels were timed, when not placer's own (`None`): another framework's,
+    /// through a `placer_exec::KernelRunner`. Stored after the model ([`codec`]); absent
+    /// from every earlier checkpoint, which placer's kernels timed.
+    #[serde(skip)]
+    pub kernels: Option<KernelSource>,
+}
+
+/// The kernels a profile timed when they were not placer's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelSource {
+    /// What ran them, in words: `torch 2.15.0 (aten ops, eager, CPU)`.
+    pub label: String,
+    /// A short name for file names: `torch`.
+    pub tag: String,
+    /// Nodes the runner has no kernel for, timed with placer's own.
+    pub placer_nodes: Vec<String>,
+    /// Nodes charged no kernel time, only their operands' emulated wait: their work is
+    /// done inside another node's kernel (a layout copy placer needs and torch's op does
+    /// itself).
+    pub folded_nodes: Vec<String>,
+}
+
+impl KernelSource {
+    /// `torch 2.15.0 (aten ops, eager, CPU); 3 nodes by placer's kernels, 12 folded`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}; {} node(s) timed by placer's kernels, {} folded into another node's kernel",
+            self.label,
+            self.placer_nodes.len(),
+            self.folded_nodes.len()
+        )
+    }
 }
 
 /// One shard of a merged profile: where and how it was measured, and how fast its host

@@ -79,6 +79,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
         host_activity: Vec::new(),
         merged_from: Vec::new(),
         model_json: None,
+        kernels: None,
     }
 }
 

@@ -1,0 +1,185 @@
+"""profile(): placer's profiler timing torch's own aten ops.
+
+The runner is checked on its own first (each node's replayed calls compute what torch
+computes, on the executor's bytes, in place), then through the Rust profiler: a
+checkpoint that says whose kernels it timed, that `placer compare` and `placer solve`
+read, that resumes after an interruption and that refuses another kind's checkpoint.
+Needs this build's `placer`: tests/torch.rs passes it as PLACER_BIN.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import placer_torch
+from placer_torch import _core
+from placer_torch.capture import sidecar_path
+from test_capture import SmallCnn, small_batch
+
+
+def placer(*args, env, ok=(0,)):
+    out = subprocess.run([os.environ["PLACER_BIN"], *args], capture_output=True, text=True, env=env)
+    if out.returncode not in ok:
+        raise AssertionError(f"placer {' '.join(args)} exited {out.returncode}:\n{out.stderr}")
+    return out.stdout
+
+
+def operand(t: torch.Tensor):
+    return (t.data_ptr(), t.numel() * t.element_size())
+
+
+class Runner(unittest.TestCase):
+    """TorchKernels called as the executor calls it, on tensors standing for its buffers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        cls.path = Path(cls.dir.name) / "cnn.json"
+        torch.manual_seed(0)
+        cls.model = SmallCnn()
+        cls.opt = torch.optim.SGD(cls.model.parameters(), lr=0.05, momentum=0.9, weight_decay=1e-4)
+        cls.cap = placer_torch.capture(cls.model, small_batch(8), nn.CrossEntropyLoss(), cls.opt, cls.path)
+        cls.runner = placer_torch.TorchKernels(cls.path, placer_torch.Capture.load(cls.path))
+        cls.index = {name: i for i, (name, _, _) in enumerate(cls.runner.nodes)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def run_node(self, name, inputs, written):
+        return self.runner(self.index[name], [operand(t) for t in inputs], [operand(t) for t in written])
+
+    def test_a_convolution_runs_torchs_op_on_the_operands_bytes(self):
+        name, ins, outs = self.runner.nodes[self.index["convolution"]]
+        self.assertEqual(ins, ["batch[0]", "conv1.weight"])
+        x, w = torch.randn(8, 3, 16, 16), torch.randn(8, 3, 3, 3)
+        y = torch.zeros(8, 8, 16, 16)
+        ns = self.run_node(name, [x, w], [y])
+        self.assertGreater(ns, 0)
+        torch.testing.assert_close(y, nn.functional.conv2d(x, w, padding=1), rtol=0, atol=0)
+
+    def test_the_loss_replays_log_softmax_then_nll_loss(self):
+        name = next(n for n, c in self.cap.calls.items() if c[-1]["target"] == "aten.nll_loss_forward.default")
+        self.assertEqual([c["target"] for c in self.cap.calls[name]],
+                         ["aten._log_softmax.default", "aten.nll_loss_forward.default"])
+        _, ins, outs = self.runner.nodes[self.index[name]]
+        logits, labels = torch.randn(8, 10), torch.randint(0, 10, (8,))
+        loss, probs = torch.zeros(()), torch.zeros(8, 10)
+        self.run_node(name, [logits, labels], [loss, probs][: len(outs)])
+        self.assertEqual(loss.item(), nn.functional.cross_entropy(logits, labels).item())
+
+    def test_an_sgd_update_is_torchs_in_place(self):
+        name = "fc.weight.sgd_momentum"
+        _, ins, written = self.runner.nodes[self.index[name]]
+        self.assertEqual(ins, ["fc.weight.grad"])
+        self.assertEqual(written, ["fc.weight", "optimizer.state[fc.weight].momentum_buffer"])
+        w, g, buf = torch.randn(10, 16), torch.randn(10, 16), torch.randn(10, 16)
+        ref_w = w.clone().requires_grad_()
+        ref_w.grad = g.clone()
+        ref = torch.optim.SGD([ref_w], lr=0.05, momentum=0.9, weight_decay=1e-4)
+        ref.state[ref_w]["momentum_buffer"] = buf.clone()
+        ref.step()
+        self.run_node(name, [g], [w, buf])
+        self.assertTrue(torch.equal(w, ref_w.detach()))
+        self.assertTrue(torch.equal(buf, ref.state[ref_w]["momentum_buffer"]))
+
+    def test_every_node_is_replayed_folded_or_listed(self):
+        names = [n for n, _, _ in self.runner.nodes]
+        replayed = [n for n in names if n in self.cap.calls]
+        self.assertEqual(len(replayed) + len(self.runner.folded_nodes) + len(self.runner.placer_nodes), len(names))
+        # The convolution with a bias is one aten op; placer's convolution without it is
+        # folded into the node that adds the bias.
+        self.assertIn("convolution_1.conv", self.runner.folded_nodes)
+        self.assertEqual(self.runner(self.index["convolution_1.conv"], [], []), 0.0)
+
+
+class Profile(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if "PLACER_BIN" not in os.environ:
+            raise unittest.SkipTest("PLACER_BIN is not set (tests/torch.rs sets it to this build's placer)")
+        cls.dir = tempfile.TemporaryDirectory()
+        d = Path(cls.dir.name)
+        cls.ck = d / "checkpoints"
+        cls.env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(cls.ck))
+        torch.manual_seed(0)
+        m = SmallCnn()
+        cls.path = d / "cnn.json"
+        placer_torch.capture(m, small_batch(8), nn.CrossEntropyLoss(), torch.optim.SGD(m.parameters(), lr=0.1),
+                             cls.path)
+        cls.result = placer_torch.profile(cls.path, cls.ck, rounds=1, skip_calibrations=True, progress=False)
+        placer("profile", str(cls.path), "--rounds", "1", "--skip-calibrations", env=cls.env)
+        cls.ours = next(p for p in cls.ck.glob("*.ckpt") if not p.name.endswith("-torch.ckpt"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_the_checkpoint_says_torch_timed_it(self):
+        r = self.result
+        self.assertTrue(r["checkpoint"].endswith("-torch.ckpt"), r)
+        self.assertGreater(r["measurements"], 0)
+        self.assertIn(f"torch {torch.__version__}", r["label"])
+        self.assertTrue(r["emulated"])  # this host's slow pool is the emulated one
+
+    def test_compare_sets_torchs_kernels_against_placers(self):
+        out = placer("compare", str(self.ours), self.result["checkpoint"], env=self.env, ok=(0, 3))
+        kernels = next(line for line in out.splitlines() if line.strip().startswith("kernels "))
+        self.assertIn("placer's", kernels)
+        self.assertIn(f"torch {torch.__version__} (aten ops", kernels)
+        self.assertIn("folded into another node's kernel", kernels)
+
+    def test_solve_plans_with_torchs_times_and_says_so(self):
+        plan = Path(self.dir.name) / "plan.json"
+        out = placer("solve", str(self.path), "--budget", "50%", "--profile", self.result["checkpoint"], "-o",
+                     str(plan), env=self.env)
+        self.assertIn("kernels timed", out)
+        self.assertIn("torch", out)
+        self.assertGreater(json.loads(plan.read_text())["predicted"]["step_ns"], 0)
+
+    def test_a_checkpoint_of_placers_kernels_is_not_resumed_as_torchs(self):
+        ck = Path(self.dir.name) / "mixed"
+        ck.mkdir()
+        shutil.copy(self.ours, ck / Path(self.result["checkpoint"]).name)
+        with self.assertRaisesRegex(placer_torch.ProfileError, "it timed placer's kernels, this run times torch"):
+            placer_torch.profile(self.path, ck, rounds=1, skip_calibrations=True, progress=False)
+
+    def test_an_interrupted_profile_resumes_from_its_checkpoint(self):
+        ck = Path(self.dir.name) / "interrupted"
+        runner = placer_torch.TorchKernels(self.path, placer_torch.Capture.load(self.path))
+        calls = {"n": 0}
+
+        def failing(n, ins, outs):
+            calls["n"] += 1
+            if calls["n"] > 1200:  # of about 2,900 in the whole profile
+                raise KeyboardInterrupt("stopped by the test")
+            return runner(n, ins, outs)
+
+        with self.assertRaisesRegex(placer_torch.ProfileError, r"node '.*': KeyboardInterrupt: stopped by the test"):
+            _core.profile(str(self.path), str(ck), failing, runner.label, "torch", runner.placer_nodes,
+                          runner.folded_nodes, rounds=1, skip_calibrations=True)
+        (saved,) = ck.glob("*-torch.ckpt")
+        r = placer_torch.profile(self.path, ck, rounds=1, skip_calibrations=True, progress=False)
+        self.assertEqual(r["checkpoint"], str(saved))
+        self.assertGreater(r["resumed"], 0)
+        self.assertGreater(r["measurements"], 0)
+
+    def test_a_capture_of_the_older_version_is_refused(self):
+        old = Path(self.dir.name) / "old.json"
+        shutil.copy(self.path, old)
+        side = json.loads(sidecar_path(self.path).read_text())
+        side["version"] = 1
+        Path(str(old)[: -len(".json")] + ".torch.json").write_text(json.dumps(side))
+        with self.assertRaisesRegex(placer_torch.CaptureError, "version 1; .* capture the step again"):
+            placer_torch.profile(old, Path(self.dir.name) / "old-ck", progress=False)
+
+
+if __name__ == "__main__":
+    unittest.main()
