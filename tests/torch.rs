@@ -3,7 +3,10 @@
 //! the repository (once; ~5.7 GB, two minutes here) and builds placer_torch from this
 //! checkout into it. Then:
 //! - python/tests: capture's names, parameter counts and refusals; apply's unchanged
-//!   losses, pools' charges, moves and DRAM peak, on a plan this build's `placer` makes;
+//!   losses, pools' charges, moves, DRAM peak and re-homed tensors' pages, on a plan this
+//!   build's `placer` makes; the torch-kernel profile (each node's replayed aten calls
+//!   against torch's own results, the checkpoint `compare` and `solve` read, resuming,
+//!   refusals);
 //! - python/examples/small_cnn.py: a training loop captured with one added line, which
 //!   this build's `placer` then profiles, solves and runs under the plan.
 

@@ -3,7 +3,8 @@
 # NVDIMM as a kmem-DAX node, then runs placer's checks and writes every output to
 # OUT (a directory the host shares with the guest). Asserts nothing itself: the host
 # reads OUT (scripts/vm/verify.py). Usage: guest.sh PLACER REPO WORK [PYTHON]
-# (PYTHON: the torch venv's; then WORK/cnn.json, captured on the host, runs too)
+# (PYTHON: the torch venv's, from check.sh --torch; WORK/cnn.json, captured on the host,
+# then runs under plans too)
 set -u
 placer=$1 repo=$2 work=$3 py=${4:-}
 out=$work/out
@@ -79,18 +80,20 @@ step profile "$placer" profile "$model" --checkpoint-dir "$work/checkpoints" --e
     --warmup 0 --reps 1 --max-reps 1 --rounds 1 --design-tolerance 100 --skip-calibrations
 step solve "$placer" solve --checkpoint-dir "$work/checkpoints" --budget 50% --time-limit 20 -o "$work/plan.json" --emulate "$emulate"
 step plan "$placer" run "$model" --plan "$work/plan.json" -n 1 --warmup 1 --emulate "$emulate"
-# The small CNN's own torch loop, captured on the host, under plans made here on the
-# real tiers (no --emulate: apply opens the pools as placer does by default), with its
-# parameters and optimizer state re-homed into their pools' memory and the pages asked
-# of the kernel (scripts/vm/torch_step.py). The ILP's plan, and the all-slow baseline
-# that puts every tensor on the kmem-DAX node.
+# With check.sh --torch: the small CNN's own torch loop, captured on the host, under two
+# plans solved here on the real tiers: the ILP's at 25%, and the same with parameters and
+# optimizer state pinned to the kmem-DAX node. Parameters and optimizer state are
+# re-homed into their pools' memory and their pages asked of the kernel
+# (scripts/vm/torch_step.py). The plans come from the cost model alone: profiling the
+# CNN here took 77 s, and what is checked is where pages land. No --emulate: apply opens
+# the pools as placer does by default.
 if [ -n "$py" ]; then
     cnn=$work/cnn.json
-    step torch-profile "$placer" profile "$cnn" --checkpoint-dir "$work/torch-checkpoints" \
-        --warmup 0 --reps 1 --max-reps 1 --rounds 1 --design-tolerance 100 --skip-calibrations
-    step torch-solve "$placer" solve "$cnn" --checkpoint-dir "$work/torch-checkpoints" --budget 25% \
-        --time-limit 20 -o "$work/cnn-plan.json" --baseline-plans "$work/cnn-baselines"
-    step torch-plan "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-plan.json"
-    step torch-slow "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-baselines/all-slow.json"
+    solve_cnn() {
+        "$placer" solve "$cnn" --checkpoint-dir "$work/torch-checkpoints" --budget 25% --time-limit 20 "$@"
+    }
+    step torch-solve solve_cnn -o "$work/cnn-plan.json"
+    step torch-solve-pmem solve_cnn -o "$work/cnn-pmem.json" --pin role=weight:pmem --pin role=optimizer_state:pmem
+    step torch-apply "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-plan.json" "$work/cnn-pmem.json"
 fi
 echo done >"$out/finished"

@@ -154,28 +154,33 @@ check("plan: the timing is labelled EMULATED", "EMULATED" in timing, timing)
 HOMED = re.compile(r"homed (\S+) nodes=([\d,]+) tensors=(\d+) bytes=(\d+) asked=(\d+) on=(\d+) elsewhere=(\d+)")
 
 
-def torch_run(name):
-    """A torch_step.py run: its losses, and per pool (nodes, tensors, pages asked, on the
-    pool's nodes, elsewhere)."""
-    body = text(name)
-    losses = next((l for l in body.splitlines() if l.startswith("losses ")), "")
-    rows = {m.group(1): (m.group(2), *map(int, m.group(3, 5, 6, 7))) for m in HOMED.finditer(body)}
-    return losses, rows
+def torch_runs():
+    """torch_step.py's runs, by plan file: the losses line, and per pool (nodes, tensors,
+    pages asked, on the pool's nodes, elsewhere)."""
+    runs = {}
+    for section in text("torch-apply").split("== plan ")[1:]:
+        name, body = section.split("\n", 1)
+        losses = next((l for l in body.splitlines() if l.startswith("losses ")), "")
+        rows = {m.group(1): (m.group(2), *map(int, m.group(3, 5, 6, 7))) for m in HOMED.finditer(body)}
+        runs[name.strip()] = (losses, rows)
+    return runs
 
 
-if "torch-plan" in status:
-    plan_losses, rows = torch_run("torch-plan")
+if "torch-apply" in status:
+    runs = torch_runs()
+    plan_losses, rows = runs.get("cnn-plan.json", ("", {}))
     check("torch + plan: the loop ran three steps", len(plan_losses.split()) == 4, plan_losses or "no losses")
     ok = bool(rows) and all(asked > 0 and on == asked and not elsewhere for _, _, asked, on, elsewhere in rows.values())
     check("torch + plan: every re-homed pool's pages are on its nodes", ok, rows or "nothing re-homed")
-    slow_losses, rows = torch_run("torch-slow")
+    pmem_losses, rows = runs.get("cnn-pmem.json", ("", {}))
     nodes, tensors, asked, on, elsewhere = rows.get("pmem", ("-", 0, 0, 0, 0))
+    # The small CNN: 7 parameters and 7 momentum buffers.
     check(
-        "torch + all-slow: parameters and optimizer state on the kmem-DAX node",
-        nodes == "2" and tensors > 0 and asked > 0 and on == asked and elsewhere == 0,
-        f"pmem: node {nodes}, {tensors} tensors, {on} of {asked} pages on it, {elsewhere} elsewhere",
+        "torch + plan pinned to pmem: parameters and optimizer state on the kmem-DAX node",
+        nodes == "2" and tensors == 14 and asked > 0 and on == asked and elsewhere == 0 and len(rows) == 1,
+        f"pools {sorted(rows)}; pmem: node {nodes}, {tensors} tensors, {on} of {asked} pages on it, {elsewhere} elsewhere",
     )
-    check("torch: the same losses under both plans", slow_losses == plan_losses, f"{plan_losses} | {slow_losses}")
+    check("torch: the same losses under both plans", pmem_losses == plan_losses, f"{plan_losses} | {pmem_losses}")
 
 print(f"vm-check: {'all checks passed' if failures == 0 else f'{failures} check(s) FAILED'}")
 sys.exit(1 if failures else 0)
