@@ -211,6 +211,11 @@ def main() -> None:
         pm, _ = med_mad([t * 1e3 for t in contenders[i].times])
         print(f"prediction ({k}-kernel profile) {predicted:.2f} ms against torch under that plan {pm:.2f} ms: "
               f"{(pm / predicted - 1) * 100:+.1f}%")
+    # What torch spends beyond its kernels, which no profile holds: its all-DRAM step
+    # against the same profile's all-DRAM prediction.
+    dram_pred = json.loads(all_dram.read_text())["predicted"]["step_ns"] / 1e6
+    print(f"all in DRAM: predicted {dram_pred:.2f} ms ({first}-kernel profile) against torch's {base:.2f} ms: "
+          f"{(base / dram_pred - 1) * 100:+.1f}% (torch's time between its kernels is in no profile)")
     print(contenders[planned[first]].placed.report())
 
 

@@ -6,10 +6,7 @@ passes it as PLACER_BIN.
 """
 
 import json
-import os
 import shutil
-import subprocess
-import tempfile
 import unittest
 from pathlib import Path
 
@@ -17,14 +14,8 @@ import torch
 from torch import nn
 
 import placer_torch
+from helpers import placer, placer_workdir
 from test_capture import SmallCnn, small_batch
-
-
-def placer(*args, env):
-    out = subprocess.run([os.environ["PLACER_BIN"], *args], capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        raise AssertionError(f"placer {' '.join(args)} failed:\n{out.stderr}")
-    return out.stdout
 
 
 def _aten(target):
@@ -53,11 +44,7 @@ def train(model, opt, batch, steps, placed=None):
 class Apply(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if "PLACER_BIN" not in os.environ:
-            raise unittest.SkipTest("PLACER_BIN is not set (tests/torch.rs sets it to this build's placer)")
-        cls.dir = tempfile.TemporaryDirectory()
-        d = Path(cls.dir.name)
-        cls.env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(d / "checkpoints"))
+        d, cls.env = placer_workdir(cls)
         torch.manual_seed(0)
         cls.start = SmallCnn()
         cls.batch = small_batch(8)

@@ -8,9 +8,7 @@ Needs this build's `placer`: tests/torch.rs passes it as PLACER_BIN.
 """
 
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import unittest
 from pathlib import Path
@@ -21,14 +19,8 @@ from torch import nn
 import placer_torch
 from placer_torch import _core
 from placer_torch.capture import sidecar_path
+from helpers import placer, placer_workdir
 from test_capture import SmallCnn, small_batch
-
-
-def placer(*args, env, ok=(0,)):
-    out = subprocess.run([os.environ["PLACER_BIN"], *args], capture_output=True, text=True, env=env)
-    if out.returncode not in ok:
-        raise AssertionError(f"placer {' '.join(args)} exited {out.returncode}:\n{out.stderr}")
-    return out.stdout
 
 
 def operand(t: torch.Tensor):
@@ -103,12 +95,8 @@ class Runner(unittest.TestCase):
 class Profile(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if "PLACER_BIN" not in os.environ:
-            raise unittest.SkipTest("PLACER_BIN is not set (tests/torch.rs sets it to this build's placer)")
-        cls.dir = tempfile.TemporaryDirectory()
-        d = Path(cls.dir.name)
+        d, cls.env = placer_workdir(cls)
         cls.ck = d / "checkpoints"
-        cls.env = dict(os.environ, PLACER_CHECKPOINT_DIR=str(cls.ck))
         torch.manual_seed(0)
         m = SmallCnn()
         cls.path = d / "cnn.json"
