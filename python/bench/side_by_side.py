@@ -160,14 +160,15 @@ def main() -> None:
         rows = [ln for ln in out.splitlines() if "µs" in ln and ("≥" in ln or "<" in ln) and "|" not in ln]
         print("torch's kernels (B) against placer's (A), `placer compare`:\n" + "\n".join(rows[:2]))
     budget = a.budget.rstrip("%")
+    bdir = work / f"baselines-{budget}"
+    # The first profile's solve writes the baselines' plans; torch's when it was profiled.
+    first = next(iter(profiles))
     plans = {}
     for k, ck in profiles.items():
         plans[k] = work / f"plan-{budget}-{k}-kernels.json"
-        extra = ["--baseline-plans", str(work / f"baselines-{budget}")] if k == next(iter(profiles)) else []
+        extra = ["--baseline-plans", str(bdir)] if k == first else []
         placer(a.placer, "solve", str(mpath), "--budget", a.budget, "--profile", ck, "-o", str(plans[k]), *extra,
                env=env)
-    bdir = work / f"baselines-{budget}"
-    first = next(iter(profiles))
     # The same graph with every tensor in DRAM: what apply itself costs.
     all_dram = work / "plan-all-dram.json"
     placer(a.placer, "solve", str(mpath), "--budget", "100%", "--profile", profiles[first], "-o", str(all_dram),

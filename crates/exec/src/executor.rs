@@ -396,18 +396,12 @@ impl<'m> Executor<'m> {
     }
 }
 
-/// Busy-waits `ns` on every thread of the kernels' pool (all of them, this one
-/// included, in one synchronous broadcast); returns the ns waited. A slow device stalls
-/// every thread of a parallel kernel, and keeping the pool busy also keeps it awake, as
-/// back-to-back kernels would: parked threads would charge the next kernel for waking
-/// them, which real slow memory does not. Waits shorter than the broadcast itself spin
-/// on this thread only. (An asynchronous `spawn_broadcast` was tried first: its leftover
-/// jobs made later parallel kernels up to 2x slower.)
 /// A kernel's time with its emulated `wait`. With a wait, placer's own kernels are timed
 /// over the whole span, so the figure is what the kernel would take on the slow device;
 /// without one, the kernel's own tight timing stands. A runner's kernel adds the wait to
-/// the time it measured itself: the span would also hold its calling overhead (building
-/// torch's tensors over the operands), which its kernels never pay in training.
+/// the time it measured itself: the span would also hold its calling overhead (handing
+/// the node to the framework's thread, building its tensors over the operands), which
+/// its kernels never pay in training.
 pub(crate) fn charged_ns(start: Instant, kernel_ns: f64, wait: f64, runner: bool) -> f64 {
     match (wait > 0.0, runner) {
         (false, _) => kernel_ns,
@@ -416,6 +410,13 @@ pub(crate) fn charged_ns(start: Instant, kernel_ns: f64, wait: f64, runner: bool
     }
 }
 
+/// Busy-waits `ns` on every thread of the kernels' pool (all of them, this one
+/// included, in one synchronous broadcast); returns the ns waited. A slow device stalls
+/// every thread of a parallel kernel, and keeping the pool busy also keeps it awake, as
+/// back-to-back kernels would: parked threads would charge the next kernel for waking
+/// them, which real slow memory does not. Waits shorter than the broadcast itself spin
+/// on this thread only. (An asynchronous `spawn_broadcast` was tried first: its leftover
+/// jobs made later parallel kernels up to 2x slower.)
 pub(crate) fn wait_on_every_thread(ns: f64, broadcast_ns: f64) -> f64 {
     if ns <= 0.0 {
         return 0.0;

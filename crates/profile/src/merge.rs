@@ -320,8 +320,8 @@ fn combine(shards: Vec<(PathBuf, Profile)>, specs: &[Shard]) -> Merged {
 }
 
 /// Whose kernels a profile timed, in words.
-pub(crate) fn kernels_of(p: &Profile) -> String {
-    p.kernels.as_ref().map_or_else(|| "placer's kernels".to_string(), |k| k.label.clone())
+fn kernels_of(p: &Profile) -> String {
+    crate::record::KernelSource::label_of(p.kernels.as_ref())
 }
 
 /// Each kernel's median reference-pass time over the shards, leaving out the one at

@@ -12,7 +12,8 @@ use crate::passes::{self, Pick};
 use crate::record::codec as checkpoint;
 use crate::record::mismatch::mismatch;
 use crate::record::{
-    self, ActivitySample, Design, DesignRecord, Measurement, Profile, ProfileHeader, Protocol, RoundCheck, Steps,
+    self, ActivitySample, Design, DesignRecord, KernelSource, Measurement, Profile, ProfileHeader, Protocol,
+    RoundCheck, Steps,
 };
 use crate::tasks::Task;
 use placer_exec::{ClockInfo, PoolAssignment};
@@ -112,12 +113,12 @@ pub fn run_to_checkpoint(
             }
             let ours = plan.foreign.as_ref().map(|f| &f.source);
             if old.kernels.as_ref() != ours {
-                let now = ours.map_or_else(|| "placer's kernels".to_string(), |k| k.label.clone());
                 return Err(ProfileError::Mismatch {
                     reason: format!(
-                        "checkpoint {}: it timed {}, this run times {now}; use --fresh to start over (it will be replaced)",
+                        "checkpoint {}: it timed {}, this run times {}; use --fresh to start over (it will be replaced)",
                         path.display(),
-                        crate::merge::kernels_of(&old)
+                        KernelSource::label_of(old.kernels.as_ref()),
+                        KernelSource::label_of(ours)
                     ),
                 });
             }

@@ -338,6 +338,12 @@ pub struct KernelSource {
 }
 
 impl KernelSource {
+    /// Whose kernels `source` says a profile timed, in words: its label, or placer's
+    /// own when there is none.
+    pub fn label_of(source: Option<&KernelSource>) -> String {
+        source.map_or_else(|| "placer's kernels".to_string(), |k| k.label.clone())
+    }
+
     /// `torch 2.15.0 (aten ops, eager, CPU); 3 nodes by placer's kernels, 12 folded`.
     pub fn describe(&self) -> String {
         format!(
