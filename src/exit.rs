@@ -181,7 +181,7 @@ fn profile_code(e: &ProfileError) -> Option<u8> {
         | ProfileError::Busy { .. }
         | ProfileError::NoCheckpoint { .. }
         | ProfileError::ModelSource { .. } => Some(BAD_INPUT),
-        ProfileError::CreateDir { .. } => Some(FAILURE),
+        ProfileError::CreateDir { .. } | ProfileError::WholeStep { .. } => Some(FAILURE),
         ProfileError::Exec(_) => None,
         // Transparent: the inner error is not a cause of its own in the chain.
         ProfileError::Host(e) => host_code(e),

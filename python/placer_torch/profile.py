@@ -37,13 +37,21 @@ ProfileError = _core.ProfileError
 
 
 def profile(model_path, checkpoint_dir=None, *, rounds: int = 3, fresh: bool = False, full_design: bool = False,
-            skip_calibrations: bool = False, progress: bool = True) -> dict:
+            skip_calibrations: bool = False, progress: bool = True, step=None) -> dict:
     """Profiles the captured model at `model_path` with torch's kernels, as `placer
     profile MODEL` profiles it with placer's, into `checkpoint_dir` (by default
     PLACER_CHECKPOINT_DIR or `checkpoints`, as the CLI's). The checkpoint's name ends in
     `-torch.ckpt`; `placer solve MODEL --profile CKPT` plans with it and `placer compare`
     sets it against placer's own profile. Resumes what an interrupted run left unless
-    `fresh`. Returns the checkpoint's path and counts."""
+    `fresh`. Returns the checkpoint's path and counts.
+
+    `step`, a callable that runs one training step of the user's own loop unmodified
+    (forward, backward, optimizer step), lets the profile measure what torch spends
+    beyond its kernels: whole steps of it alternate with steps of the replayed kernels,
+    and the difference of their medians is the step overhead every prediction adds (as
+    `placer profile` measures its executor's). Without it the profile has none, and its
+    predictions leave out torch's time between kernels. The step trains: give it a copy
+    of the model if its weights matter."""
     cap = Capture.load(model_path)
     runner = TorchKernels(model_path, cap)
     if checkpoint_dir is None:
@@ -56,7 +64,8 @@ def profile(model_path, checkpoint_dir=None, *, rounds: int = 3, fresh: bool = F
     try:
         out = _core.profile(str(model_path), str(checkpoint_dir), runner, runner.label, "torch",
                             runner.placer_nodes, runner.folded_nodes, rounds=rounds, fresh=fresh,
-                            full_design=full_design, skip_calibrations=skip_calibrations, on_pass=on_pass)
+                            full_design=full_design, skip_calibrations=skip_calibrations, on_pass=on_pass,
+                            step=step)
     finally:
         if progress:
             print(file=sys.stderr)

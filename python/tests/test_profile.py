@@ -159,6 +159,42 @@ class Profile(unittest.TestCase):
         self.assertGreater(r["resumed"], 0)
         self.assertGreater(r["measurements"], 0)
 
+    def test_the_loops_own_step_gives_the_step_overhead_solve_adds(self):
+        torch.manual_seed(0)
+        m = SmallCnn()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        x, y = small_batch(8)
+        calls = {"n": 0}
+
+        def step():
+            calls["n"] += 1
+            opt.zero_grad()
+            nn.CrossEntropyLoss()(m(x), y).backward()
+            opt.step()
+
+        ck = Path(self.dir.name) / "with-step"
+        r = placer_torch.profile(self.path, ck, rounds=1, progress=False, step=step)
+        # Two warm-up steps, then at least nine timed, each beside a step of the kernels.
+        self.assertGreaterEqual(calls["n"], 11)
+        self.assertGreater(r["whole_step_ns"], 0)
+        self.assertIsNotNone(r["step_overhead_ns"])
+        out = placer("solve", str(self.path), "--budget", "50%", "--profile", r["checkpoint"], "-o",
+                     str(Path(self.dir.name) / "plan-step.json"), env=self.env)
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith("step overhead"))
+        self.assertIn("whole steps of the user's own training loop", line)
+        # Without a step, the profile says what it lacks.
+        out = placer("solve", str(self.path), "--budget", "50%", "--profile", self.result["checkpoint"], "-o",
+                     str(Path(self.dir.name) / "plan-nostep.json"), env=self.env)
+        self.assertIn("not given the loop's own step", out)
+
+    def test_a_failing_step_stops_the_profile_in_one_line(self):
+        def step():
+            raise ValueError("the loader ran dry")
+
+        with self.assertRaisesRegex(placer_torch.ProfileError,
+                                    "the framework's own training step failed: ValueError: the loader ran dry"):
+            placer_torch.profile(self.path, Path(self.dir.name) / "bad-step", rounds=1, progress=False, step=step)
+
     def test_a_capture_of_the_older_version_is_refused(self):
         old = Path(self.dir.name) / "old.json"
         shutil.copy(self.path, old)

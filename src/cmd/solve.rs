@@ -316,8 +316,8 @@ fn header(
         t.row(vec!["kernels timed".into(), k.describe()]);
     }
     if let Some(p) = profile {
-        let overhead = match &p.step_overhead {
-            Some(o) => format!(
+        let overhead = match (&p.step_overhead, &p.kernels) {
+            (Some(o), None) => format!(
                 "{} added to every step: {} between kernels, {} by which the kernels' medians fall short of a step's kernel total, and {} the kernels wait for their pool's threads, which the profile wakes (measured by the profile over {} whole steps of the base placement as `placer run` runs them, alternating with as many woken: {} a step)",
                 ms(o.step_ns()),
                 ms(o.between_kernels_ns()),
@@ -326,7 +326,20 @@ fn header(
                 o.steps,
                 ms(o.wall_ns)
             ),
-            None => "none added: the profile did not measure it".into(),
+            (Some(o), Some(k)) => format!(
+                "{} added to every step: {} between kernels and {} by which the kernels' medians fall short of a step's kernel total (measured by the profile over {} whole steps of the user's own training loop, {} a step, alternating with as many steps of its kernels in the base placement: {})",
+                ms(o.step_ns()),
+                ms(o.between_kernels_ns()),
+                ms(o.medians_short_ns()),
+                o.steps,
+                ms(o.wall_ns),
+                k.label
+            ),
+            (None, None) => "none added: the profile did not measure it".into(),
+            (None, Some(_)) => {
+                "none added: the profile was not given the loop's own step to time (placer_torch.profile(..., step=...))"
+                    .into()
+            }
         };
         t.row(vec!["step overhead".into(), overhead]);
     }

@@ -14,6 +14,14 @@ pub trait KernelRunner: Send + std::fmt::Debug {
     /// `None` when the runner has no kernel for `n` and placer's own must run (the
     /// runner says which nodes those are, in whatever it reports).
     fn run(&mut self, n: NodeId, inputs: &[&[u8]], written: &mut [&mut [u8]]) -> Result<Option<f64>, String>;
+
+    /// Runs one whole training step as the framework runs it by itself (its tensors
+    /// where it puts them) and returns its wall time in ns; `None` when the runner has
+    /// no step to run. What a step costs beyond the runner's kernels (the framework's
+    /// own time between them) is this less their medians.
+    fn whole_step(&mut self) -> Result<Option<f64>, String> {
+        Ok(None)
+    }
 }
 
 /// One runner, shared by the executors a profile makes one after another.

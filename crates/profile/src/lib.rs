@@ -97,6 +97,9 @@ pub enum ProfileError {
     /// The checkpoint directory could not be created.
     #[error("cannot create {path}", path = path.display())]
     CreateDir { path: PathBuf, source: std::io::Error },
+    /// Another framework's own training step, timed for the step overhead, failed.
+    #[error("the framework's own training step failed: {reason}")]
+    WholeStep { reason: String },
     #[error(transparent)]
     Exec(#[from] placer_exec::ExecError),
     #[error(transparent)]

@@ -30,7 +30,7 @@
 
 use crate::ProfileError;
 use crate::record::StepOverhead;
-use placer_exec::{ExecPlan, PlanExecutor, PoolAssignment, Stats};
+use placer_exec::{ExecPlan, PlanExecutor, PoolAssignment, SharedRunner, Stats};
 use placer_ir::Model;
 use placer_pools::PoolSet;
 use std::time::Instant;
@@ -46,13 +46,38 @@ const TARGET_NS: f64 = 3e9;
 
 /// Times whole steps of `model` in placement `base` on `pools`, as `placer run` runs a
 /// plan, and returns what they cost beyond their kernels' medians.
-pub fn measure(model: &Model, pools: &PoolSet, base: &PoolAssignment, seed: u64) -> Result<StepOverhead, ProfileError> {
+///
+/// With another framework's kernels (`runner`), the steps' wall time is the framework's
+/// own training step ([`KernelRunner::whole_step`]), and the kernels' medians are its
+/// kernels' times in executor steps of the same placement, alternating with it: the
+/// figure is then what the framework spends beyond its kernels (its dispatch, autograd,
+/// allocator and interpreter). `None` when the runner has no whole step to time.
+///
+/// [`KernelRunner::whole_step`]: placer_exec::KernelRunner::whole_step
+pub fn measure(
+    model: &Model,
+    pools: &PoolSet,
+    base: &PoolAssignment,
+    seed: u64,
+    runner: Option<&SharedRunner>,
+) -> Result<Option<StepOverhead>, ProfileError> {
     let started = Instant::now();
     let plan = ExecPlan::resident(model, base, pools.pools().len());
     let mut exec = PlanExecutor::new(model, pools.clone(), plan, seed)?;
+    exec.set_runner(runner.cloned());
+    let whole = |r: &SharedRunner| -> Result<Option<f64>, ProfileError> {
+        let mut r = r.lock().map_err(|_| ProfileError::WholeStep { reason: "the kernel runner panicked".into() })?;
+        r.whole_step().map_err(|reason| ProfileError::WholeStep { reason })
+    };
     let mut first_ns = 0.0;
     for _ in 0..WARMUP {
         first_ns = exec.step()?.wall_ns;
+        if let Some(r) = runner {
+            match whole(r)? {
+                Some(ns) => first_ns += ns,
+                None => return Ok(None),
+            }
+        }
     }
     let steps = ((TARGET_NS / first_ns.max(1.0)) as usize).clamp(MIN_STEPS, MAX_STEPS);
     let kernels = model.schedule().len();
@@ -70,12 +95,23 @@ pub fn measure(model: &Model, pools: &PoolSet, base: &PoolAssignment, seed: u64)
         let times = exec.step()?;
         record(&mut per_kernel, &times.kernel_ns);
         sums.push(times.kernel_ns.iter().sum::<f64>());
-        walls.push(times.wall_ns);
-        exec.set_warm_pool(true);
-        record(&mut woken, &exec.step()?.kernel_ns);
+        match runner {
+            // The runner's kernels do not wait for placer's pool threads: woken or not
+            // is the same step.
+            Some(r) => {
+                record(&mut woken, &times.kernel_ns);
+                let reason = || ProfileError::WholeStep { reason: "the runner stopped timing whole steps".into() };
+                walls.push(whole(r)?.ok_or_else(reason)?);
+            }
+            None => {
+                walls.push(times.wall_ns);
+                exec.set_warm_pool(true);
+                record(&mut woken, &exec.step()?.kernel_ns);
+            }
+        }
     }
     let median = |v: &[f64]| Stats::of(v).map_or(0.0, |s| s.median);
-    Ok(StepOverhead {
+    Ok(Some(StepOverhead {
         steps: steps as u32,
         kernels: kernels as u32,
         wall_ns: median(&walls),
@@ -83,5 +119,5 @@ pub fn measure(model: &Model, pools: &PoolSet, base: &PoolAssignment, seed: u64)
         kernel_medians_ns: per_kernel.iter().map(|k| median(k)).sum(),
         woken_kernel_medians_ns: woken.iter().map(|k| median(k)).sum(),
         seconds: started.elapsed().as_secs_f64(),
-    })
+    }))
 }

@@ -18,6 +18,8 @@ type Operands = Vec<(usize, usize)>;
 /// What the profiling thread asks of the Python thread.
 enum Ask {
     Kernel(usize, Operands, Operands),
+    /// One whole step of the user's own loop, timed.
+    Step,
     Progress(usize, usize),
     Done(Result<placer_profile::ProfileOutcome, String>),
 }
@@ -47,6 +49,12 @@ impl KernelRunner for PyRunner {
         self.ask.send(Ask::Kernel(n.index(), ins, outs)).map_err(|_| gone())?;
         self.answers.recv().map_err(|_| gone())?
     }
+
+    fn whole_step(&mut self) -> Result<Option<f64>, String> {
+        let gone = || "the Python thread running torch's steps has stopped".to_string();
+        self.ask.send(Ask::Step).map_err(|_| gone())?;
+        self.answers.recv().map_err(|_| gone())?
+    }
 }
 
 /// A Python exception as the one line the profile's error carries.
@@ -61,9 +69,11 @@ fn one_line(py: Python<'_>, e: &PyErr) -> String {
 /// `placer profile MODEL` does with its defaults (`rounds` and `fresh` as its flags),
 /// and returns where the checkpoint is and what it holds. `on_pass(done, total)` is
 /// called after every pass. The source's label, tag and node lists are recorded in the
-/// checkpoint.
+/// checkpoint. `step()`, when given, runs one whole training step of the user's own loop;
+/// timed against the kernels, it gives the step overhead (what torch spends between its
+/// kernels) that every prediction then adds.
 #[pyfunction]
-#[pyo3(signature = (model, checkpoint_dir, call, label, tag, placer_nodes, folded_nodes, *, rounds=3, fresh=false, full_design=false, skip_calibrations=false, on_pass=None))]
+#[pyo3(signature = (model, checkpoint_dir, call, label, tag, placer_nodes, folded_nodes, *, rounds=3, fresh=false, full_design=false, skip_calibrations=false, on_pass=None, step=None))]
 #[allow(clippy::too_many_arguments)] // a Python keyword signature
 pub fn profile<'py>(
     py: Python<'py>,
@@ -79,6 +89,7 @@ pub fn profile<'py>(
     full_design: bool,
     skip_calibrations: bool,
     on_pass: Option<Py<PyAny>>,
+    step: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let err = |e: &dyn std::fmt::Display| ProfileError::new_err(e.to_string());
     if rounds == 0 {
@@ -128,6 +139,19 @@ pub fn profile<'py>(
                     break Err("the profiling thread stopped".to_string());
                 }
             }
+            Ask::Step => {
+                let got = match (&interrupted, &step) {
+                    (Some(e), _) => Err(one_line(py, e)),
+                    (None, None) => Ok(None),
+                    (None, Some(f)) => {
+                        let start = std::time::Instant::now();
+                        f.call0(py).map(|_| Some(start.elapsed().as_nanos() as f64)).map_err(|e| one_line(py, &e))
+                    }
+                };
+                if answer.send(got).is_err() {
+                    break Err("the profiling thread stopped".to_string());
+                }
+            }
             Ask::Progress(done, total) => {
                 if let Some(f) = &on_pass {
                     // Progress only: a failing callback does not stop the measuring.
@@ -156,6 +180,9 @@ pub fn profile<'py>(
     d.set_item("measurements", outcome.profile.measurements.len())?;
     d.set_item("wall_seconds", outcome.profile.wall_seconds)?;
     d.set_item("emulated", outcome.profile.header.emulated)?;
+    let overhead = outcome.profile.step_overhead.as_ref();
+    d.set_item("step_overhead_ns", overhead.map(|o| o.step_ns()))?;
+    d.set_item("whole_step_ns", overhead.map(|o| o.wall_ns))?;
     Ok(d)
 }
 

@@ -215,20 +215,18 @@ pub fn run_to_checkpoint(
         profile.interference = Some(calibration);
         checkpoint::save(path, &profile)?;
     }
-    // Not for another framework's kernels: placer's executor's overhead is not theirs, and
-    // a step of theirs through the runner would time the runner's calling overhead.
-    if profile.step_overhead.is_none()
-        && !plan.skip_calibrations
-        && plan.foreign.is_none()
-        && measures_step_overhead(&plan.header)
-    {
+    // Another framework's kernels get it only when their runner can time the
+    // framework's own step: placer's executor's overhead is not theirs.
+    if profile.step_overhead.is_none() && !plan.skip_calibrations && measures_step_overhead(&plan.header) {
         // The passes' engine goes first: the steps below reserve an arena of their own.
         drop(runner.take());
         let base = base_placement(model, &plan.pins);
-        let overhead = overhead::measure(model, &pools, &base, plan.header.protocol.seed)?;
-        profile.wall_seconds += overhead.seconds;
-        profile.step_overhead = Some(overhead);
-        checkpoint::save(path, &profile)?;
+        let foreign = runner_of(plan);
+        if let Some(overhead) = overhead::measure(model, &pools, &base, plan.header.protocol.seed, foreign.as_ref())? {
+            profile.wall_seconds += overhead.seconds;
+            profile.step_overhead = Some(overhead);
+            checkpoint::save(path, &profile)?;
+        }
     }
     let passes_total = profile.passes_total as usize;
     Ok(ProfileOutcome { path: path.to_path_buf(), profile, resumed, passes_total })
