@@ -172,10 +172,14 @@ def main() -> None:
         extra = ["--baseline-plans", str(bdir)] if k == first else []
         placer(a.placer, "solve", str(mpath), "--budget", a.budget, "--profile", ck, "-o", str(plans[k]), *extra,
                env=env)
-    # The same graph with every tensor in DRAM: what apply itself costs.
+    # The same graph with every tensor in DRAM: what apply itself costs. Every role
+    # pinned, as a budget alone lets the solver leave a tensor elsewhere within its gap;
+    # 16 GiB, as 100% of peak live memory leaves the pinned arena no room to pack.
     all_dram = work / "plan-all-dram.json"
-    placer(a.placer, "solve", str(mpath), "--budget", "100%", "--profile", profiles[first], "-o", str(all_dram),
-           env=env)
+    pins = [x for role in ("input", "weight", "optimizer_state", "activation", "workspace", "gradient",
+                           "weight_gradient") for x in ("--pin", f"role={role}:dram")]
+    placer(a.placer, "solve", str(mpath), "--budget", "16GiB", "--profile", profiles[first], "-o", str(all_dram),
+           *pins, env=env)
 
     contenders = [Contender("torch, all in DRAM", model, batch, loss_fn),
                   Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn)]
