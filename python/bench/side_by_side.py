@@ -122,7 +122,7 @@ def main() -> None:
     ap.add_argument("--placer", required=True)
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--budget", default="25%")
+    ap.add_argument("--budget", default="25%", help="one budget, or several separated by commas (25%%,10%%)")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", required=True)
@@ -162,16 +162,9 @@ def main() -> None:
                              text=True, env=env).stdout
         rows = [ln for ln in out.splitlines() if "µs" in ln and ("≥" in ln or "<" in ln) and "|" not in ln]
         print("torch's kernels (B) against placer's (A), `placer compare`:\n" + "\n".join(rows[:2]))
-    budget = a.budget.rstrip("%")
-    bdir = work / f"baselines-{budget}"
-    # The first profile's solve writes the baselines' plans; torch's when it was profiled.
+    budgets = a.budget.split(",")
+    # The first profile's solves write the baselines' plans; torch's when it was profiled.
     first = next(iter(profiles))
-    plans = {}
-    for k, ck in profiles.items():
-        plans[k] = work / f"plan-{budget}-{k}-kernels.json"
-        extra = ["--baseline-plans", str(bdir)] if k == first else []
-        placer(a.placer, "solve", str(mpath), "--budget", a.budget, "--profile", ck, "-o", str(plans[k]), *extra,
-               env=env)
     # The same graph with every tensor in DRAM: what apply itself costs. Every role
     # pinned, as a budget alone lets the solver leave a tensor elsewhere within its gap;
     # 16 GiB, as 100% of peak live memory leaves the pinned arena no room to pack.
@@ -180,28 +173,37 @@ def main() -> None:
                            "weight_gradient") for x in ("--pin", f"role={role}:dram")]
     placer(a.placer, "solve", str(mpath), "--budget", "16GiB", "--profile", profiles[first], "-o", str(all_dram),
            *pins, env=env)
-
     contenders = [Contender("torch, all in DRAM", model, batch, loss_fn),
-                  Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn)]
-    planned = {}
-    for k, plan in plans.items():
-        planned[k] = len(contenders)
-        contenders.append(Contender(f"torch + placer plan ({k}-kernel profile)", model, batch, loss_fn, plan, mpath))
-    contenders.append(Contender("torch + apply, every tensor in DRAM (apply's overhead)", model, batch, loss_fn,
-                                all_dram, mpath))
-    for b in a.baselines.split(","):
-        if (bdir / f"{b}.json").exists():
-            contenders.append(Contender(f"torch + {b}", model, batch, loss_fn, bdir / f"{b}.json", mpath))
-    ex_plan = plans.get("placer", plans[first])
-    executor = []
+                  Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn),
+                  Contender("torch + apply, every tensor in DRAM (apply's overhead)", model, batch, loss_fn,
+                            all_dram, mpath)]
+    plans, planned = {}, {}
+    for budget in budgets:
+        tag = budget.rstrip("%")
+        bdir = work / f"baselines-{tag}"
+        for k, ck in profiles.items():
+            plans[budget, k] = work / f"plan-{tag}-{k}-kernels.json"
+            extra = ["--baseline-plans", str(bdir)] if k == first else []
+            placer(a.placer, "solve", str(mpath), "--budget", budget, "--profile", ck, "-o",
+                   str(plans[budget, k]), *extra, env=env)
+            planned[budget, k] = len(contenders)
+            contenders.append(Contender(f"{budget}: torch + placer plan ({k}-kernel profile)", model, batch, loss_fn,
+                                        plans[budget, k], mpath))
+        for b in a.baselines.split(","):
+            if (bdir / f"{b}.json").exists():
+                contenders.append(Contender(f"{budget}: torch + {b}", model, batch, loss_fn, bdir / f"{b}.json",
+                                            mpath))
+    ex_plans = [plans.get((b, "placer"), plans[b, first]) for b in budgets]
+    executor = {p: [] for p in ex_plans}
     for r in range(a.rounds):
         for c in contenders:
             c.round(a.steps)
-        out = placer(a.placer, "run", str(mpath), "--plan", str(ex_plan), "-n", str(a.steps - 1), "--json", env=env)
-        executor.append(json.loads(out))
+        for p in ex_plans:
+            out = placer(a.placer, "run", str(mpath), "--plan", str(p), "-n", str(a.steps - 1), "--json", env=env)
+            executor[p].append(json.loads(out))
     base = med_mad([t * 1e3 for t in contenders[0].times])[0]
-    print(f"\n{a.model} b{a.batch}, budget {a.budget} of peak live memory, {a.rounds} rounds of {a.steps} steps "
-          f"(the first of each round not timed)")
+    print(f"\n{a.model} b{a.batch}, budgets {', '.join(budgets)} of peak live memory, {a.rounds} rounds of "
+          f"{a.steps} steps (the first of each round not timed)")
     print("| contender | step ms (median ± MAD) | vs torch all-DRAM | DRAM peak tracked | losses, step 1..N, round 1 |")
     print("|---|---|---|---|---|")
     for c in contenders:
@@ -209,21 +211,24 @@ def main() -> None:
         peak = f"{max(c.peaks) / 2**20:.1f} MiB" if c.peaks else "-"
         losses = ", ".join(f"{x:.6f}" for x in c.losses[0])
         print(f"| {c.label} | {m:.2f} ± {d:.2f} | {m / base:.3f}× | {peak} | {losses} |")
-    ex = [r[0]["step_ns"]["median"] / 1e6 for r in executor]
-    print(f"| placer's executor, plan of {ex_plan.name} (subprocess) | {statistics.median(ex):.2f} | "
-          f"{statistics.median(ex) / base:.3f}× | - | placer's own kernels and data |")
+    for p, runs in executor.items():
+        ex = statistics.median(r[0]["step_ns"]["median"] / 1e6 for r in runs)
+        print(f"| placer's executor, plan of {p.name} (subprocess) | {ex:.2f} | {ex / base:.3f}× | - | "
+              f"placer's own kernels and data |")
     same = all(c.losses == contenders[0].losses for c in contenders[1:])
     print(f"\nlosses identical across torch contenders, every step of every round: {same}")
-    for k, i in planned.items():
-        predicted = json.loads(plans[k].read_text())["predicted"]["step_ns"] / 1e6
+    for (budget, k), i in planned.items():
+        predicted = json.loads(plans[budget, k].read_text())["predicted"]["step_ns"] / 1e6
         pm, _ = med_mad([t * 1e3 for t in contenders[i].times])
-        print(f"prediction ({k}-kernel profile) {predicted:.2f} ms against torch under that plan {pm:.2f} ms: "
-              f"{(pm / predicted - 1) * 100:+.1f}%")
+        print(f"{budget}: prediction ({k}-kernel profile) {predicted:.2f} ms against torch under that plan "
+              f"{pm:.2f} ms: {(pm / predicted - 1) * 100:+.1f}%")
     # The all-DRAM step predicted against torch's own: the step overhead's check.
     dram_pred = json.loads(all_dram.read_text())["predicted"]["step_ns"] / 1e6
     print(f"all in DRAM: predicted {dram_pred:.2f} ms ({first}-kernel profile) against torch's {base:.2f} ms: "
           f"{(base / dram_pred - 1) * 100:+.1f}%")
-    print(contenders[planned[first]].placed.report())
+    for (budget, k), i in planned.items():
+        if k == first:
+            print(f"\n{budget}, the plan from the {k}-kernel profile:\n{contenders[i].placed.report()}")
 
 
 if __name__ == "__main__":

@@ -14,21 +14,26 @@ by placer's own Rust code (`ExecPlan::kernel_wait_ns`, the function placer's exe
 charges by), and the plan's moves run at their steps, blocking ones in line and
 background ones on a copy thread.
 
-Parameters and optimizer state are re-homed: where the pool the plan starts them in is
-bound to NUMA nodes, their data moves into that pool's memory, allocated by placer's own
-pools (pages bound to the pool's nodes, and checked where they landed; `pages()` asks the
-kernel again). Gradients and activations stay where torch's allocator puts them.
+Parameters, their gradients and optimizer state are re-homed: where the pool the plan
+starts them in is bound to NUMA nodes, their data moves into that pool's memory,
+allocated by placer's own pools (pages bound to the pool's nodes, and checked where they
+landed; `pages()` asks the kernel again). A gradient moves there as backward finishes
+it (one copy a step, into memory kept from step to step). Activations saved for
+backward that the plan moves go through autograd's saved-tensor hooks to a holder, and
+each of the plan's moves copies the holder's tensor into the destination pool's memory
+at its step (background moves on the copy thread); backward reads whatever the holder
+has by then (`saved.py`). Other activations and the step's temporaries stay where
+torch's allocator puts them.
 
 What this host can and cannot show: its slow pools are EMULATED (data stays in DRAM and
-each op waits what the device model charges), so apply here changes timing, never data,
-and moves copy the planned bytes between scratch buffers rather than the tensor. In the
+each op waits what the device model charges), so apply here changes timing, never data.
+A move of a tensor no holder has copies the planned bytes between scratch buffers. In the
 QEMU guest (scripts/vm) the re-homed tensors' pages are on the kmem-DAX node.
 """
 
 from __future__ import annotations
 
 import bisect
-import ctypes
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,6 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import _core
 from .builder import flat as _flat
 from .capture import Capture
+from .saved import PoolMemory, Saved, routable
 
 #: Eager ops that are the captured graph's op under another name (AOTAutograd
 #: functionalises batch norm; eager autograd calls the plain op).
@@ -80,6 +86,9 @@ class StepRecord:
     dram_peak: int
     unplaced_peak: int
     polls: int
+    routed: int
+    unrouted: int
+    saved_placed: int
 
 
 @dataclass
@@ -107,6 +116,7 @@ class Placed(TorchDispatchMode):
         self.cap = capture or Capture.load(model_path)
         self.placement = _core.Placement(str(model_path), str(plan_path))
         self.homes = _core.Homes(self.placement) if rehome else None
+        self.memory = PoolMemory(self.homes) if rehome else None
         #: pool -> the NUMA nodes its memory is bound to, for the pools that are bound
         self.bound = {pool: nodes for pool, nodes in self.homes.nodes() if nodes} if self.homes else {}
         #: placer tensor name -> (pool, bytes) of every tensor re-homed into pool memory
@@ -136,12 +146,26 @@ class Placed(TorchDispatchMode):
                     self.update_step[q] = i
                     self.update_step[f"{q}.grad"] = i
                     self.update_step[f"optimizer.state[{q}].momentum_buffer"] = i
-        self.moves = sorted(self.placement.moves(), key=lambda m: m[5])
-        biggest = max((m[3] for m in self.moves), default=0)
-        self._src = torch.empty(biggest, dtype=torch.uint8)
-        self._dst = torch.empty(biggest, dtype=torch.uint8)
-        self._copier = ThreadPoolExecutor(1, thread_name_prefix="placer-copy") if self.moves else None
+        self._set_moves(self.placement.moves())
+        #: tensor name -> the steps of the graph's kernels that read it, in order
+        self.uses: dict = {}
+        for k in self.kernels:
+            for name in k.inputs:
+                if name is not None:
+                    self.uses.setdefault(name, []).append(k.step)
+        for steps in self.uses.values():
+            steps.sort()
+        self.routes_saved = bool(self.bound) and any(p != self.dram for p in self.bound)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
+        #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
+        self.active = self._internal = False
+        #: parameter name -> its gradient's memory in its pool (see `_grad_hook`)
+        self.grad_homes: dict = {}
+        for q, p in model.named_parameters():
+            span = self.spans.get(f"{q}.grad")
+            if p.requires_grad and span is not None and span[1][0] in self.bound:
+                p.register_post_accumulate_grad_hook(self._grad_hook(q, span[1][0]))
         self.records: list = []
         self.unmatched_ops: dict = {}
         self._writes: dict = {}
@@ -154,6 +178,10 @@ class Placed(TorchDispatchMode):
         self.cursor, self.step, self.matched, self.unmatched = 0, 0, 0, 0
         self.wait_total, self.moves_done, self.next_move = 0.0, 0, 0
         self.started: dict = {}
+        #: moves done ahead of their turn, when backward unpacked their tensor
+        self.done_early: set = set()
+        self.saved: dict = {}
+        self.routed, self.unrouted, self.saved_placed = 0, set(), 0
         self.dram_peak = self.unplaced_peak = 0
         self.polled_ns, self.poll_gap_ns, self.polls = 0, _POLL_NS, 0
         self._rehome()
@@ -165,20 +193,27 @@ class Placed(TorchDispatchMode):
             if buf is not None:
                 self._see(buf, f"optimizer.state[{q}].momentum_buffer")
         self.t0 = time.perf_counter()
+        self.active = True
+        if self.routes_saved:
+            self._hooks.__enter__()
         return super().__enter__()
 
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
+        if self.routes_saved:
+            self._hooks.__exit__(*exc)
         self._moves_until(self.steps)
+        self.active = False
         self._poll()
         self.records.append(StepRecord(time.perf_counter() - self.t0, self.matched, self.unmatched, self.wait_total,
-                                       self.moves_done, self.dram_peak, self.unplaced_peak, self.polls))
+                                       self.moves_done, self.dram_peak, self.unplaced_peak, self.polls,
+                                       self.routed - self.saved_placed, len(self.unrouted), self.saved_placed))
         self.live = {}
         return out
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func.is_view or func.namespace == "profiler":
+        if func.is_view or func.namespace == "profiler" or self._internal:
             return func(*args, **kwargs)
         ins = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
         start = time.perf_counter_ns()
@@ -269,6 +304,17 @@ class Placed(TorchDispatchMode):
 
     # -- moves and memory --------------------------------------------------------------
 
+    def _set_moves(self, moves) -> None:
+        """The moves to run, (tensor, from, to, bytes, background, before step) each."""
+        self.moves = sorted(moves, key=lambda m: m[5])
+        #: tensors the plan moves: their saved copies go through `Saved` holders, as do
+        #: those it keeps outside DRAM when they are saved
+        self.moved = {m[0] for m in self.moves} if self.bound else set()
+        biggest = max((m[3] for m in self.moves), default=0)
+        self._src = torch.empty(biggest, dtype=torch.uint8)
+        self._dst = torch.empty(biggest, dtype=torch.uint8)
+        self._copier = ThreadPoolExecutor(1, thread_name_prefix="placer-copy") if self.moves else None
+
     def _rehome(self) -> None:
         """Parameters, and optimizer state once the optimizer has made it (after the first
         step), into the memory of the pool the plan starts them in, where that pool is
@@ -292,13 +338,37 @@ class Placed(TorchDispatchMode):
         pool = self.spans[name][1][0]
         if pool not in self.bound:
             return None
-        nbytes = t.numel() * t.element_size()
-        arr = (ctypes.c_ubyte * nbytes).from_address(self.homes.allocate(pool, nbytes))
-        arr._owner = self.homes  # the memory lives as long as any tensor over it
-        new = torch.frombuffer(arr, dtype=t.dtype).view(t.shape)
+        new = self.memory.tensor(pool, t)
         new.copy_(t)
-        self.homed[name] = (pool, nbytes)
+        self.homed[name] = (pool, new.numel() * new.element_size())
         return new
+
+    def _grad_hook(self, q: str, pool: str):
+        """After backward has accumulated parameter `q`'s gradient: the gradient moves
+        into its own pool memory, allocated on the first step and used again by every
+        later one (as torch's own `zero_grad(set_to_none=False)` keeps one gradient). A
+        gradient accumulated into that memory already (not set to None) stays put."""
+        name = f"{q}.grad"
+
+        def hook(p):
+            g = p.grad
+            if not self.active or g is None:
+                return
+            home = self.grad_homes.get(q)
+            if home is not None and home.data_ptr() == g.data_ptr():
+                return
+            if home is None or home.shape != g.shape or home.dtype != g.dtype:
+                home = self.grad_homes[q] = self.memory.tensor(pool, g)
+                self.homed[name] = (pool, home.numel() * home.element_size())
+            self._internal = True
+            try:
+                home.copy_(g)
+                p.grad = home
+            finally:
+                self._internal = False
+            self._see(home, name, result=True)
+
+        return hook
 
     def pages(self) -> list:
         """Per pool holding re-homed tensors, asked of the kernel now: (pool, tensors,
@@ -310,28 +380,118 @@ class Placed(TorchDispatchMode):
         overlap it, then finishes every move due before it (waiting for a background one,
         running a blocking one in line)."""
         for i in range(self.next_move, len(self.moves)):
-            tensor, src, dst, nbytes, background, before = self.moves[i]
+            before, background = self.moves[i][5], self.moves[i][4]
             if before > step + 1:
                 break
-            if background and before == step + 1 and i not in self.started:
-                extra = self.placement.copy_extra_ns(src, dst, nbytes)
-                self.started[i] = self._copier.submit(self._copy(nbytes, extra))
+            if background and before == step + 1 and i not in self.started and i not in self.done_early:
+                self._start(i)
         while self.next_move < len(self.moves) and self.moves[self.next_move][5] <= step:
-            i = self.next_move
+            self._finish(self.next_move)
             self.next_move += 1
-            if i in self.started:
-                self.started.pop(i).result()
-            else:
-                tensor, src, dst, nbytes, _, _ = self.moves[i]
-                self._copy(nbytes, self.placement.copy_extra_ns(src, dst, nbytes))()
-            self.moves_done += 1
 
-    def _copy(self, nbytes: int, extra_ns: float):
-        def job():
-            self._dst[:nbytes].copy_(self._src[:nbytes])
-            _core.busy_wait(extra_ns)
+    def _start(self, i: int) -> None:
+        job, holder = self._move_job(i)
+        fut = self._copier.submit(job)
+        self.started[i] = (fut, holder)
+        if holder is not None:
+            holder.pending = (fut, self.moves[i][2])
 
-        return job
+    def _finish(self, i: int) -> None:
+        """Move `i` done: waited for when started, else run here; a holder's tensor is the
+        copy from then on."""
+        if i in self.done_early:
+            return
+        if i in self.started:
+            fut, holder = self.started.pop(i)
+            new = fut.result()
+        else:
+            job, holder = self._move_job(i)
+            new = job()
+        if holder is not None:
+            self._land(holder, new, self.moves[i][2])
+        self.moves_done += 1
+
+    def _move_job(self, i: int):
+        """The copy of move `i`: the saved tensor itself, into the destination pool's
+        memory, when a holder has it in the move's source pool; else the move's bytes
+        between scratch buffers (a tensor that is not saved, or a view of one). Either
+        then waits what the emulated pools charge beyond the memcpy."""
+        tensor, src, dst, nbytes, _, _ = self.moves[i]
+        extra = self.placement.copy_extra_ns(src, dst, nbytes)
+        holder = self.saved.get(tensor)
+        if holder is None or holder.pool != src or holder.pending is not None:
+            def scratch():
+                self._dst[:nbytes].copy_(self._src[:nbytes])
+                _core.busy_wait(extra)
+
+            return scratch, None
+        t = holder.t
+
+        def copy():
+            new = self.memory.tensor(dst, t) if dst in self.bound else torch.empty_like(t)
+            new.copy_(t)
+            _core.busy_wait(extra)
+            return new
+
+        return copy, holder
+
+    def _land(self, holder: Saved, new: torch.Tensor, pool: str) -> None:
+        old = self.live.get(holder.t.untyped_storage().data_ptr())
+        if old is not None and old.name == holder.name:
+            old.name = None  # torch's own copy, while forward still holds it: not placed
+        holder.t, holder.pool, holder.pending = new, pool, None
+        self._see(new, holder.name, result=True)
+        self.routed += 1
+
+    # -- saved tensors -----------------------------------------------------------------
+
+    def _pack(self, t: torch.Tensor):
+        """Autograd saves `t`: a tensor the plan moves goes to a holder, which the
+        plan's moves carry between pools."""
+        if self._internal or not self.active:
+            return t
+        live = self.live.get(t.untyped_storage().data_ptr())
+        name = live.name if live is not None else None
+        span = self.spans.get(name) if name is not None and name not in self.homed else None
+        if span is None:
+            return t
+        froms, pools = span
+        pool = pools[max(0, bisect.bisect_right(froms, self.step) - 1)]
+        if name not in self.moved and (pool == self.dram or pool not in self.bound):
+            return t
+        if not routable(t):
+            self.unrouted.add(name)
+            return t
+        holder = self.saved.get(name)
+        if holder is None:
+            holder = self.saved[name] = Saved(t, name, self.dram)
+            if pool != self.dram and pool in self.bound:
+                # Kept outside DRAM now: its saved copy goes into that pool's memory.
+                self._internal = True
+                try:
+                    new = self.memory.tensor(pool, t)
+                    new.copy_(t)
+                finally:
+                    self._internal = False
+                self._land(holder, new, pool)
+                self.saved_placed += 1
+        return holder
+
+    def _unpack(self, packed):
+        """Backward needs the tensor now: the moves of it due by its next use are done
+        first (waited for, or run here), and the holder's tensor is what it reads."""
+        if not isinstance(packed, Saved):
+            return packed
+        uses = self.uses.get(packed.name, [])
+        at = bisect.bisect_right(uses, self.step)
+        use = uses[at] if at < len(uses) else self.steps
+        for i in range(self.next_move, len(self.moves)):
+            if self.moves[i][5] > use:
+                break
+            if self.moves[i][0] == packed.name and i not in self.done_early:
+                self._finish(i)
+                self.done_early.add(i)
+        return packed.t
 
     def _poll(self) -> None:
         """The DRAM in use now: live storages the plan has in DRAM at this step, and
@@ -380,7 +540,11 @@ class Placed(TorchDispatchMode):
             f"ops        {last.matched} matched to the plan's kernels, {last.unmatched} not in the captured graph "
             f"(charged by their operands' places)",
             f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools",
-            f"moves      {last.moves} per step",
+            f"moves      {last.moves} per step: {last.routed} carried a saved activation into its pool's memory, "
+            f"{last.moves - last.routed} copied as many scratch bytes (a tensor not saved for backward, a view, or "
+            f"memory not bound; {last.unrouted} saved view(s) left in torch's storage)",
+            f"saved      {last.saved_placed} activation(s) saved for backward copied into the memory of the pool the "
+            f"plan keeps them in",
             f"DRAM peak  {last.dram_peak} B tracked (budget {self.placement.budget_bytes} B), of which "
             f"{last.unplaced_peak} B not placed by the plan (live storages scanned {last.polls} times in the step)",
         ]
@@ -390,7 +554,7 @@ class Placed(TorchDispatchMode):
                          f"{on} of {asked} pages checked are on its nodes, {elsewhere} elsewhere, {unknown} not "
                          f"placed (per node {per_node or '-'})")
         if self.homed:
-            lines.append("not homed  gradients and activations: torch's allocator places them")
+            lines.append("not homed  activations and the step's temporaries: torch's allocator places them")
         for name, label in self.pool_labels.items():
             if label:
                 lines.append(f"EMULATED   pool '{name}' as {label}: data stays in DRAM; ops wait what the model charges")

@@ -55,6 +55,11 @@ class Apply(unittest.TestCase):
         cls.plan = d / "plan.json"
         cls.baselines = d / "baselines"
         placer("solve", "--budget", "50%", "-o", str(cls.plan), "--baseline-plans", str(cls.baselines), env=cls.env)
+        # Every tensor in DRAM, for a move the test makes itself.
+        cls.all_dram = d / "all-dram.json"
+        pins = [x for r in ("input", "weight", "optimizer_state", "activation", "workspace", "gradient",
+                            "weight_gradient") for x in ("--pin", f"role={r}:dram")]
+        placer("solve", "--budget", "16GiB", "-o", str(cls.all_dram), *pins, env=cls.env)
 
     @classmethod
     def tearDownClass(cls):
@@ -102,6 +107,46 @@ class Apply(unittest.TestCase):
             self.assertEqual([r.moves for r in placed.records], [moves, moves], path)
         self.assertIn("moves", plan)
 
+    def test_saved_activations_kept_outside_dram_are_in_that_pools_memory(self):
+        plain = train(*self.fresh(), self.batch, 3)
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.baselines / "all-slow.json")
+        self.assertEqual(train(m, opt, self.batch, 3, placed), plain)
+        self.assertGreater(placed.records[-1].saved_placed, 0)
+        for pool, tensors, nbytes, asked, on, elsewhere, unknown, per_node in placed.pages():
+            self.assertEqual((on, elsewhere, unknown), (asked, 0, 0), pool)
+        self.assertIn("saved for backward copied into the memory of the pool", placed.report())
+
+    def test_a_saved_activation_rides_its_moves_between_pools_memory(self):
+        plain = train(*self.fresh(), self.batch, 3)
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        slow = next(p for p in placed.bound if p != placed.dram)
+        # The first forward result that backward reads again, well after: out to the slow
+        # pool after its first use, back (in the background) before its last.
+        x = next(n for n in placed.kernels[0].outputs if n and placed.uses[n][-1] - placed.uses[n][0] > 3)
+        first, last = placed.uses[x][0], placed.uses[x][-1]
+        nbytes = next(t["bytes"] for t in json.loads(self.all_dram.read_text())["tensors"] if t["name"] == x)
+        placed._set_moves([(x, placed.dram, slow, nbytes, False, first + 1),
+                           (x, slow, placed.dram, nbytes, True, last)])
+        seen = []
+        unpack = placed._unpack
+
+        def watch(h):
+            t = unpack(h)
+            seen.append(getattr(h, "pool", None))
+            return t
+
+        placed._unpack = watch
+        placed._hooks = torch.autograd.graph.saved_tensors_hooks(placed._pack, placed._unpack)
+        self.assertEqual(train(m, opt, self.batch, 3, placed), plain)
+        self.assertEqual([r.routed for r in placed.records], [2, 2, 2])
+        self.assertEqual([r.moves for r in placed.records], [2, 2, 2])
+        # Backward read it back in DRAM's memory: the move home ran before the unpack.
+        self.assertIn(placed.dram, seen)
+        self.assertNotIn(slow, seen)
+        self.assertEqual(placed.saved[x].pool, placed.dram)
+
     def test_the_dram_peak_stays_within_the_budget_and_what_was_not_placed(self):
         budget = json.loads(self.plan.read_text())["budget_bytes"]
         m, opt = self.fresh()
@@ -117,13 +162,16 @@ class Apply(unittest.TestCase):
         train(m, opt, self.batch, 2, placed)  # the momentum buffers exist after step 1
         with placed:
             pass
-        names = {q for q, _ in m.named_parameters()}
-        names |= {f"optimizer.state[{q}].momentum_buffer" for q in names}
+        params = {q for q, _ in m.named_parameters()}
+        names = params | {f"optimizer.state[{q}].momentum_buffer" for q in params} | {f"{q}.grad" for q in params}
         self.assertEqual(set(placed.homed), names)  # every pool of this host is NUMA-bound
         for q, p in m.named_parameters():
             pool, nbytes = placed.homed[q]
             self.assertEqual(pool, placed.placement.pool_at(q, 0))
             self.assertEqual(nbytes, p.numel() * 4)
+            # The gradient the optimizer read is the one in pool memory, kept from step to step.
+            self.assertEqual(p.grad.data_ptr(), placed.grad_homes[q].data_ptr(), q)
+            self.assertEqual(placed.homed[f"{q}.grad"][1], p.numel() * 4)
         rows = placed.pages()
         self.assertTrue(rows)
         for pool, tensors, nbytes, asked, on, elsewhere, unknown, per_node in rows:

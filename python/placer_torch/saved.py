@@ -1,0 +1,69 @@
+"""Pool memory for torch tensors, and the holders that carry saved activations between
+pools at the plan's moves.
+
+Autograd keeps what backward needs through saved-tensor hooks. `apply` hands each saved
+tensor that the plan moves to a `Saved` holder; the plan's moves then copy the holder's
+tensor into the destination pool's memory at the steps the plan schedules (background
+ones on the copy thread), and backward unpacks whatever the holder has by then. The
+forward pass keeps using torch's own tensor until it lets go of it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import torch
+
+
+class PoolMemory:
+    """Tensors in pool memory allocated by placer-pools (pages bound to the pool's NUMA
+    nodes, placed and checked; `Homes.pages()` asks the kernel again). Memory a tensor
+    no longer uses is used again for the next tensor of that pool and size: a fresh
+    allocation would fault its pages in every step."""
+
+    def __init__(self, homes):
+        self.homes = homes
+        #: (pool, bytes) -> addresses no tensor is over
+        self.free: dict = {}
+
+    def tensor(self, pool: str, like: torch.Tensor) -> torch.Tensor:
+        """A contiguous tensor shaped as `like`, in `pool`'s memory (contents undefined)."""
+        nbytes = like.numel() * like.element_size()
+        key = (pool, nbytes)
+        spare = self.free.get(key)
+        address = spare.pop() if spare else self.homes.allocate(pool, nbytes)
+        arr = (ctypes.c_ubyte * nbytes).from_address(address)
+        # Every tensor over the memory holds the array, and the array its slot: the
+        # address is free again only once none of them is left.
+        arr._owner = _Slot(self.free, key, address, self.homes)
+        return torch.frombuffer(arr, dtype=like.dtype).view(like.shape)
+
+
+class _Slot:
+    __slots__ = ("free", "key", "address", "homes")
+
+    def __init__(self, free: dict, key, address: int, homes):
+        self.free, self.key, self.address, self.homes = free, key, address, homes
+
+    def __del__(self):
+        self.free.setdefault(self.key, []).append(self.address)
+
+
+class Saved:
+    """What autograd keeps for a saved tensor the plan moves: the tensor as it is now,
+    the pool it is in (the DRAM pool while it is torch's own), and the copy in flight."""
+
+    __slots__ = ("t", "name", "pool", "pending")
+
+    def __init__(self, t: torch.Tensor, name: str, pool: str):
+        self.t, self.name, self.pool = t, name, pool
+        #: (future of the copy, destination pool) while a background move runs
+        self.pending = None
+
+
+def routable(t: torch.Tensor) -> bool:
+    """Whether `t` is its whole storage, contiguous: what a holder can copy as it is.
+    A view (a transposed weight, a slice) keeps torch's own storage."""
+    s = t.untyped_storage()
+    return t.numel() > 0 and t.storage_offset() == 0 and t.is_contiguous() and \
+        t.numel() * t.element_size() == s.nbytes()
