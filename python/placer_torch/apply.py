@@ -208,7 +208,7 @@ class Placed(TorchDispatchMode):
         self.records.append(StepRecord(time.perf_counter() - self.t0, self.matched, self.unmatched, self.wait_total,
                                        self.moves_done, self.dram_peak, self.unplaced_peak, self.polls,
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed))
-        self.live = {}
+        self.live, self.saved = {}, {}
         return out
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -369,6 +369,12 @@ class Placed(TorchDispatchMode):
             self._see(home, name, result=True)
 
         return hook
+
+    def release(self) -> int:
+        """Frees the pool memory the last steps' saved activations used, which apply keeps
+        for the next step's (a step then faults its pages in again). For a process that
+        holds several plans at once; returns the bytes freed."""
+        return self.memory.release() if self.memory is not None else 0
 
     def pages(self) -> list:
         """Per pool holding re-homed tensors, asked of the kernel now: (pool, tensors,

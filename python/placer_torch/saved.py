@@ -39,6 +39,17 @@ class PoolMemory:
         return torch.frombuffer(arr, dtype=like.dtype).view(like.shape)
 
 
+    def release(self) -> int:
+        """Frees the memory no tensor is over (kept for reuse until now); returns its bytes."""
+        freed = 0
+        for (_, nbytes), addresses in self.free.items():
+            for address in addresses:
+                if self.homes.release(address):
+                    freed += nbytes
+            addresses.clear()
+        return freed
+
+
 class _Slot:
     __slots__ = ("free", "key", "address", "homes")
 

@@ -11,7 +11,8 @@ use crate::render::progress;
 use crate::table::{Table, bytes, count};
 use placer_profile::Profile;
 use placer_solve::{
-    Budget, Costs, IlpOptions, KernelCost, SolveInputs, SolvePools, SolveRequest, SolveResult, UNCALIBRATED_SHARE,
+    Budget, Costs, IlpOptions, KernelCost, SolveInputs, SolvePools, SolveRequest, SolveResult, StageTime,
+    UNCALIBRATED_SHARE,
 };
 use std::path::{Path, PathBuf};
 
@@ -170,6 +171,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pins,
         options,
         profile: checkpoint.as_ref().map(|p| p.display().to_string()),
+        every_baseline: args.baselines || args.baseline_plans.is_some(),
     };
     if let Some(chosen) = &chosen {
         outln!("solving {chosen}")?;
@@ -190,6 +192,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     result.plan.save(&args.output)?;
     printed.result()?;
     out!("{}", summary(&result, &pools).render())?;
+    if args.verbose {
+        out!("\n{}", stage_table(&result.stages).render())?;
+    }
     if args.baselines {
         out!("\n{}", baseline_table(&result))?;
     }
@@ -512,4 +517,23 @@ fn baseline_table(r: &SolveResult) -> String {
         }
     }
     t.render() + &notes
+}
+
+/// Where the solve's time went: one row per thing worked on (all baselines, one
+/// baseline, a formulation, the plan returned), in the order they first ran.
+fn stage_table(stages: &[StageTime]) -> Table {
+    let mut t = Table::new(&["time spent on", "seconds, by stage"]);
+    let mut order: Vec<&str> = Vec::new();
+    for s in stages {
+        if !order.contains(&s.of.as_str()) {
+            order.push(&s.of);
+        }
+    }
+    for of in order {
+        let parts: Vec<String> =
+            stages.iter().filter(|s| s.of == of).map(|s| format!("{} {:.2}", s.stage.label(), s.seconds)).collect();
+        t.row(vec![of.to_string(), parts.join(", ")]);
+    }
+    t.row(vec!["all stages".into(), format!("{:.2}", stages.iter().map(|s| s.seconds).sum::<f64>())]);
+    t
 }

@@ -75,6 +75,7 @@ pub fn baselines_beside(
         pins: inputs.pins,
         options: IlpOptions::default(),
         profile: profile.map(|p| p.display().to_string()),
+        every_baseline: true,
     };
     let (all_dram, candidates) = placer_solve::baselines(&request)?;
     Ok(around(checked(&candidates, left_out), &all_dram))

@@ -179,6 +179,7 @@ fn solve(
         pins: inputs.pins.clone(),
         options: IlpOptions { formulation: req.formulation, time_limit: req.time_limit, ..IlpOptions::default() },
         profile: Some(checkpoint.display().to_string()),
+        every_baseline: true,
     };
     Ok(placer_solve::solve(&request, &mut |line| events(PipelineEvent::Progress(line)))?)
 }

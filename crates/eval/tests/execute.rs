@@ -58,6 +58,7 @@ fn solved(model: &Model, budget: &str, formulation: Formulation) -> SolveResult 
         // Solved to optimality: a plan within 1% of the step may keep the sync start.
         options: IlpOptions { formulation, time_limit: 60.0, gap: 0.0, ..IlpOptions::default() },
         profile: None,
+        every_baseline: true,
     };
     let result = solve(&request, &mut |_| {}).expect("solved");
     assert!(result.check.ok(), "{:?}", result.check.problems);

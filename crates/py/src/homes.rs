@@ -57,6 +57,14 @@ impl Homes {
         Ok(address)
     }
 
+    /// Frees the memory at `address` (from `allocate`); no tensor may be over it any more.
+    /// Returns whether there was such memory.
+    fn release(&self, address: usize) -> PyResult<bool> {
+        let mut inner = self.inner.lock().map_err(|_| poisoned())?;
+        let found = inner.buffers.iter_mut().position(|b| b.bytes_mut().as_mut_ptr() as usize == address);
+        Ok(found.map(|i| drop(inner.buffers.swap_remove(i))).is_some())
+    }
+
     /// Per pool holding any of this memory, asked of the kernel now: (pool, buffers,
     /// bytes, pages asked about, pages on the pool's nodes, pages elsewhere, pages
     /// not placed, pages per node as `node:count` text).

@@ -13,6 +13,7 @@ use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext, Strategy};
 use crate::pools::SolvePools;
 use crate::repair;
+use crate::stages::{Stage, StageTime, Stages};
 use crate::two_lm;
 use placer_ir::Model;
 use placer_profile::Pin;
@@ -28,6 +29,10 @@ pub struct SolveRequest<'a> {
     pub options: IlpOptions,
     /// The checkpoint the costs came from, recorded in the plan.
     pub profile: Option<String>,
+    /// Lay out and check every baseline (to print, write or run them all). Otherwise
+    /// only the fastest one the checker passes is, as the ILP's start: the others are
+    /// placed and scored, and their outcome says so.
+    pub every_baseline: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -49,6 +54,8 @@ pub struct SolveResult {
     pub plan: Plan,
     pub check: CheckReport,
     pub baselines: Vec<Candidate>,
+    /// Where the solve's time went (also in the plan's `SolverReport::stages`).
+    pub stages: Vec<StageTime>,
 }
 
 fn plan_and_check(
@@ -96,8 +103,9 @@ pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), Solve
     inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
+    let mut stages = Stages::default();
     let mut candidates: Vec<Candidate> =
-        Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b, b.place(&inst)).0).collect();
+        Baseline::ALL.iter().map(|&b| baseline_candidate(req, &inst, b, b.place(&inst), &mut stages).0).collect();
     candidates.push(two_lm_candidate(req, &inst, &all_dram_plan, &candidates));
     Ok((all_dram_plan, candidates))
 }
@@ -126,6 +134,7 @@ fn baseline_candidate(
     inst: &Instance,
     b: Baseline,
     placed: Result<Placement, String>,
+    stages: &mut Stages,
 ) -> (Candidate, Option<Placement>) {
     let ctx = PlanContext {
         model: req.model,
@@ -137,9 +146,13 @@ fn baseline_candidate(
     };
     let mut good = None;
     let outcome = placed.and_then(|placement| {
-        let (placement, layout, _) = repair::fit_arena(req.model, inst, req.costs, placement)
-            .map_err(|over| overshoot_reason(over, inst.capacity[0]))?;
+        let t0 = Instant::now();
+        let fitted = repair::fit_arena(req.model, inst, req.costs, placement);
+        stages.since(Stage::LayOut, b.name(), t0);
+        let (placement, layout, _) = fitted.map_err(|over| overshoot_reason(over, inst.capacity[0]))?;
+        let t0 = Instant::now();
         let (plan, report) = plan_and_check(req, inst, &placement, layout, &ctx, None);
+        stages.since(Stage::Check, b.name(), t0);
         if report.ok() {
             good = Some(placement);
         }
@@ -196,8 +209,13 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // fragmentation can prevent even then (the ILP then moves a little out of DRAM).
     if budget >= peak && !pinned_elsewhere && all_dram_plan.arena_bytes[0] <= budget {
         progress("the budget holds peak live memory: every tensor stays in DRAM");
+        let mut stages = Stages::default();
+        let t0 = Instant::now();
         let layout = lay_out(req.model, &inst, &all_dram);
+        stages.since(Stage::LayOut, "plan", t0);
+        let t0 = Instant::now();
         let (plan, check) = plan_and_check(req, &inst, &all_dram, layout, &context(Strategy::AllDram, None), None);
+        stages.since(Stage::Check, "plan", t0);
         return Ok(SolveResult {
             budget_bytes: budget,
             peak_bytes: peak,
@@ -207,14 +225,18 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             plan,
             check,
             baselines: Vec::new(),
+            stages: stages.0,
         });
     }
     inst.feasibility()
         .map_err(|e| SolveError::Infeasible { reason: e.to_string(), smallest_feasible: Some(e.smallest_feasible) })?;
 
-    // Baselines take milliseconds to place and score, and about a second each to lay
-    // out and check on the largest graphs: that is done fastest first, and stops at the
-    // deadline once one has passed.
+    // Baselines take milliseconds to place and score, and seconds each to lay out and
+    // check on the largest graphs: that is done fastest first, and stops once one has
+    // passed (it starts the ILP), unless every baseline is asked for; then it stops at a
+    // quarter of the time limit.
+    let mut stages = Stages::default();
+    let t0 = Instant::now();
     let mut order: Vec<(f64, Baseline, Result<Placement, String>)> = Baseline::ALL
         .iter()
         .map(|&b| {
@@ -223,6 +245,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         })
         .collect();
     order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    stages.since(Stage::Place, "baselines", t0);
     let mut baselines: Vec<Candidate> = Vec::new();
     let mut best: Option<(String, Placement, f64)> = None;
     // The quickest lay-out-and-check so far: what the next one costs at least, and what
@@ -231,7 +254,15 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // Once one baseline has passed, more are laid out only within a quarter of the limit:
     // the rest of it is the ILP's.
     let baselines_until = deadline.min(began + Duration::from_secs_f64(req.options.time_limit * BASELINE_SHARE));
-    for (_, b, placed) in order {
+    for (predicted_ns, b, placed) in order {
+        if let Some((first, _, _)) = best.as_ref().filter(|_| !req.every_baseline) {
+            let outcome = Err(format!(
+                "predicted {:.3} ms by its placement, no faster than {first}: not laid out or checked (--baselines lays out every baseline)",
+                predicted_ns / 1e6
+            ));
+            baselines.push(Candidate { name: b.name().to_string(), outcome });
+            continue;
+        }
         let next_ends =
             Instant::now() + Duration::from_secs_f64(if plan_seconds.is_finite() { plan_seconds } else { 0.0 });
         if best.is_some() && next_ends > baselines_until {
@@ -240,7 +271,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             continue;
         }
         let t0 = Instant::now();
-        let (candidate, placement) = baseline_candidate(req, &inst, b, placed);
+        let (candidate, placement) = baseline_candidate(req, &inst, b, placed, &mut stages);
         plan_seconds = plan_seconds.min(t0.elapsed().as_secs_f64());
         if let (Some(placement), Ok((plan, _))) = (placement, &candidate.outcome)
             && best.as_ref().is_none_or(|(_, _, t)| plan.predicted.step_ns < *t)
@@ -250,7 +281,12 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         baselines.push(candidate);
     }
     baselines.sort_by_key(|c| Baseline::ALL.iter().position(|b| b.name() == c.name));
-    baselines.push(two_lm_candidate(req, &inst, &all_dram_plan, &baselines));
+    baselines.push(if req.every_baseline {
+        two_lm_candidate(req, &inst, &all_dram_plan, &baselines)
+    } else {
+        let outcome = Err("not made: it takes all-slow's checked plan (--baselines lays out every baseline)".into());
+        Candidate { name: two_lm::LABEL.into(), outcome }
+    });
     let first_plan_seconds = best.as_ref().map(|_| began.elapsed().as_secs_f64());
     progress(&format!("baselines: {} placed in {:.0} ms", Baseline::ALL.len(), began.elapsed().as_secs_f64() * 1e3));
     // With no baseline that fits (pools too small for any static placement), the ILP
@@ -284,6 +320,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             sync_opts.time_limit
         ));
         let sync = ilp::solve(&inst, warm.as_ref(), &sync_opts, progress)?;
+        stages.0.extend(sync.stages.iter().cloned());
         let sync_ns = sync.placement.evaluate(&inst, req.costs).step_ns;
         progress(&format!("sync: {} in {:.1} s, predicted {:.3} ms", sync.status, sync.solve_seconds, sync_ns / 1e6));
         (Some(sync.placement), Some((format!("sync ILP ({})", sync.status), sync_ns)))
@@ -298,8 +335,12 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         opts.gap * 100.0
     ));
     let outcome = ilp::solve(&inst, start.as_ref(), &opts, progress)?;
+    stages.0.extend(outcome.stages.iter().cloned());
     // The plan has to pack into the budget too: what sticks out leaves DRAM.
-    let fitted = match repair::fit_arena(req.model, &inst, req.costs, outcome.placement.clone()) {
+    let t0 = Instant::now();
+    let fitted = repair::fit_arena(req.model, &inst, req.costs, outcome.placement.clone());
+    stages.since(Stage::LayOut, "plan", t0);
+    let fitted = match fitted {
         Ok(fitted) => Some(fitted),
         Err(over) => {
             progress(&format!("the solver's plan is not used: {}", overshoot_reason(over, budget)));
@@ -315,7 +356,9 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             ));
         }
         let ilp = Some((&outcome, start_label.clone()));
+        let t0 = Instant::now();
         let (mut plan, report) = plan_and_check(req, &inst, &placement, layout, &context(Strategy::Ilp, Some(formulation)), ilp);
+        stages.since(Stage::Check, "plan", t0);
         if let Some(s) = &mut plan.solver
             && repaired.is_some()
         {
@@ -338,13 +381,18 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     let mut kept = None;
     while let Some(i) = faster_than(solver_ns, &seen.iter().map(|s| s.2).collect::<Vec<_>>()) {
         let (label, placement, _) = seen.swap_remove(i);
+        let t0 = Instant::now();
         let layout = lay_out(req.model, &inst, &placement);
+        // The plan returned instead of the solver's: the plan's stage.
+        stages.since(Stage::LayOut, "plan", t0);
         if layout.arena_bytes[0] > budget {
             continue;
         }
         let ctx = context(Strategy::Ilp, Some(formulation));
+        let t0 = Instant::now();
         let (other, other_report) =
             plan_and_check(req, &inst, &placement, layout, &ctx, Some((&outcome, start_label.clone())));
+        stages.since(Stage::Check, "plan", t0);
         if other_report.ok() {
             kept = Some((label, other, other_report));
             break;
@@ -371,6 +419,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     };
     if let Some(s) = &mut plan.solver {
         s.total_seconds = began.elapsed().as_secs_f64();
+        s.stages = stages.0.clone();
         if let Some(first) = first_plan_seconds {
             s.first_feasible_seconds = Some(first);
         }
@@ -384,6 +433,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         plan,
         check: report,
         baselines,
+        stages: stages.0,
     })
 }
 

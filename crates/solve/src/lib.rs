@@ -24,6 +24,7 @@ mod plan;
 mod pools;
 mod repair;
 mod segtree;
+mod stages;
 mod two_lm;
 
 pub use baselines::Baseline;
@@ -43,6 +44,7 @@ pub use plan::{
 };
 pub use pools::{PoolFigures, SolvePools};
 pub use repair::{Repair, fit_arena};
+pub use stages::{Stage, StageTime, Stages};
 pub use two_lm::{
     LABEL as TWO_LM_LABEL, LINE_BYTES, cached_pool, plan as two_lm_plan, predicted_waits, step_traffic, wait_ns,
 };

@@ -210,6 +210,9 @@ pub struct SolverReport {
     /// returned instead: its name, and the solver's plan's predicted step time.
     #[serde(default)]
     pub kept: Option<(String, f64)>,
+    /// Where the whole solve's time went, stage by stage, in the order they ran.
+    #[serde(default)]
+    pub stages: Vec<crate::StageTime>,
 }
 
 impl SolverReport {
@@ -410,6 +413,7 @@ impl Plan {
                     lagrangian: o.lagrangian,
                     repaired: None,
                     kept: None,
+                    stages: Vec::new(),
                 };
                 report.set_objective(o.objective_ns);
                 report

@@ -6,7 +6,7 @@ use placer_ir::Model;
 use placer_profile::{Interference, KernelPairs, OpInterference, Pin};
 use placer_solve::{
     Budget, Costs, Formulation, IlpOptions, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult,
-    check, solve,
+    Stage, check, solve,
 };
 
 fn pool(name: &str, capacity: u64, read: f64, write: f64) -> PoolFigures {
@@ -73,6 +73,7 @@ fn run(
         pins,
         options,
         profile: None,
+        every_baseline: true,
     };
     solve(&request, &mut |_| {})
 }
@@ -150,6 +151,7 @@ fn the_step_overhead_is_added_to_every_plan_and_changes_none() {
             pins: Vec::new(),
             options: options(Formulation::Sync),
             profile: None,
+            every_baseline: true,
         };
         solve(&request, &mut |_| {}).expect("solves")
     };
@@ -221,6 +223,7 @@ fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
         pins: Vec::new(),
         options: options(Formulation::Async),
         profile: None,
+        every_baseline: true,
     };
     let r = solve(&request, &mut |_| {}).expect("solves");
     assert!(r.check.ok(), "{:?}", r.check.problems);
@@ -392,6 +395,7 @@ fn two_lm_charges_a_hand_computed_case() {
         pins: Vec::new(),
         options: options(Formulation::Static),
         profile: None,
+        every_baseline: true,
     };
     let (all_dram, candidates) = placer_solve::baselines(&request).expect("baselines");
     let plan_of = |name: &str| {
@@ -493,4 +497,56 @@ fn the_lagrangian_bound_never_exceeds_a_checked_plan() {
             );
         }
     }
+}
+
+#[test]
+fn only_the_warm_start_is_laid_out_and_checked_unless_every_baseline_is_asked_for() {
+    // A mid-size graph: laying out and checking a baseline is what made the baselines
+    // take 31 s of a 120 s DenseNet-264 solve on a slow host, so only the one that
+    // starts the ILP is, unless every one is asked for.
+    let model = zoo("resnet50", 8);
+    let pools = two_pools();
+    let costs = Costs::new(&model, &pools, &[]);
+    let solve_with = |every_baseline| {
+        let request = SolveRequest {
+            model: &model,
+            costs: &costs,
+            pools: pools.clone(),
+            budget: Budget::parse("25%").expect("budget"),
+            pins: Vec::new(),
+            options: IlpOptions { formulation: Formulation::Static, time_limit: 120.0, ..IlpOptions::default() },
+            profile: None,
+            every_baseline,
+        };
+        solve(&request, &mut |_| {}).expect("solved")
+    };
+    let lean = solve_with(false);
+    let laid_out = |r: &SolveResult| -> Vec<String> {
+        r.stages.iter().filter(|s| s.stage == Stage::LayOut && s.of != "plan").map(|s| s.of.clone()).collect()
+    };
+    let started = lean.plan.solver.as_ref().and_then(|s| s.warm_start.clone()).expect("a warm start").0;
+    assert_eq!(laid_out(&lean), vec![started.clone()], "only the warm start is laid out");
+    for c in &lean.baselines {
+        match &c.outcome {
+            Ok((_, report)) => assert!(c.name == started && report.ok(), "{}", c.name),
+            Err(why) => {
+                assert!(why.contains("not laid out or checked") || why.contains("not made"), "{}: {why}", c.name)
+            }
+        }
+    }
+    assert!(lean.stages.iter().any(|s| s.stage == Stage::Place && s.of == "baselines"));
+    assert!(lean.stages.iter().any(|s| s.stage == Stage::Build && s.of == "static"));
+    assert!(lean.stages.iter().any(|s| s.stage == Stage::Check && s.of == "plan"));
+    assert_eq!(lean.plan.solver.as_ref().map(|s| s.stages.clone()), Some(lean.stages.clone()), "the plan records them");
+    // Asked for every baseline: all five laid out, and the same plan.
+    let full = solve_with(true);
+    assert_eq!(laid_out(&full).len(), placer_solve::Baseline::ALL.len());
+    for c in &full.baselines {
+        if let Err(why) = &c.outcome {
+            assert!(!why.contains("not laid out") && !why.contains("not made"), "{}: {why}", c.name);
+        }
+    }
+    assert_eq!(full.plan.solver.as_ref().map(|s| &s.warm_start), lean.plan.solver.as_ref().map(|s| &s.warm_start));
+    let (a, b) = (lean.plan.predicted.step_ns, full.plan.predicted.step_ns);
+    assert!((a - b).abs() <= 0.011 * b, "the same start, the same gap: {a} against {b}");
 }

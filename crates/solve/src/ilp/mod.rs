@@ -20,6 +20,7 @@ mod windows;
 use crate::SolveError;
 use crate::instance::Instance;
 use crate::placement::Placement;
+use crate::stages::{Stage, StageTime, Stages};
 use bound::BoundSearch;
 use build::{NS_PER_UNIT, build};
 use highs::{first_feasible_in_log, run_guarded};
@@ -147,6 +148,8 @@ pub struct IlpOutcome {
     pub windows: Option<WindowReport>,
     /// The Lagrangian bound, when it was computed (large async models).
     pub lagrangian: Option<LagrangianReport>,
+    /// Where this call's time went: build, bound, windows, HiGHS.
+    pub stages: Vec<StageTime>,
 }
 
 /// What the Lagrangian bound reached, and what it took.
@@ -184,6 +187,9 @@ pub fn solve(
     let base_ns: f64 = inst.kernels.iter().map(|k| k.cost.base_ns).sum::<f64>() + inst.step_overhead_ns;
     let mut start = warm.and_then(|w| built.values_for(inst, w));
     let build_seconds = started.elapsed().as_secs_f64();
+    let name = opts.formulation.name();
+    let mut stages = Stages::default();
+    stages.add(Stage::Build, name, build_seconds);
     let solve_started = Instant::now();
     let mut first_feasible = start.as_ref().map(|_| 0.0);
     // Stop at an absolute gap of `gap` × the kernels' base times: every plan's step takes
@@ -223,8 +229,11 @@ pub fn solve(
         let seconds =
             deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
         let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: done_at(floor) };
-        windows_report = Some(windows::polish(&built, inst, x, &limits, progress));
+        let polished = windows::polish(&built, inst, x, &limits, progress);
+        stages.add(Stage::Windows, name, polished.seconds);
+        windows_report = Some(polished);
         let last = search.run(built.objective(x), close_enough(built.objective(x)), deadline, usize::MAX);
+        stages.add(Stage::Bound, name, last.seconds);
         raise(&mut bound, last.value, "Lagrangian bound");
         lagrangian = last.value.is_finite().then_some(last);
     }
@@ -244,6 +253,7 @@ pub fn solve(
             iterations: b.iterations,
             seconds: b.seconds,
         }),
+        stages: Vec::new(),
     };
     // A start within the gap of the bound needs no solver. After windows that used most
     // of the time, neither does one that is not: the whole model's root LP is no
@@ -257,14 +267,18 @@ pub fn solve(
         let objective = built.objective(x);
         let status =
             if objective - b <= abs_gap { format!("gap limit ({name})") } else { format!("time limit ({name})") };
-        return Ok(outcome(x, status, b, first_feasible));
+        let mut done = outcome(x, status, b, first_feasible);
+        done.stages = stages.0;
+        return Ok(done);
     }
     if windows_report.is_some() {
         progress(&format!("windows stalled; HiGHS gets the whole model for {:.0} s", time_left.as_secs_f64()));
     }
     // HiGHS stops a little before the deadline: reading its plan back takes a moment.
     let limit = (time_left.as_secs_f64() * 0.95).max(0.1);
+    let highs_started = Instant::now();
     let result = run_guarded(&built.lp.cols, &built.lp.rows, start.clone(), abs_gap, limit, deadline, opts)?;
+    stages.since(Stage::Highs, name, highs_started);
     let Some(result) = result else {
         let Some(x) = start else {
             return Err(SolveError::Solver {
@@ -275,7 +289,9 @@ pub fn solve(
             "guard: HiGHS overran its time limit; the plan is its start, after {:.0} s",
             solve_started.elapsed().as_secs_f64()
         );
-        return Ok(outcome(&x, status, bound.map_or(f64::NAN, |(b, _)| b), first_feasible));
+        let mut done = outcome(&x, status, bound.map_or(f64::NAN, |(b, _)| b), first_feasible);
+        done.stages = stages.0;
+        return Ok(done);
     };
     if first_feasible.is_none() {
         first_feasible = opts.log_file.as_deref().and_then(first_feasible_in_log);
@@ -284,6 +300,7 @@ pub fn solve(
     let b = bound.map_or(result.bound, |(b, _)| b.max(result.bound));
     let mut solved = outcome(&result.x, result.status, b, first_feasible);
     solved.objective_ns = result.objective * NS_PER_UNIT;
+    solved.stages = stages.0;
     Ok(solved)
 }
 
