@@ -164,7 +164,10 @@ class Placed(TorchDispatchMode):
         self.grad_homes: dict = {}
         for q, p in model.named_parameters():
             span = self.spans.get(f"{q}.grad")
-            if p.requires_grad and span is not None and span[1][0] in self.bound:
+            # Outside DRAM only: memory kept from step to step would hold DRAM all step,
+            # where the plan has a gradient from backward on (torch's allocator, DRAM,
+            # gives it back when the optimizer is done).
+            if p.requires_grad and span is not None and span[1][0] in self.bound and span[1][0] != self.dram:
                 p.register_post_accumulate_grad_hook(self._grad_hook(q, span[1][0]))
         self.records: list = []
         self.unmatched_ops: dict = {}
@@ -434,7 +437,9 @@ class Placed(TorchDispatchMode):
         t = holder.t
 
         def copy():
-            new = self.memory.tensor(dst, t) if dst in self.bound else torch.empty_like(t)
+            # Into DRAM through torch's allocator: pool memory kept for reuse would hold
+            # DRAM between steps.
+            new = self.memory.tensor(dst, t) if dst in self.bound and dst != self.dram else torch.empty_like(t)
             new.copy_(t)
             _core.busy_wait(extra)
             return new
