@@ -14,8 +14,8 @@ by placer's own Rust code (`ExecPlan::kernel_wait_ns`, the function placer's exe
 charges by), and the plan's moves run at their steps, blocking ones in line and
 background ones on a copy thread.
 
-Parameters, their gradients and optimizer state are re-homed: where the pool the plan
-starts them in is bound to NUMA nodes, their data moves into that pool's memory,
+Parameters, optimizer state and the gradients kept outside DRAM are re-homed: where the
+pool the plan starts them in is bound to NUMA nodes, their data moves into that pool's memory,
 allocated by placer's own pools (pages bound to the pool's nodes, and checked where they
 landed; `pages()` asks the kernel again). A gradient moves there as backward finishes
 it (one copy a step, into memory kept from step to step). Activations saved for
