@@ -34,6 +34,7 @@ QEMU guest (scripts/vm) the re-homed tensors' pages are on the kmem-DAX node.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -363,15 +364,22 @@ class Placed(TorchDispatchMode):
             if home is None or home.shape != g.shape or home.dtype != g.dtype:
                 home = self.grad_homes[q] = self.memory.tensor(pool, g)
                 self.homed[name] = (pool, home.numel() * home.element_size())
-            self._internal = True
-            try:
+            with self._own_ops():
                 home.copy_(g)
                 p.grad = home
-            finally:
-                self._internal = False
             self._see(home, name, result=True)
 
         return hook
+
+    @contextlib.contextmanager
+    def _own_ops(self):
+        """apply's own ops (its copies), which the mode lets through unmatched and
+        uncharged, and autograd's hooks ignore."""
+        self._internal = True
+        try:
+            yield
+        finally:
+            self._internal = False
 
     def release(self) -> int:
         """Frees the pool memory the last steps' saved activations used, which apply keeps
@@ -403,7 +411,7 @@ class Placed(TorchDispatchMode):
         fut = self._copier.submit(job)
         self.started[i] = (fut, holder)
         if holder is not None:
-            holder.pending = (fut, self.moves[i][2])
+            holder.pending = fut
 
     def _finish(self, i: int) -> None:
         """Move `i` done: waited for when started, else run here; a holder's tensor is the
@@ -466,8 +474,7 @@ class Placed(TorchDispatchMode):
         span = self.spans.get(name) if name is not None and name not in self.homed else None
         if span is None:
             return t
-        froms, pools = span
-        pool = pools[max(0, bisect.bisect_right(froms, self.step) - 1)]
+        pool = _pool_at(span, self.step)
         if name not in self.moved and (pool == self.dram or pool not in self.bound):
             return t
         if not routable(t):
@@ -478,12 +485,9 @@ class Placed(TorchDispatchMode):
             holder = self.saved[name] = Saved(t, name, self.dram)
             if pool != self.dram and pool in self.bound:
                 # Kept outside DRAM now: its saved copy goes into that pool's memory.
-                self._internal = True
-                try:
+                with self._own_ops():
                     new = self.memory.tensor(pool, t)
                     new.copy_(t)
-                finally:
-                    self._internal = False
                 self._land(holder, new, pool)
                 self.saved_placed += 1
         return holder
@@ -522,9 +526,7 @@ class Placed(TorchDispatchMode):
             if sp is None:
                 unplaced += v.nbytes
                 continue
-            froms, pools = sp
-            pool = pools[0] if len(pools) == 1 else pools[max(0, bisect.bisect_right(froms, step) - 1)]
-            if pool == home:
+            if _pool_at(sp, step) == home:
                 dram += v.nbytes
         for key in dead:
             del self.live[key]
@@ -579,3 +581,10 @@ def apply(model, optimizer, model_path, plan_path, capture: Capture | None = Non
     bound to NUMA nodes. A plan for another model, or a missing or malformed capture,
     raises `ModelError` or `CaptureError` in one line."""
     return Placed(model, optimizer, model_path, plan_path, capture, rehome)
+
+
+def _pool_at(span, step: int) -> str:
+    """The pool a tensor with `span` ([first steps], [pools]) is in at `step`; before its
+    first span, that span's."""
+    froms, pools = span
+    return pools[0] if len(pools) == 1 else pools[max(0, bisect.bisect_right(froms, step) - 1)]

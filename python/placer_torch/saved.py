@@ -68,7 +68,7 @@ class Saved:
 
     def __init__(self, t: torch.Tensor, name: str, pool: str):
         self.t, self.name, self.pool = t, name, pool
-        #: (future of the copy, destination pool) while a background move runs
+        #: the copy's future while a background move of it runs
         self.pending = None
 
 
