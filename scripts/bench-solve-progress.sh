@@ -6,7 +6,8 @@
 # so hosts of different speed compare), where the time went by stage (read from the
 # plan's `solver.stages`), and the proven gap as a share of the step.
 #   scripts/bench-solve-progress.sh [MODELS...]   (default: resnet200 densenet264)
-# Environment: BUDGETS (default "10% 25% 50%"), LIMITS (default "20 120"), BATCH (32).
+# Environment: BUDGETS (default "10% 25% 50%"), LIMITS (default "20 120"), BATCH (32),
+# SOLVE_ARGS (more `placer solve` arguments, e.g. "--no-sync-first" or "--window-workers 1").
 # About 15 minutes for the defaults. Run on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,8 +21,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 peak=$(scripts/fma-peak.sh)
 echo "host FMA peak before: $peak GFLOP/s"
-echo "| model | budget | limit s | wall s | wall × peak/558 | baselines: placed, laid out, checked s | sync: built, solved s | async: built, bound, windows, HiGHS s | plan: laid out, checked s | proven gap of step | step / all-DRAM |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | budget | limit s | wall s | wall × peak/558 | baselines: placed, laid out, checked s | sync: built, solved s | async: built, bound, windows, HiGHS s | windows: improved of solved (dropped), at once | plan: laid out, checked s | proven gap of step | step / all-DRAM |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
   "$placer" zoo "$m" --batch "$batch" -o "$work/$m.json" >/dev/null 2>&1
   for b in $budgets; do
@@ -29,7 +30,7 @@ for m in $models; do
       out="$work/$m-${b%\%}-$limit.json"
       log="$work/$m-${b%\%}-$limit.log"
       t0=$(date +%s.%N)
-      if ! "$placer" solve "$work/$m.json" --budget "$b" --formulation async --time-limit "$limit" -o "$out" >"$log" 2>&1; then
+      if ! "$placer" solve "$work/$m.json" --budget "$b" --formulation async --time-limit "$limit" ${SOLVE_ARGS:-} -o "$out" >"$log" 2>&1; then
         echo "| $m b$batch | $b | $limit | failed: $(tail -1 "$log") |"
         continue
       fi
@@ -50,11 +51,13 @@ base = "{:.1f}, {:.1f}, {:.1f}".format(total("place", "baselines"), total("lay-o
 sync = "{:.1f}, {:.1f}".format(total("build", "sync"), total("highs", "sync") + total("windows", "sync"))
 asyn = "{:.1f}, {:.1f}, {:.1f}, {:.1f}".format(total("build", "async"), total("bound", "async"),
                                                 total("windows", "async"), total("highs", "async"))
+w = s.get("windows")
+wins = "-" if not w else "{} of {} ({}), {}".format(w["improved"], w["windows"], w.get("conflicts", 0), w.get("workers", 1))
 planned = "{:.1f}, {:.1f}".format(total("lay-out", "plan"), total("check", "plan"))
 ratio = re.search(r"= ([0-9.]+)× all-DRAM", open(log).read())
 gap = s.get("gap_of_step")
-print("| {} | {} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} |".format(
-    name, budget, limit, wall, wall * float(peak) / 558.0, base, sync, asyn, planned,
+print("| {} | {} | {} | {:.1f} | {:.1f} | {} | {} | {} | {} | {} | {} | {} |".format(
+    name, budget, limit, wall, wall * float(peak) / 558.0, base, sync, asyn, wins, planned,
     "-" if gap is None else f"{100 * gap:.2f}%", ratio.group(1) if ratio else "-"))
 PY
     done

@@ -72,6 +72,14 @@ pub struct Args {
     /// Async, large models: about how many binaries each improvement window frees.
     #[arg(long, default_value_t = 1500, hide = true)]
     window_binaries: usize,
+    /// Async, large models: improvement windows solved at once (default: one per core,
+    /// at most four).
+    #[arg(long, value_name = "N", hide = true)]
+    window_workers: Option<usize>,
+    /// Async: start from the best baseline instead of solving the sync formulation first
+    /// (to measure what the sync stage buys).
+    #[arg(long, hide = true)]
+    no_sync_first: bool,
     /// Tensors smaller than this keep one pool for life (sync and async).
     #[arg(long, default_value = "64KiB")]
     small_tensor: String,
@@ -145,6 +153,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         async_kernel_share: args.async_share,
         min_hidden_share: args.min_hidden,
         window_binaries: args.window_binaries,
+        window_workers: args.window_workers,
+        sync_first: !args.no_sync_first,
         small_tensor_bytes: small_tensor,
         verbose: args.verbose,
         log_file: Some(log_file.clone()),
@@ -401,10 +411,16 @@ fn summary(r: &SolveResult, pools: &SolvePools) -> Table {
             t.row(vec![
                 "windows".into(),
                 format!(
-                    "{} of {} windows improved the start in {:.1} s: placement cost {} → {}",
+                    "{} of {} windows improved the start in {:.1} s ({} at a time{}): placement cost {} → {}",
                     w.improved,
                     w.windows,
                     w.seconds,
+                    w.workers,
+                    if w.conflicts > 0 {
+                        format!(", {} dropped after a window beside them changed a shared row", w.conflicts)
+                    } else {
+                        String::new()
+                    },
                     ms(w.before_ns),
                     ms(w.after_ns)
                 ),

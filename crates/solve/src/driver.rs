@@ -308,7 +308,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     let reserve = if plan_seconds.is_finite() { 2.0 * plan_seconds } else { 0.0 };
     let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let formulation = req.options.formulation;
-    let (start, start_label) = if formulation == Formulation::Async {
+    let (start, start_label) = if formulation == Formulation::Async && req.options.sync_first {
         let sync_opts = IlpOptions {
             formulation: Formulation::Sync,
             time_limit: (req.options.time_limit / 3.0).min(left() - reserve).max(MIN_STAGE_SECONDS),

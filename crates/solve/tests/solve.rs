@@ -335,6 +335,26 @@ fn windows_improve_an_async_start_and_keep_it_valid() {
 }
 
 #[test]
+fn windows_solved_two_at_a_time_keep_the_plan_valid() {
+    // Small windows on a model with long-lived weights: windows solved at once share
+    // rows, so some results are checked against a plan that changed under them.
+    let model = zoo("resnet18", 2);
+    let opts = IlpOptions {
+        windows_above_binaries: 0,
+        window_binaries: 150,
+        window_workers: Some(2),
+        time_limit: 10.0,
+        ..options(Formulation::Async)
+    };
+    let r = run(&model, two_pools(), "20%", opts, Vec::new()).expect("solved");
+    assert!(r.check.ok(), "{:?}", r.check.problems);
+    let w = r.plan.solver.as_ref().and_then(|s| s.windows).expect("windows ran");
+    assert_eq!(w.workers, 2);
+    assert!(w.windows > 1 && w.after_ns <= w.before_ns + 1e-6, "{w:?}");
+    assert!(r.plan.predicted.step_ns <= best_baseline(&r) * (1.0 + 1e-9));
+}
+
+#[test]
 fn a_negligible_operand_s_pool_is_ignored_when_a_time_is_looked_up() {
     use placer_profile::{NEGLIGIBLE_SHARE, negligible_operands, signature};
     use placer_solve::TimeSource;

@@ -75,6 +75,12 @@ pub struct IlpOptions {
     pub windows_above_binaries: usize,
     /// About how many binaries each window frees.
     pub window_binaries: usize,
+    /// Windows solved at once; `None`: one per core (at most four).
+    pub window_workers: Option<usize>,
+    /// Async only: solve the sync formulation first, for its plan to start the async
+    /// solve. On DenseNet-264 at 25% that start left a 2.1% gap where greedy's left 3.0%
+    /// (docs/BENCHMARKS.md); off, to measure that again.
+    pub sync_first: bool,
     /// Show HiGHS's log on the terminal.
     pub verbose: bool,
     /// Where HiGHS writes its log (it is read back for the time to the first feasible
@@ -95,6 +101,8 @@ impl Default for IlpOptions {
             small_tensor_bytes: 64 << 10,
             windows_above_binaries: 20_000,
             window_binaries: 1_500,
+            window_workers: None,
+            sync_first: true,
             verbose: false,
             log_file: None,
         }
@@ -228,7 +236,13 @@ pub fn solve(
         }
         let seconds =
             deadline.saturating_duration_since(Instant::now()).saturating_sub(share(BOUND_SHARE_AFTER)).as_secs_f64();
-        let limits = windows::Limits { seconds, binaries: opts.window_binaries, good_enough: done_at(floor) };
+        let limits = windows::Limits {
+            seconds,
+            binaries: opts.window_binaries,
+            good_enough: done_at(floor),
+            workers: opts.window_workers,
+            gap: abs_gap,
+        };
         let polished = windows::polish(&built, inst, x, &limits, progress);
         stages.add(Stage::Windows, name, polished.seconds);
         windows_report = Some(polished);
