@@ -9,8 +9,10 @@
 //! Windows are solved one per core at once, a sweep's share apart. A window is solved
 //! against the plan as it was when it began; when another was committed in the meantime,
 //! its rows are checked against the plan as it is now before its values are written
-//! (the rows it does not touch keep their terms, so the plan stays feasible), and it is
-//! dropped if they no longer hold. On DenseNet-264 about one window in eight was.
+//! (the rows it does not touch keep their terms, so the plan stays feasible). If they no
+//! longer hold, it is solved once more against the plan as it is then, and dropped if
+//! that attempt is overtaken too: 0-5% of DenseNet-264's windows and 5-13% of
+//! ResNet-200's were.
 
 use super::IlpOptions;
 use super::build::{Built, Col, Row};
