@@ -44,7 +44,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _core
+from . import _core, heap
 from .builder import flat as _flat
 from .capture import Capture
 from .saved import PoolMemory, Saved, routable
@@ -114,6 +114,9 @@ class Placed(TorchDispatchMode):
 
     def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True):
         super().__init__()
+        # The heap the profile timed torch's ops on (heap.py), so that the step runs as
+        # predicted.
+        self.heap = heap.describe()
         self.cap = capture or Capture.load(model_path)
         self.placement = _core.Placement(str(model_path), str(plan_path))
         self.homes = _core.Homes(self.placement) if rehome else None
@@ -566,6 +569,7 @@ class Placed(TorchDispatchMode):
             lines.append(f"pages      pool '{pool}' (bound to node {nodes}): {n} tensor(s) re-homed, {nbytes} B; "
                          f"{on} of {asked} pages checked are on its nodes, {elsewhere} elsewhere, {unknown} not "
                          f"placed (per node {per_node or '-'})")
+        lines.append(f"heap       {self.heap}")
         if self.homed:
             lines.append("not homed  activations and the step's temporaries: torch's allocator places them")
         for name, label in self.pool_labels.items():

@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from . import _core
+from . import _core, heap
 from .capture import Capture, CaptureError
 
 ProfileError = _core.ProfileError
@@ -93,7 +93,10 @@ class TorchKernels:
             else:
                 self.chains.append([(c, _op(c["target"])) for c in chain])
         self.is_folded = [name in folded for name, _, _ in self.nodes]
-        self.label = f"torch {torch.__version__} (aten ops, eager, CPU, {torch.get_num_threads()} threads)"
+        # The label is recorded in the checkpoint: ops timed on a steady heap and on one
+        # left as found are different measurements (heap.py).
+        held = "steady C heap" if heap.steady() else "C heap as found"
+        self.label = f"torch {torch.__version__} (aten ops, eager, CPU, {torch.get_num_threads()} threads, {held})"
         #: (address, bytes, dtype) -> a flat tensor over those bytes (see `_over`)
         self.views: dict = {}
         #: (tensor name, dtype) -> a scratch tensor for a non-operand

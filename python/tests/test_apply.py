@@ -96,6 +96,8 @@ class Apply(unittest.TestCase):
         self.assertGreater(slow.records[-1].wait_ns, r.wait_ns)
         self.assertGreater(r.wait_ns, 0)
         self.assertIn("EMULATED", placed.report())
+        # The step ran on the heap the profile times ops on (heap.py).
+        self.assertIn("heap       C heap held steady", placed.report())
 
     def test_the_plans_moves_run_every_step(self):
         plan = json.loads(self.plan.read_text())

@@ -115,6 +115,7 @@ class Profile(unittest.TestCase):
         self.assertTrue(r["checkpoint"].endswith("-torch.ckpt"), r)
         self.assertGreater(r["measurements"], 0)
         self.assertIn(f"torch {torch.__version__}", r["label"])
+        self.assertIn("steady C heap", r["label"])  # the ops were timed on the heap apply keeps
         self.assertTrue(r["emulated"])  # this host's slow pool is the emulated one
 
     def test_compare_sets_torchs_kernels_against_placers(self):
