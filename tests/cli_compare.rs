@@ -48,6 +48,37 @@ fn disagreeing_profiles_exit_3_with_a_one_line_error() {
 }
 
 #[test]
+fn a_repeat_as_noisy_as_b_is_the_floor_b_is_judged_by() {
+    let (dir, a, b) = checkpoints(&[150.0, 250.0, 800.0, 3000.0, 4000.0, 10.0]);
+    let out = placer(&["compare", path_str(&a), path_str(&b)]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("; no noise floor"), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("no noise floor: these figures are not judged"), "{}", text(&out.stdout));
+    // A measured again, 60% of it within ±5% of A: B's 60% is all the host allows.
+    let repeat = dir.path().join("repeat.ckpt");
+    placer_profile::save_checkpoint(&repeat, &profile("toy-b2", 1, 40.0, &[96.0, 250.0, 800.0, 750.0, 4000.0, 10.0]))
+        .expect("save");
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--repeat", path_str(&repeat)]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", text(&out.stderr));
+    assert!(stdout.contains("noise floor: A vs repeat, ≥ 50 µs"), "{stdout}");
+    let last = stdout.lines().last().expect("verdict");
+    assert!(
+        last.starts_with(
+            "profiles agree: 60.0% of 5 kernel(s) of at least 50 µs within ±5.0% (needed 60.0%, the floor's)"
+        ),
+        "{last}"
+    );
+    // A repeat of another model is refused in one line.
+    let other = dir.path().join("other.ckpt");
+    placer_profile::save_checkpoint(&other, &profile("another-model-b2", 1, 10.0, &A_US)).expect("save");
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--repeat", path_str(&other)]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("its repeat") && err.contains("different models"), "{err}");
+}
+
+#[test]
 fn json_has_the_summary_and_every_row() {
     let (_dir, a, b) = checkpoints(&[132.0, 250.0, 800.0, 1500.0, 4000.0, 10.0]);
     let out = placer(&["compare", path_str(&a), path_str(&b), "--json", "--tolerance", "0.1"]);

@@ -1,5 +1,6 @@
-//! Dropout and its backward pass, with a mask of one byte per element (0 dropped, 1
-//! kept), as onnxruntime's boolean mask.
+//! Dropout and its backward pass. The mask holds 0 (dropped) or 1 (kept) per element,
+//! either as one byte, as onnxruntime's boolean mask, or as an `f32`, as eager torch
+//! keeps its noise on a CPU (four bytes an element: what a plan must make room for).
 //!
 //! The mask is drawn from a counter-based generator: element `i`'s draw is the `i`-th
 //! output of SplitMix64 seeded with the op's `seed`, a pure function of `(seed, i)`. So
@@ -43,19 +44,44 @@ fn splitmix64(seed: u64, i: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A dropout mask's element: `u8` or `f32`, holding 0 or 1.
+pub trait MaskElem: Copy + Send + Sync {
+    fn of(keep: bool) -> Self;
+    /// 1.0 for a kept element, 0.0 for a dropped one (any nonzero value is kept).
+    fn kept(self) -> f32;
+}
+
+impl MaskElem for u8 {
+    fn of(keep: bool) -> Self {
+        u8::from(keep)
+    }
+    fn kept(self) -> f32 {
+        f32::from(u8::from(self != 0))
+    }
+}
+
+impl MaskElem for f32 {
+    fn of(keep: bool) -> Self {
+        f32::from(u8::from(keep))
+    }
+    fn kept(self) -> f32 {
+        f32::from(u8::from(self != 0.0))
+    }
+}
+
 /// `mask[i] = 1` with probability `1 − ratio` (else 0), and `y = x · mask / (1 − ratio)`.
 ///
 /// # Panics
 /// If the three lengths differ.
-pub fn dropout(p: Dropout, x: &[f32], y: &mut [f32], mask: &mut [u8]) {
+pub fn dropout<M: MaskElem>(p: Dropout, x: &[f32], y: &mut [f32], mask: &mut [M]) {
     assert_eq!(x.len(), y.len(), "x and y lengths differ");
     assert_eq!(x.len(), mask.len(), "x and mask lengths differ");
     let (scale, threshold, seed) = (p.scale(), p.threshold(), p.seed);
-    let run = |first: usize, x: &[f32], y: &mut [f32], mask: &mut [u8]| {
+    let run = |first: usize, x: &[f32], y: &mut [f32], mask: &mut [M]| {
         for (k, ((y, m), &v)) in y.iter_mut().zip(mask.iter_mut()).zip(x).enumerate() {
-            let keep = u8::from(splitmix64(seed, (first + k) as u64) >> 32 >= threshold);
-            *m = keep;
-            *y = v * (f32::from(keep) * scale);
+            let keep = splitmix64(seed, (first + k) as u64) >> 32 >= threshold;
+            *m = M::of(keep);
+            *y = v * (f32::from(u8::from(keep)) * scale);
         }
     };
     if x.len() <= PAR_CHUNK {
@@ -69,15 +95,15 @@ pub fn dropout(p: Dropout, x: &[f32], y: &mut [f32], mask: &mut [u8]) {
     }
 }
 
-/// `dx = dy · mask / (1 − ratio)`, from the forward's `mask` (any nonzero byte counts as
-/// its value: the forward writes only 0 and 1).
-pub fn dropout_backward(p: Dropout, dy: &[f32], mask: &[u8], dx: &mut [f32]) {
+/// `dx = dy · mask / (1 − ratio)`, from the forward's `mask` (any nonzero element is a
+/// kept one: the forward writes only 0 and 1).
+pub fn dropout_backward<M: MaskElem>(p: Dropout, dy: &[f32], mask: &[M], dx: &mut [f32]) {
     assert_eq!(dy.len(), dx.len(), "dy and dx lengths differ");
     assert_eq!(dy.len(), mask.len(), "dy and mask lengths differ");
     let scale = p.scale();
-    let run = |dy: &[f32], mask: &[u8], dx: &mut [f32]| {
+    let run = |dy: &[f32], mask: &[M], dx: &mut [f32]| {
         for ((o, &g), &m) in dx.iter_mut().zip(dy).zip(mask) {
-            *o = g * (f32::from(m) * scale);
+            *o = g * (m.kept() * scale);
         }
     };
     if dy.len() <= PAR_CHUNK {
@@ -108,5 +134,23 @@ mod tests {
         let (mut y, mut mask) = ([0.0; 3], [9u8; 3]);
         dropout(p, &x, &mut y, &mut mask);
         assert_eq!((y, mask), (x, [1; 3]));
+    }
+
+    #[test]
+    fn an_f32_mask_drops_the_same_elements_as_a_byte_mask() {
+        let p = Dropout { ratio: 0.3, seed: 11 };
+        let x: Vec<f32> = (0..1000).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let (mut y8, mut m8) = (vec![0.0; 1000], vec![0u8; 1000]);
+        let (mut y32, mut m32) = (vec![0.0; 1000], vec![0f32; 1000]);
+        dropout(p, &x, &mut y8, &mut m8);
+        dropout(p, &x, &mut y32, &mut m32);
+        assert_eq!(y8, y32);
+        assert!(m8.iter().zip(&m32).all(|(&a, &b)| f32::from(a) == b), "same elements kept");
+        assert!(m8.contains(&0) && m8.contains(&1));
+        let dy: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 - 3.0).collect();
+        let (mut dx8, mut dx32) = (vec![0.0; 1000], vec![0.0; 1000]);
+        dropout_backward(p, &dy, &m8, &mut dx8);
+        dropout_backward(p, &dy, &m32, &mut dx32);
+        assert_eq!(dx8, dx32);
     }
 }

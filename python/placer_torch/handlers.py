@@ -242,13 +242,32 @@ def dropout(L, n):
         raise Unsupported(f"{n.target} (not training)")
     X = L.dense(x)
     attrs = {"ratio": float(p), "seed": name_seed(n.name)}
-    return L.multi(n, "dropout", [X], [X.shape, X.shape], ["activation", "mask"], attrs)
+    y, mask = L.multi(n, "dropout", [X], [X.shape, X.shape], ["activation", "mask"], attrs)
+    # What eager torch runs on a CPU, and the profile times: the noise drawn into the
+    # mask's own bytes (`empty_like(x).bernoulli_(1 - p).div_(1 - p)`), then `x * noise`.
+    keep = 1.0 - float(p)
+    L.replay_as[n.name] = [
+        _call(f"{n.name}.noise", "aten.bernoulli_.float", [L.ref(mask), keep]),
+        _call(f"{n.name}.scaled", "aten.div_.Scalar", [{"fx": f"{n.name}.noise"}, keep]),
+        _call(n.name, "aten.mul.Tensor", [L.ref(X), {"fx": f"{n.name}.scaled"}], y.name),
+    ]
+    return [y, mask]
 
 
 @handles("native_dropout_backward.default")
 def dropout_backward(L, n):
     scale = float(n.args[2])
-    return L.grad_of(n, "dropout_backward", {"ratio": 1.0 - 1.0 / scale})
+    dy, noise = L.dense(n.args[0]), L.dense(n.args[1])
+    dx = L.b.emit(n.name, "dropout_backward", [dy, noise], [(n.name, dy.shape, dy.dtype)],
+                  {"ratio": 1.0 - 1.0 / scale})[0]
+    # Eager torch's backward of `x * noise`.
+    L.replay_as[n.name] = [_call(n.name, "aten.mul.Tensor", [L.ref(dy), L.ref(noise)], dx.name)]
+    return dx
+
+
+def _call(fx: str, target: str, args: list, output: str | None = None) -> dict:
+    """A call recorded for the profile to replay, writing `output` if it names one."""
+    return {"fx": fx, "target": target, "args": args, "kwargs": {}, "outputs": [output]}
 
 
 # -- normalisation ---------------------------------------------------------------------

@@ -41,6 +41,9 @@ class Lowering:
         #: torch-kernel profile replays), and the nodes whose work torch does inside
         #: another node's calls (layout copies placer needs and torch's ops do themselves).
         self.calls: dict = {}
+        #: FX node -> the calls eager torch runs in its place, where they are not the
+        #: graph's own (dropout: the graph's `native_dropout` is eager's noise and `mul`)
+        self.replay_as: dict = {}
         self.folded: set = set()
         self.replayed: set = set()
         for n in gm.graph.nodes:
@@ -130,7 +133,11 @@ class Lowering:
         # one call; its time goes to the last placer node, whose result it is.
         chain = self.calls.setdefault(nodes[-1], [])
         self.folded.update(x for x in nodes[:-1] if x not in self.calls)
-        self.record_call(n, outputs, chain, {c["fx"] for c in chain})
+        if n.name in self.replay_as:
+            self.replayed.add(n.name)
+            chain.extend(self.replay_as.pop(n.name))
+        else:
+            self.record_call(n, outputs, chain, {c["fx"] for c in chain})
 
     # -- replay --------------------------------------------------------------------------
 
@@ -143,6 +150,13 @@ class Lowering:
         kwargs = {k: self.encode(v, chain, seen) for k, v in n.kwargs.items()}
         chain.append({"fx": n.name, "target": str(n.target), "args": args, "kwargs": kwargs, "outputs": outputs})
         seen.add(n.name)
+
+    @staticmethod
+    def ref(v: Val) -> dict:
+        """A recorded call's argument for the placer tensor of `v`, as `encode` writes one."""
+        dtype = next(str(t).removeprefix("torch.") for t, d in DTYPES.items() if d == v.dtype)
+        return {"t": v.name, "base": list(v.base_shape), "shape": list(v.shape), "perm": list(v.perm) if v.perm else None,
+                "dtype": dtype}
 
     def encode(self, a, chain: list, seen: set):
         """An argument as JSON: a placer tensor seen through torch's view of it, an earlier
@@ -215,7 +229,9 @@ class Lowering:
         """A node of several results, each named after the getitem that reads it."""
         outs = []
         for i, (shape, role) in enumerate(zip(shapes, roles)):
-            dt = DTYPES[self.out_meta(n, i).dtype] if role != "mask" else "u8"
+            # A mask has the data's dtype: eager torch keeps its dropout noise as floats,
+            # so a plan must make room for those bytes, not for the graph's bool mask.
+            dt = DTYPES[self.out_meta(n, 0 if role == "mask" else i).dtype]
             spec = (self.out_name(n, i), shape, dt) + (("workspace",) if role in ("workspace", "mask") else ())
             outs.append(spec)
         vals = self.b.emit(n.name, op, inputs, outs, attrs)

@@ -92,6 +92,50 @@ class Runner(unittest.TestCase):
         self.assertEqual(self.runner(self.index["convolution_1.conv"], [], []), 0.0)
 
 
+class DropoutRunner(unittest.TestCase):
+    """Dropout as eager torch runs it on a CPU: the mask is the f32 noise torch keeps,
+    drawn in place, and the backward multiplies by it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        path = Path(cls.dir.name) / "mlp.json"
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.25), nn.ReLU(), nn.Linear(32, 4))
+        cls.cap = placer_torch.capture(m, (torch.randn(8, 16), torch.randint(0, 4, (8,))), nn.CrossEntropyLoss(),
+                                       torch.optim.SGD(m.parameters(), lr=0.1), path)
+        cls.model = json.loads(path.read_text())
+        cls.runner = placer_torch.TorchKernels(path, placer_torch.Capture.load(path))
+        cls.index = {name: i for i, (name, _, _) in enumerate(cls.runner.nodes)}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def node(self, op):
+        return next(n for n in self.model["nodes"] if n["op"] == op)
+
+    def test_the_mask_has_the_bytes_torch_keeps(self):
+        mask = self.node("dropout")["outputs"][1]
+        t = next(t for t in self.model["tensors"] if t["name"] == mask)
+        self.assertEqual((t["dtype"], t["shape"]), ("f32", [8, 32]))
+
+    def test_forward_and_backward_replay_eagers_calls(self):
+        fwd, bwd = self.node("dropout")["name"], self.node("dropout_backward")["name"]
+        self.assertEqual([c["target"] for c in self.cap.calls[fwd]],
+                         ["aten.bernoulli_.float", "aten.div_.Scalar", "aten.mul.Tensor"])
+        self.assertEqual([c["target"] for c in self.cap.calls[bwd]], ["aten.mul.Tensor"])
+        x, y, mask = torch.randn(8, 32), torch.zeros(8, 32), torch.full((8, 32), 7.0)
+        self.runner(self.index[fwd], [operand(x)], [operand(y), operand(mask)])
+        # The noise is 0 or 1 / (1 - p), drawn into the mask's own bytes.
+        self.assertTrue(bool(((mask == 0) | (mask == 1 / 0.75)).all()), mask)
+        self.assertTrue(bool((mask == 0).any() and (mask != 0).any()))
+        torch.testing.assert_close(y, x * mask, rtol=0, atol=0)
+        dy, dx = torch.randn(8, 32), torch.zeros(8, 32)
+        self.runner(self.index[bwd], [operand(dy), operand(mask)], [operand(dx)])
+        torch.testing.assert_close(dx, dy * mask, rtol=0, atol=0)
+
+
 class Profile(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -2,7 +2,7 @@
 
 use crate::table::{Table, count};
 use anyhow::Context as _;
-use placer_profile::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare, scatter_svg};
+use placer_profile::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare_with_repeat, scatter_svg};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
@@ -46,15 +46,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let options = CompareOptions { tolerance: args.tolerance, min_us: args.min_us, share: args.share };
-    let mut c = compare(&a, &b, &options)
-        .with_context(|| format!("cannot compare {} with {}", args.a.display(), args.b.display()))?;
+    let repeat = args.repeat.as_deref().map(placer_profile::load_checkpoint).transpose()?;
+    let mut c = compare_with_repeat(&a, &b, repeat.as_ref(), &options).with_context(|| match &args.repeat {
+        Some(r) => {
+            format!("cannot compare {} with {} and its repeat {}", args.a.display(), args.b.display(), r.display())
+        }
+        None => format!("cannot compare {} with {}", args.a.display(), args.b.display()),
+    })?;
     c.worst = c.worst_offenders(args.top);
-    if let Some(path) = &args.repeat {
-        let repeat = placer_profile::load_checkpoint(path)?;
-        let floor = compare(&a, &repeat, &options)
-            .with_context(|| format!("cannot compare {} with its repeat {}", args.a.display(), path.display()))?;
-        c.floor = Some(floor.non_tiny);
-    }
     if let Some(path) = &args.svg {
         // Beside the target, then renamed, so a reader never sees half a file.
         placer_files::write_atomic(path, scatter_svg(&c))

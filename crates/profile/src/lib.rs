@@ -54,7 +54,8 @@ pub use profiler::{
 
 // Reading profiles back: the latest for a model, exports, merges, comparisons.
 pub use agreement::{
-    Agreement, AgreementReport, CompareOptions, ProfileFacts, Row, WORST, compare, median_se, scatter_svg, significant,
+    Agreement, AgreementReport, Bias, BiasCause, CompareOptions, ProfileFacts, Row, WORST, compare,
+    compare_with_repeat, median_se, scatter_svg, significant,
 };
 pub use export::{csv as export_csv, json as export_json};
 pub use merge::{

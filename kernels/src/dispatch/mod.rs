@@ -304,16 +304,28 @@ pub fn run(
                 return Err(bad(op, "output or mask differs from the input in length".into()));
             }
             let params = dropout::Dropout { ratio: dropout_ratio(op, attrs)?, seed: a.int("seed", 0) as u64 };
-            dropout::dropout(params, x, f32_out(op, y)?, u8_out(op, mask)?);
+            let y = f32_out(op, y)?;
+            // The mask as onnxruntime keeps it (a byte) or as eager torch does (an f32).
+            if matches!(mask.data, Out::F32(_)) {
+                dropout::dropout(params, x, y, f32_out(op, mask)?);
+            } else {
+                dropout::dropout(params, x, y, u8_out(op, mask)?);
+            }
         }
         Op::DropoutBackward => {
             let [dx] = exactly(op, "outputs", outputs)?;
-            let (dy, mask) = (f32_in(op, x0()?)?, u8_in(op, x1()?)?);
-            if mask.len() != dy.len() || numel(dx.shape) != dy.len() {
+            let dy = f32_in(op, x0()?)?;
+            let mask = x1()?;
+            if numel(mask.shape) != dy.len() || numel(dx.shape) != dy.len() {
                 return Err(bad(op, "mask or output differs from the input in length".into()));
             }
             let params = dropout::Dropout { ratio: dropout_ratio(op, attrs)?, seed: 0 };
-            dropout::dropout_backward(params, dy, mask, f32_out(op, dx)?);
+            let dx = f32_out(op, dx)?;
+            if matches!(mask.data, In::F32(_)) {
+                dropout::dropout_backward(params, dy, f32_in(op, mask)?, dx);
+            } else {
+                dropout::dropout_backward(params, dy, u8_in(op, mask)?, dx);
+            }
         }
         Op::Add | Op::Mul => {
             let [out] = exactly(op, "outputs", outputs)?;
@@ -520,12 +532,19 @@ mod tests {
         let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut dx) }];
         run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
         assert_eq!(dx, y);
-        // A mask of the wrong type is an error, not a panic.
-        let wrong = vec![0.0f32; 64];
-        let inputs = [Arg { shape: &shape, data: In::F32(&x) }, Arg { shape: &shape, data: In::F32(&wrong) }];
+        // An f32 mask (eager torch's) reads the same.
+        let wide: Vec<f32> = mask.iter().map(|&m| f32::from(m)).collect();
+        let mut dx32 = vec![0.0f32; 64];
+        let inputs = [Arg { shape: &shape, data: In::F32(&x) }, Arg { shape: &shape, data: In::F32(&wide) }];
+        let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut dx32) }];
+        run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect("runs");
+        assert_eq!(dx32, y);
+        // A mask of another type is an error, not a panic.
+        let wrong = vec![0i32; 64];
+        let inputs = [Arg { shape: &shape, data: In::F32(&x) }, Arg { shape: &shape, data: In::I32(&wrong) }];
         let mut outputs = [Arg { shape: &shape, data: Out::F32(&mut dx) }];
-        let err = run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect_err("f32 mask");
-        assert_eq!(err.to_string(), "dropout_backward: expected a u8 input of shape [8, 8], got f32");
+        let err = run(Op::DropoutBackward, &a, &inputs, &mut [], &mut outputs, &mut []).expect_err("i32 mask");
+        assert_eq!(err.to_string(), "dropout_backward: expected a u8 input of shape [8, 8], got i32");
     }
 
     #[test]

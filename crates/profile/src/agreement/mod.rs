@@ -10,11 +10,13 @@
 //! ones (median ratio 1.18, 33% within ±10%, worst 5.8x); [`AgreementReport::meets`] is the
 //! check that placer's do not.
 
+mod bias;
 mod plot;
 mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use bias::{Bias, BiasCause};
 pub use plot::scatter_svg;
 pub use stats::{Agreement, median_se, significant};
 
@@ -132,6 +134,10 @@ pub struct AgreementReport {
     /// beyond this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<Agreement>,
+    /// B's kernels as a whole off A's beyond 1% and beyond the floor's own shift, and
+    /// the likely cause ([`bias`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bias: Option<Bias>,
     /// Every matched row, in A's measurement order.
     pub rows: Vec<Row>,
     /// When either profile is a screening design: its predictions against the other
@@ -334,15 +340,7 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
         ));
     }
 
-    let share = non_tiny.within_tolerance.unwrap_or(0.0);
-    let mut meets = non_tiny.rows > 0 && share + EDGE_SLACK >= options.share;
-    if let Some(p) = &predicted {
-        // Predictions are held to the share asked for, or to how well the two profiles'
-        // measurements of one configuration agree, whichever is lower: a prediction
-        // cannot agree better than a second measurement does.
-        let needed = options.share.min(share);
-        meets &= p.rows == 0 || p.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
-    }
+    let meets = judged(&non_tiny, predicted.as_ref(), options.share);
     let mut report = AgreementReport {
         model_name: ha.model_name.clone(),
         model_hash: ha.model_hash.clone(),
@@ -362,6 +360,7 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
         meets,
         verdict: String::new(),
         floor: None,
+        bias: None,
         notes,
         rows,
         predicted,
@@ -374,6 +373,48 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
             options.min_us
         ));
     }
+    report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, None, options.min_us));
+    report.verdict = verdict(&report);
+    Ok(report)
+}
+
+/// Whether B agrees with A: over at least one row, `share` of the kernels within
+/// tolerance. Predictions are held to `share`, or to how well the two profiles'
+/// measurements of one configuration agree, whichever is lower: a prediction cannot
+/// agree better than a second measurement does.
+fn judged(measured: &Agreement, predicted: Option<&Agreement>, share: f64) -> bool {
+    let within = measured.within_tolerance.unwrap_or(0.0);
+    let predictions_agree =
+        predicted.is_none_or(|p| p.rows == 0 || p.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= share.min(within));
+    measured.rows > 0 && within + EDGE_SLACK >= share && predictions_agree
+}
+
+/// [`compare`] of B against A, judged against the noise floor when `repeat` (A measured
+/// again, same model and mode) is given: the share within tolerance is then needed only
+/// up to A's own agreement with its repeat (a second profile cannot agree with A better
+/// than A agrees with itself), and a shift of B's kernels as a whole counts only beyond
+/// the floor's. Without `repeat` the report says that the floor is missing.
+pub fn compare_with_repeat(
+    a: &Profile,
+    b: &Profile,
+    repeat: Option<&Profile>,
+    options: &CompareOptions,
+) -> Result<AgreementReport, ProfileError> {
+    let mut report = compare(a, b, options)?;
+    let Some(repeat) = repeat else {
+        report.notes.push(
+            "no noise floor: these figures are not judged against A measured again (`--repeat A2.ckpt`, a second \
+             profile of A's model and mode, gives one)"
+                .into(),
+        );
+        return Ok(report);
+    };
+    let floor = compare(a, repeat, options)?.non_tiny;
+    if let Some(f) = floor.within_tolerance {
+        report.meets = judged(&report.non_tiny, report.predicted.as_ref(), options.share.min(f));
+    }
+    report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, floor.median_ratio, options.min_us));
+    report.floor = Some(floor);
     report.verdict = verdict(&report);
     Ok(report)
 }
@@ -441,15 +482,27 @@ fn verdict(c: &AgreementReport) -> String {
     }
     let within = n.within_tolerance.unwrap_or(0.0);
     let median = n.median_ratio.unwrap_or(f64::NAN);
+    // Beside each figure, the floor's: A against its repeat.
+    let floor = c.floor.as_ref();
+    let needed = match floor.and_then(|f| f.within_tolerance) {
+        Some(f) if f < o.share => format!("needed {}, the floor's", percent(f)),
+        _ => format!("needed {}", percent(o.share)),
+    };
+    let floor_median = floor.and_then(|f| f.median_ratio).map_or_else(String::new, |m| format!(" (floor {m:.3})"));
     let head = format!(
-        "{} of {} kernel(s) of at least {} µs within ±{} (needed {}); median B/A {:.3}",
+        "{} of {} kernel(s) of at least {} µs within ±{} ({needed}); median B/A {:.3}{floor_median}",
         percent(within),
         n.rows,
         o.min_us,
         percent(o.tolerance),
-        percent(o.share),
         median
     );
+    // Last, before the EMULATED label: the shift's likely cause, or that no floor judged it.
+    let shift = match (&c.bias, floor) {
+        (Some(b), _) => format!("; {}", b.text),
+        (None, None) => "; no noise floor".into(),
+        (None, Some(_)) => String::new(),
+    };
     let worst = c
         .worst
         .first()
@@ -466,8 +519,8 @@ fn verdict(c: &AgreementReport) -> String {
         _ => String::new(),
     };
     if c.meets {
-        format!("profiles agree: {head}{predicted}{emulated}")
+        format!("profiles agree: {head}{predicted}{shift}{emulated}")
     } else {
-        format!("profiles disagree: {head}{worst}{predicted}{emulated}")
+        format!("profiles disagree: {head}{worst}{predicted}{shift}{emulated}")
     }
 }

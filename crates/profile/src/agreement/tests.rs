@@ -265,3 +265,73 @@ fn scatter_is_deterministic_and_shows_both_series() {
     let empty = profile(1, vec![]);
     assert!(scatter_svg(&compare(&empty, &empty, &CompareOptions::default()).expect("same")).contains("</svg>"));
 }
+
+/// A, B 4% slower on every kernel, and A again (its repeat) 1% slower.
+fn shifted() -> (Profile, Profile, Profile) {
+    let us = [100.0, 200.0, 400.0, 800.0];
+    (medians(1, &us), medians(8, &us.map(|u| u * 1.04)), medians(1, &us.map(|u| u * 1.01)))
+}
+
+#[test]
+fn a_shift_beyond_the_floor_is_named_with_its_cause() {
+    let (mut a, mut b, repeat) = shifted();
+    let o = CompareOptions::default();
+    // Different step contexts come first.
+    b.header.protocol.steps = Steps::Picked;
+    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    let bias = c.bias.expect("4% beyond a 1% floor");
+    assert_eq!(bias.cause, BiasCause::StepContext);
+    assert!(c.verdict.contains("4.0% slower than A's (median B/A 1.040, beyond the floor's 1.010)"), "{}", c.verdict);
+    assert!(c.verdict.contains("A ran whole steps and B picked steps"), "{}", c.verdict);
+    // Same steps: a reference pass 4% slower too says the host slowed down.
+    b.header.protocol.steps = Steps::Whole;
+    a.reference_ns = vec![100e3, 200e3, 30e3];
+    b.reference_ns = vec![104e3, 208e3, 90e3];
+    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    let bias = c.bias.expect("beyond the floor");
+    assert_eq!((bias.cause, bias.pace_ratio), (BiasCause::HostPace, Some(1.04)), "the 30 µs node is below min_us");
+    // A reference pass as fast as A's leaves the packing.
+    b.reference_ns = vec![100e3, 200e3, 30e3];
+    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    assert_eq!(c.bias.expect("beyond the floor").cause, BiasCause::Neighbours);
+    assert!(c.verdict.contains("neighbours in the pass: A is single"), "{}", c.verdict);
+}
+
+#[test]
+fn a_shift_within_the_floor_or_within_one_percent_is_not_a_bias() {
+    let (a, b, _) = shifted();
+    let o = CompareOptions::default();
+    let wide = medians(1, &[105.0, 210.0, 420.0, 840.0]);
+    let c = compare_with_repeat(&a, &b, Some(&wide), &o).expect("same model");
+    assert_eq!(c.bias, None, "A's repeat shifted 5%: 4% is inside it");
+    let near = medians(8, &[100.5, 201.0, 402.0, 804.0]);
+    let c = compare_with_repeat(&a, &near, Some(&a), &o).expect("same model");
+    assert_eq!(c.bias, None, "0.5% is negligible");
+    assert!(c.verdict.starts_with("profiles agree: 100.0% of 4"), "{}", c.verdict);
+}
+
+#[test]
+fn the_share_needed_is_at_most_the_floors_and_a_missing_floor_is_said() {
+    let a = medians(1, &[1000.0; 10]);
+    let ratios = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.2, 0.8, 1.2, 0.8];
+    let b = medians(8, &ratios.map(|r| 1000.0 * r));
+    let o = CompareOptions::default();
+    let alone = compare_with_repeat(&a, &b, None, &o).expect("same model");
+    assert!(!alone.meets);
+    assert!(
+        alone.verdict.contains("(needed 95.0%)") && alone.verdict.contains("; no noise floor"),
+        "{}",
+        alone.verdict
+    );
+    assert!(alone.notes.iter().any(|n| n.starts_with("no noise floor")), "{:?}", alone.notes);
+    // A repeat that agrees with A on only 60% of kernels: B's 60% is as good as it gets.
+    let noisy = medians(1, &ratios.map(|r| 1000.0 * r.recip()));
+    let c = compare_with_repeat(&a, &b, Some(&noisy), &o).expect("same model");
+    assert!(c.meets, "{}", c.verdict);
+    assert!(c.verdict.starts_with("profiles agree: 60.0% of 10"), "{}", c.verdict);
+    assert!(c.verdict.contains("(needed 60.0%, the floor's)"), "{}", c.verdict);
+    assert_eq!(c.floor.as_ref().and_then(|f| f.within_tolerance), Some(0.6));
+    // A quiet repeat keeps the 95% asked for.
+    let c = compare_with_repeat(&a, &b, Some(&a), &o).expect("same model");
+    assert!(!c.meets && c.verdict.contains("(needed 95.0%)"), "{}", c.verdict);
+}

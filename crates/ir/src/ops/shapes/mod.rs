@@ -161,16 +161,14 @@ pub fn check_shapes(
             expect_float(x)?;
             same_dtype(&[x, outputs[0]])?;
             expect_shape("output", outputs[0], x.shape)?;
-            expect_dtype("mask", outputs[1], DType::U8)?;
-            expect_shape("mask", outputs[1], x.shape)
+            expect_mask(outputs[1], x)
         }
         Op::DropoutBackward => {
             dropout_ratio(a.0)?;
             let (dy, mask, dx) = (inputs[0], inputs[1], outputs[0]);
             expect_float(dy)?;
             same_dtype(&[dy, dx])?;
-            expect_dtype("mask", mask, DType::U8)?;
-            expect_shape("mask", mask, dy.shape)?;
+            expect_mask(mask, dy)?;
             expect_shape("output", dx, dy.shape)
         }
         Op::Add | Op::Mul => {
@@ -401,8 +399,13 @@ fn expect_rank_at_least(what: &str, operand: Operand<'_>, rank: usize) -> Result
     }
 }
 
-fn expect_dtype(what: &str, operand: Operand<'_>, dtype: DType) -> Result<(), String> {
-    if operand.dtype == dtype { Ok(()) } else { Err(format!("{what} must be {dtype}, got {}", operand.dtype)) }
+/// A dropout mask: one byte an element (onnxruntime's), or the data's own dtype (eager
+/// torch keeps its noise as the data's floats), shaped like the data.
+fn expect_mask(mask: Operand<'_>, data: Operand<'_>) -> Result<(), String> {
+    if mask.dtype != DType::U8 && mask.dtype != data.dtype {
+        return Err(format!("mask must be u8 or {} (the data's), got {}", data.dtype, mask.dtype));
+    }
+    expect_shape("mask", mask, data.shape)
 }
 
 fn expect_float(operand: Operand<'_>) -> Result<(), String> {

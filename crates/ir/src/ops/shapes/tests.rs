@@ -115,7 +115,7 @@ fn sum_to_reduces_to_a_shape_that_broadcasts_back() {
 }
 
 #[test]
-fn clip_needs_ordered_bounds_and_dropout_a_ratio_below_one_and_a_byte_mask() {
+fn clip_needs_ordered_bounds_and_dropout_a_ratio_below_one_and_a_byte_or_data_typed_mask() {
     let x = [3, 5];
     let bounds = |min: f64, max: f64| attrs(&[("min", AttrValue::Float(min)), ("max", AttrValue::Float(max))]);
     assert!(check_shapes(Op::Clip, &bounds(0.0, 6.0), &[op(&x)], &[], &[op(&x)]).is_ok());
@@ -133,7 +133,14 @@ fn clip_needs_ordered_bounds_and_dropout_a_ratio_below_one_and_a_byte_mask() {
         shape_err(Op::DropoutBackward, &ratio(-0.1), &[op(&x), mask], &[op(&x)]),
         "ratio -0.1 must be in [0, 1)"
     );
-    assert_eq!(shape_err(Op::Dropout, &ratio(0.1), &[op(&x)], &[op(&x), op(&x)]), "mask must be u8, got f32");
+    // Eager torch's noise: the data's f32.
+    assert!(check_shapes(Op::Dropout, &ratio(0.1), &[op(&x)], &[], &[op(&x), op(&x)]).is_ok());
+    assert!(check_shapes(Op::DropoutBackward, &ratio(0.1), &[op(&x), op(&x)], &[], &[op(&x)]).is_ok());
+    let wide = Operand { shape: &x, dtype: DType::I64 };
+    assert_eq!(
+        shape_err(Op::Dropout, &ratio(0.1), &[op(&x)], &[op(&x), wide]),
+        "mask must be u8 or f32 (the data's), got i64"
+    );
     let small = Operand { shape: &[3], dtype: DType::U8 };
     assert_eq!(
         shape_err(Op::DropoutBackward, &ratio(0.1), &[op(&x), small], &[op(&x)]),

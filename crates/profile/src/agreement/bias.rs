@@ -1,0 +1,101 @@
+//! When B's kernels run faster or slower than A's as a whole, beyond the noise: by how
+//! much, and the likeliest reason, from what the two profiles recorded.
+//!
+//! A median ratio off 1 says nothing of simultaneity by itself. The causes this can tell
+//! apart, in the order they are tested:
+//!
+//! - **step context**: A and B ran different steps (picked against live or whole), so a
+//!   kernel's inputs were in cache to different degrees (docs/profiling.md);
+//! - **the host's pace**: every profile times each node once in its reference pass
+//!   (base placement, nothing picked) before the first pass, identically in single and
+//!   simultaneous mode. When B's reference pass ran as much faster or slower than A's as
+//!   its kernels did, the host changed speed between the two (frequency, neighbours on
+//!   a shared host), not the packing;
+//! - **neighbours in the pass**: the two differ in how many configurations share a pass,
+//!   and nothing above explains the shift;
+//! - otherwise, not known.
+//!
+//! Background copies are not a cause here: no pass runs the copy thread.
+
+use crate::record::Profile;
+use placer_exec::Stats;
+use serde::Serialize;
+
+/// A median ratio within this of 1 is never called a bias, floor or not.
+const NEGLIGIBLE: f64 = 0.01;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BiasCause {
+    StepContext,
+    HostPace,
+    Neighbours,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Bias {
+    /// Median B/A over the kernels of at least `min_us`.
+    pub median_ratio: f64,
+    /// The floor's median ratio (A against its repeat), when there is one.
+    pub floor_ratio: Option<f64>,
+    /// Median over nodes of B's reference-pass time over A's (nodes of at least
+    /// `min_us` in A); `None` when either profile lacks its reference pass.
+    pub pace_ratio: Option<f64>,
+    pub cause: BiasCause,
+    /// One sentence: the shift, and its likely cause.
+    pub text: String,
+}
+
+/// The bias of B against A with `median` B/A, or `None` when it is within 1% of 1 or
+/// within the floor's own shift (`floor`: A against its repeat).
+pub(super) fn judge(a: &Profile, b: &Profile, median: f64, floor: Option<f64>, min_us: f64) -> Option<Bias> {
+    let off = median.ln().abs();
+    let floor_off = floor.map_or(0.0, |f| f.ln().abs());
+    if !off.is_finite() || off <= (1.0 + NEGLIGIBLE).ln() || off <= floor_off {
+        return None;
+    }
+    let pace_ratio = pace(a, b, min_us);
+    let (ha, hb) = (&a.header, &b.header);
+    let (cause, why) = if ha.protocol.steps != hb.protocol.steps {
+        let why = format!(
+            "step context: A ran {} steps and B {} steps, so kernels read inputs in different cache states",
+            ha.protocol.steps.as_str(),
+            hb.protocol.steps.as_str()
+        );
+        (BiasCause::StepContext, why)
+    } else if let Some(p) = pace_ratio.filter(|p| (p.ln() - median.ln()).abs() < off / 2.0) {
+        let why = format!("the host's pace: B's reference pass, the same placement in both, ran {p:.3}x A's too");
+        (BiasCause::HostPace, why)
+    } else if ha.mode.max_simultaneous != hb.mode.max_simultaneous {
+        let pace = pace_ratio.map_or_else(String::new, |p| format!(" (their reference passes ran {p:.3}x)"));
+        let why = format!("neighbours in the pass: A is {}, B {}{pace}", ha.mode.label(), hb.mode.label());
+        (BiasCause::Neighbours, why)
+    } else {
+        (BiasCause::Unknown, "cause not known: same steps, same mode, and the host's pace does not explain it".into())
+    };
+    let beyond =
+        floor.map_or_else(|| "with no floor to judge it by".to_string(), |f| format!("beyond the floor's {f:.3}"));
+    let text = format!(
+        "B's kernels ran {:.1}% {} than A's (median B/A {median:.3}, {beyond}); likely cause: {why}",
+        100.0 * (median - 1.0).abs(),
+        if median > 1.0 { "slower" } else { "faster" }
+    );
+    Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio, cause, text })
+}
+
+/// Median over nodes of B's reference-pass time over A's, for nodes of at least
+/// `min_us` in A.
+fn pace(a: &Profile, b: &Profile, min_us: f64) -> Option<f64> {
+    if a.reference_ns.len() != b.reference_ns.len() {
+        return None;
+    }
+    let ratios: Vec<f64> = a
+        .reference_ns
+        .iter()
+        .zip(&b.reference_ns)
+        .filter(|&(&x, &y)| x >= min_us * 1e3 && y > 0.0 && x.is_finite() && y.is_finite())
+        .map(|(x, y)| y / x)
+        .collect();
+    Stats::of(&ratios).map(|s| s.median)
+}
