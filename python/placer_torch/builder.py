@@ -94,6 +94,20 @@ class Val:
     perm: tuple | None = None
 
 
+def ref(v: Val) -> dict:
+    """A recorded call's argument for the placer tensor of `v`, as `Lowering.encode`
+    writes one (the torch dtype of the first torch type placer maps to `v.dtype`)."""
+    dtype = next(str(t).removeprefix("torch.") for t, d in DTYPES.items() if d == v.dtype)
+    return {"t": v.name, "base": list(v.base_shape), "shape": list(v.shape), "perm": list(v.perm) if v.perm else None,
+            "dtype": dtype}
+
+
+def call(fx: str, target: str, args: list, kwargs: dict | None = None, output: str | None = None) -> dict:
+    """A call recorded for the profile to replay, writing placer tensor `output` if it
+    names one; later calls of its chain read its result as `{"fx": fx}`."""
+    return {"fx": fx, "target": target, "args": args, "kwargs": kwargs or {}, "outputs": [output]}
+
+
 @dataclass
 class Builder:
     tensors: dict = field(default_factory=dict)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from . import _core
-from .builder import CaptureError, Val, meta_dtype, meta_shape
+from .builder import CaptureError, Val, call, meta_dtype, meta_shape, ref
 from .lower import Lowering
 
 # aot_export_module is torch's documented export of the joint graph; it lives under
@@ -265,12 +265,8 @@ def _emit_updates(b, updates: list, gradients: dict, calls: dict) -> dict:
             ups.append(b.tensor(key, w.shape, w.dtype, "optimizer_state"))
             state[key] = key
         b.node(f"{q}.{op}", op, [g], [], attrs, ups)
-        calls[f"{q}.{op}"] = _sgd_calls([_ref(v) for v in ups], _ref(g), attrs)
+        calls[f"{q}.{op}"] = _sgd_calls([ref(v) for v in ups], ref(g), attrs)
     return state
-
-
-def _ref(v: Val) -> dict:
-    return {"t": v.name, "base": list(v.shape), "shape": list(v.shape), "perm": None, "dtype": "float32"}
 
 
 def _sgd_calls(ups: list, g: dict, attrs: dict) -> list:
@@ -278,15 +274,15 @@ def _sgd_calls(ups: list, g: dict, attrs: dict) -> list:
     tensor gets): decay into the gradient, the momentum buffer, the step."""
     calls = []
 
-    def call(name, target, args, kwargs=None):
-        calls.append({"fx": name, "target": target, "args": args, "kwargs": kwargs or {}, "outputs": [None]})
+    def record(name, target, args, kwargs=None):
+        calls.append(call(name, target, args, kwargs))
         return {"fx": name}
 
     if attrs.get("weight_decay"):
-        g = call("decayed", "aten.add.Tensor", [g, ups[0]], {"alpha": attrs["weight_decay"]})
+        g = record("decayed", "aten.add.Tensor", [g, ups[0]], {"alpha": attrs["weight_decay"]})
     step = g
     if len(ups) > 1:
-        scaled = call("momentum", "aten.mul_.Scalar", [ups[1], attrs["momentum"]])
-        step = call("buffer", "aten.add_.Tensor", [scaled, g])
-    call("step", "aten.add_.Tensor", [ups[0], step], {"alpha": -attrs["lr"]})
+        scaled = record("momentum", "aten.mul_.Scalar", [ups[1], attrs["momentum"]])
+        step = record("buffer", "aten.add_.Tensor", [scaled, g])
+    record("step", "aten.add_.Tensor", [ups[0], step], {"alpha": -attrs["lr"]})
     return calls

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .builder import SEED, Unsupported, Val, meta_dtype, meta_shape, name_seed, pair
+from .builder import SEED, Unsupported, Val, call, meta_dtype, meta_shape, name_seed, pair, ref
 
 TABLE: dict = {}
 
@@ -247,9 +247,9 @@ def dropout(L, n):
     # mask's own bytes (`empty_like(x).bernoulli_(1 - p).div_(1 - p)`), then `x * noise`.
     keep = 1.0 - float(p)
     L.replay_as[n.name] = [
-        _call(f"{n.name}.noise", "aten.bernoulli_.float", [L.ref(mask), keep]),
-        _call(f"{n.name}.scaled", "aten.div_.Scalar", [{"fx": f"{n.name}.noise"}, keep]),
-        _call(n.name, "aten.mul.Tensor", [L.ref(X), {"fx": f"{n.name}.scaled"}], y.name),
+        call(f"{n.name}.noise", "aten.bernoulli_.float", [ref(mask), keep]),
+        call(f"{n.name}.scaled", "aten.div_.Scalar", [{"fx": f"{n.name}.noise"}, keep]),
+        call(n.name, "aten.mul.Tensor", [ref(X), {"fx": f"{n.name}.scaled"}], output=y.name),
     ]
     return [y, mask]
 
@@ -261,13 +261,8 @@ def dropout_backward(L, n):
     dx = L.b.emit(n.name, "dropout_backward", [dy, noise], [(n.name, dy.shape, dy.dtype)],
                   {"ratio": 1.0 - 1.0 / scale})[0]
     # Eager torch's backward of `x * noise`.
-    L.replay_as[n.name] = [_call(n.name, "aten.mul.Tensor", [L.ref(dy), L.ref(noise)], dx.name)]
+    L.replay_as[n.name] = [call(n.name, "aten.mul.Tensor", [ref(dy), ref(noise)], output=dx.name)]
     return dx
-
-
-def _call(fx: str, target: str, args: list, output: str | None = None) -> dict:
-    """A call recorded for the profile to replay, writing `output` if it names one."""
-    return {"fx": fx, "target": target, "args": args, "kwargs": {}, "outputs": [output]}
 
 
 # -- normalisation ---------------------------------------------------------------------

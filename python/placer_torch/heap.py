@@ -13,7 +13,7 @@ kernels, this project's 2-core VM): the profile's passes, which run a few kernel
 step at a time, left the heap trimmed before about half their timings, and `add` of a
 25.7 MB tensor took 8-9 ms instead of 2.5-3 ms; the passes' kernels summed to 1,791 ms,
 the same kernels inside whole steps to 1,521 ms. Held steady, the two came to 1,513 and
-1,444 ms, and torch's whole step fell from 1,667 to 1,443 ms.
+1,444 ms, and torch's whole step fell from 1,667 to 1,435 ms.
 
 `steady()` fixes both thresholds for the process: blocks up to glibc's own ceiling of
 32 MiB come from the heap, and the heap is never trimmed. A loop that has run a few steps

@@ -151,13 +151,6 @@ class Lowering:
         chain.append({"fx": n.name, "target": str(n.target), "args": args, "kwargs": kwargs, "outputs": outputs})
         seen.add(n.name)
 
-    @staticmethod
-    def ref(v: Val) -> dict:
-        """A recorded call's argument for the placer tensor of `v`, as `encode` writes one."""
-        dtype = next(str(t).removeprefix("torch.") for t, d in DTYPES.items() if d == v.dtype)
-        return {"t": v.name, "base": list(v.base_shape), "shape": list(v.shape), "perm": list(v.perm) if v.perm else None,
-                "dtype": dtype}
-
     def encode(self, a, chain: list, seen: set):
         """An argument as JSON: a placer tensor seen through torch's view of it, an earlier
         call's result, a fresh tensor for torch state placer does not hold, or a value."""

@@ -188,6 +188,12 @@ fn percent(v: f64) -> String {
 /// keys would join things that are not the same kernel in the same memory); different
 /// hosts, protocols or pins are allowed and noted.
 pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<AgreementReport, ProfileError> {
+    Ok(judge(a, b, measure(a, b, options)?, None))
+}
+
+/// The rows and summaries of B against A, judged against `share` alone; no bias and no
+/// verdict yet ([`judge`] adds them).
+fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<AgreementReport, ProfileError> {
     let usage = |reason: String| Err(ProfileError::Usage { reason });
     if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
         return usage(format!("tolerance {} must be a fraction of at least 0 (0.05 is ±5%)", options.tolerance));
@@ -373,9 +379,21 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
             options.min_us
         ));
     }
-    report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, None, options.min_us));
-    report.verdict = verdict(&report);
     Ok(report)
+}
+
+/// `report` judged against `floor` (A against its repeat) when there is one: the share
+/// needed, the shift named, the verdict.
+fn judge(a: &Profile, b: &Profile, mut report: AgreementReport, floor: Option<Agreement>) -> AgreementReport {
+    let o = &report.options;
+    if let Some(f) = floor.as_ref().and_then(|f| f.within_tolerance) {
+        report.meets = judged(&report.non_tiny, report.predicted.as_ref(), o.share.min(f));
+    }
+    let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
+    report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, floor_median, o.min_us));
+    report.floor = floor;
+    report.verdict = verdict(&report);
+    report
 }
 
 /// Whether B agrees with A: over at least one row, `share` of the kernels within
@@ -400,23 +418,19 @@ pub fn compare_with_repeat(
     repeat: Option<&Profile>,
     options: &CompareOptions,
 ) -> Result<AgreementReport, ProfileError> {
-    let mut report = compare(a, b, options)?;
-    let Some(repeat) = repeat else {
-        report.notes.push(
-            "no noise floor: these figures are not judged against A measured again (`--repeat A2.ckpt`, a second \
-             profile of A's model and mode, gives one)"
-                .into(),
-        );
-        return Ok(report);
+    let mut report = measure(a, b, options)?;
+    let floor = match repeat {
+        Some(repeat) => Some(measure(a, repeat, options)?.non_tiny),
+        None => {
+            report.notes.push(
+                "no noise floor: these figures are not judged against A measured again (`--repeat A2.ckpt`, a \
+                 second profile of A's model and mode, gives one)"
+                    .into(),
+            );
+            None
+        }
     };
-    let floor = compare(a, repeat, options)?.non_tiny;
-    if let Some(f) = floor.within_tolerance {
-        report.meets = judged(&report.non_tiny, report.predicted.as_ref(), options.share.min(f));
-    }
-    report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, floor.median_ratio, options.min_us));
-    report.floor = Some(floor);
-    report.verdict = verdict(&report);
-    Ok(report)
+    Ok(judge(a, b, report, floor))
 }
 
 /// One side's predictions joined with the other side's measurements.
