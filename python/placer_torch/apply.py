@@ -107,6 +107,9 @@ class _Live:
     nbytes: int
     name: str | None
     key: int
+    #: the plan's earlier names for this storage (a reshape placer copies into a tensor
+    #: of its own and torch views; an in-place op's input): counted while they are read
+    others: tuple = ()
 
 
 class Placed(TorchDispatchMode):
@@ -159,6 +162,10 @@ class Placed(TorchDispatchMode):
                     self.uses.setdefault(name, []).append(k.step)
         for steps in self.uses.values():
             steps.sort()
+        #: tensor name -> the last step the plan holds it for (its last reader, else its
+        #: writer); tensors no kernel writes (parameters, inputs, state) last all step
+        made = {n: k.step for k in self.kernels for n in k.outputs if n is not None}
+        self.ends = {n: max(s, self.uses.get(n, [s])[-1]) for n, s in made.items()}
         self.routes_saved = bool(self.bound) and any(p != self.dram for p in self.bound)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
@@ -295,10 +302,18 @@ class Placed(TorchDispatchMode):
         live = self.live.get(key)
         if live is None or live.ref.expired():
             live = self.live[key] = _Live(StorageWeakRef(s), s.nbytes(), name, key)
-        elif name is not None and (live.name is None or result):
-            # A result written into a storage already seen (an in-place op) is the
-            # plan's new tensor from now on.
-            live.name = name
+        elif name is not None and name != live.name:
+            if live.name is None:
+                live.name = name
+            elif result or self.ends.get(live.name, self.steps) < self.step:
+                # A result written into a storage already seen (an in-place op), or a
+                # storage read under a later name once its own has no reader left (torch
+                # views what placer copies, a reshape): the plan's new tensor from now on.
+                if live.name not in live.others:
+                    live.others += (live.name,)
+                live.name = name
+            elif name not in live.others:
+                live.others += (name,)
         return live
 
     def _written(self, func, args) -> set:
@@ -460,7 +475,7 @@ class Placed(TorchDispatchMode):
     def _land(self, holder: Saved, new: torch.Tensor, pool: str) -> None:
         old = self.live.get(holder.t.untyped_storage().data_ptr())
         if old is not None and old.name == holder.name:
-            old.name = None  # torch's own copy, while forward still holds it: not placed
+            old.name, old.others = None, ()  # torch's own copy, while forward still holds it: not placed
         holder.t, holder.pool, holder.pending = new, pool, None
         self._see(new, holder.name, result=True)
         self.routed += 1
@@ -526,6 +541,8 @@ class Placed(TorchDispatchMode):
                 dead.append(key)
                 continue
             sp = spans.get(v.name) if v.name is not None else None
+            if v.others:
+                sp = self._counted(v, step) or sp
             if sp is None:
                 unplaced += v.nbytes
                 continue
@@ -538,6 +555,19 @@ class Placed(TorchDispatchMode):
         self.polls += 1
         self.polled_ns = time.perf_counter_ns()
         self.poll_gap_ns = max(_POLL_NS, _POLL_SHARE * (self.polled_ns - start))
+
+    def _counted(self, v: _Live, step: int):
+        """The span that decides where a storage of several of the plan's names is at
+        `step`: a name still held then in DRAM, else any name still held, else none."""
+        held = None
+        for name in (v.name, *v.others):
+            sp = self.spans.get(name)
+            if sp is None or self.ends.get(name, self.steps) < step:
+                continue
+            if _pool_at(sp, step) == self.dram:
+                return sp
+            held = held or sp
+        return held
 
     # -- the report --------------------------------------------------------------------
 
