@@ -176,6 +176,7 @@ fn profile_code(e: &ProfileError) -> Option<u8> {
     match e {
         ProfileError::Checkpoint { .. }
         | ProfileError::Mismatch { .. }
+        | ProfileError::InSitu { .. }
         | ProfileError::Usage { .. }
         | ProfileError::Merge { .. }
         | ProfileError::Busy { .. }

@@ -150,3 +150,106 @@ fn bad_options_are_bad_input() {
     let out = placer(&["compare", path_str(&a), path_str(&b), "--share", "2"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let model = common::zoo_file(dir.path(), "lenet-mnist", "8");
+    let ckpts = dir.path().join("ckpt");
+    let ok = |args: &[&str]| {
+        let out = placer(args);
+        assert!(out.status.success(), "placer {args:?}: {}", text(&out.stderr));
+        out
+    };
+    ok(&["profile", path_str(&model), "--rounds", "1", "--reps", "3", "--checkpoint-dir", path_str(&ckpts)]);
+    let ckpt = std::fs::read_dir(&ckpts)
+        .expect("checkpoints")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|x| x == "ckpt"))
+        .expect("a checkpoint");
+    let plan = dir.path().join("plan.json");
+    ok(&[
+        "solve",
+        path_str(&model),
+        "--budget",
+        "50%",
+        "--profile",
+        path_str(&ckpt),
+        "--no-probe",
+        "-o",
+        path_str(&plan),
+    ]);
+    let (run1, run2) = (dir.path().join("run1.json"), dir.path().join("run2.json"));
+    for run in [&run1, &run2] {
+        let out = ok(&[
+            "run",
+            path_str(&model),
+            "--plan",
+            path_str(&plan),
+            "-n",
+            "3",
+            "--warmup",
+            "1",
+            "--in-situ",
+            path_str(run),
+        ]);
+        assert!(text(&out.stderr).contains("wrote each kernel's time in the plan"), "{}", text(&out.stderr));
+    }
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&run1).expect("record")).expect("json");
+    assert_eq!(record["format"], "placer-in-situ");
+    let plan_doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).expect("plan")).expect("json");
+    // One entry per kernel of the plan, each timed in every timed step, in its planned pools.
+    let kernels = record["kernels"].as_array().expect("kernels");
+    let planned = plan_doc["kernels"].as_array().expect("plan kernels");
+    assert_eq!(kernels.len(), planned.len());
+    let pools: Vec<&str> =
+        record["pools"].as_array().expect("pools").iter().map(|p| p["name"].as_str().expect("name")).collect();
+    for (k, p) in kernels.iter().zip(planned) {
+        assert_eq!((&k["node"], k["count"].as_u64()), (&p["node"], Some(3)), "{k}");
+        let named: Vec<&str> =
+            k["config"].as_array().expect("config").iter().map(|i| pools[i.as_u64().expect("pool") as usize]).collect();
+        assert_eq!(serde_json::json!(named), p["config"], "{k}");
+        assert!(k["median_ns"].as_f64().expect("median") > 0.0, "{k}");
+    }
+
+    // The profile against the run, with the run again as the floor: tables, and a verdict
+    // either way (this host decides which); only a usage error would be exit 2.
+    let out = placer(&["compare", path_str(&run1), path_str(&ckpt), "--repeat", path_str(&run2)]);
+    let stdout = text(&out.stdout);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{stdout}{}", text(&out.stderr));
+    for needle in [
+        "A: the run (each kernel in the plan)",
+        "≥ 50 µs, measured by the profile",
+        "noise floor: run vs repeat",
+        "per op, kernels of at least 50 µs",
+        "per pools of its operands",
+        "EMULATED",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");
+    }
+    let verdict =
+        if out.status.code() == Some(0) { stdout.lines().last().unwrap_or("").to_string() } else { text(&out.stderr) };
+    assert!(verdict.contains("of the run (needed") && verdict.contains("floor"), "{verdict}");
+
+    // A run as B, or a repeat of another plan: one-line errors, exit 2.
+    let out = placer(&["compare", path_str(&run1), path_str(&run2)]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("B must be a profile"), "{err}");
+    let mut other: serde_json::Value = record.clone();
+    other["plan_digest"] = serde_json::json!("0123456789abcdef");
+    let other_path = dir.path().join("other-plan.json");
+    std::fs::write(&other_path, other.to_string()).expect("write");
+    let out = placer(&["compare", path_str(&run1), path_str(&ckpt), "--repeat", path_str(&other_path)]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("the repeat is a run of another plan"), "{err}");
+    // A damaged record is named with what is wrong.
+    std::fs::write(&other_path, "{\"format\": \"placer-in-situ\", \"version\": 99}").expect("write");
+    let out = placer(&["compare", path_str(&other_path), path_str(&ckpt)]);
+    let err = text(&out.stderr);
+    assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
+    assert!(err.contains("other-plan.json: version 99"), "{err}");
+}

@@ -1,13 +1,20 @@
-//! `placer compare A.ckpt B.ckpt [--tolerance T] [--min-us U] [--share S] [--json] [--svg FILE] [--top N]`
+//! `placer compare A.ckpt B.ckpt [--tolerance T] [--min-us U] [--share S] [--json] [--svg FILE] [--top N]`,
+//! or `placer compare RUN.json PROFILE.ckpt [--repeat RUN2.json]`: a profile against the
+//! kernels as they ran in a plan (`placer run --plan ... --in-situ RUN.json`).
 
 use crate::table::{Table, count};
 use anyhow::Context as _;
-use placer_profile::{Agreement, AgreementReport, CompareOptions, ProfileFacts, compare_with_repeat, scatter_svg};
+use placer_profile::{
+    Agreement, AgreementReport, CompareOptions, InSitu, InSituReport, ProfileError, ProfileFacts, ProfileTime,
+    compare_in_situ, compare_with_repeat, scatter_svg,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The reference profile (a checkpoint written by `placer profile`), usually single mode.
+    /// The reference profile (a checkpoint written by `placer profile`), usually single
+    /// mode; or a plan's run (`placer run --plan PLAN --in-situ RUN.json`), each kernel
+    /// as it ran in the plan.
     a: PathBuf,
     /// The profile compared against it; ratios are B/A.
     b: PathBuf,
@@ -37,6 +44,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let options = CompareOptions { tolerance: args.tolerance, min_us: args.min_us, share: args.share };
+    if InSitu::is_in_situ(&args.a) {
+        return in_situ(&args, &options);
+    }
     let a = placer_profile::load_checkpoint(&args.a)?;
     let b = placer_profile::load_checkpoint(&args.b)?;
     // A profile taken on a busy host disagrees with its repeat for reasons of the host.
@@ -45,7 +56,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             errln!("warning: {} was measured on a busy host: {}", path.display(), profile.activity_note());
         }
     }
-    let options = CompareOptions { tolerance: args.tolerance, min_us: args.min_us, share: args.share };
     let repeat = args.repeat.as_deref().map(placer_profile::load_checkpoint).transpose()?;
     let mut c = compare_with_repeat(&a, &b, repeat.as_ref(), &options).with_context(|| match &args.repeat {
         Some(r) => {
@@ -68,15 +78,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.svg {
         errln!("wrote scatter plot to {}", path.display());
     }
-    if c.meets {
-        if !args.json {
-            // On disagreement the verdict is the error line instead, so it is not printed twice.
-            outln!("\n{}", c.verdict)?;
-        }
-        Ok(())
-    } else {
-        Err(crate::exit::Disagreement(c.verdict).into())
+    verdict(c.meets, c.verdict, args.json)
+}
+
+/// Prints the verdict when it is agreement; on disagreement the verdict is the error
+/// line instead (exit 3), so it is not printed twice.
+fn verdict(meets: bool, verdict: String, json: bool) -> anyhow::Result<()> {
+    if !meets {
+        return Err(crate::exit::Disagreement(verdict).into());
     }
+    if !json {
+        outln!("\n{verdict}")?;
+    }
+    Ok(())
+}
+
+/// A profile (B) against a plan's run (A), with a second run of the plan as the floor.
+fn in_situ(args: &Args, options: &CompareOptions) -> anyhow::Result<()> {
+    let usage = |reason: String| -> anyhow::Result<()> { Err(ProfileError::Usage { reason }.into()) };
+    if args.svg.is_some() {
+        return usage("--svg draws two profiles against each other; it does not draw a run".into());
+    }
+    if InSitu::is_in_situ(&args.b) {
+        return usage(format!(
+            "{} is a run too: B must be a profile (a checkpoint); a second run of the same plan is --repeat",
+            args.b.display()
+        ));
+    }
+    let run = InSitu::load(&args.a)?;
+    let profile = placer_profile::load_checkpoint(&args.b)?;
+    let repeat = args.repeat.as_deref().map(InSitu::load).transpose()?;
+    let mut r = compare_in_situ(&run, &profile, repeat.as_ref(), options)
+        .with_context(|| format!("cannot compare the run {} with {}", args.a.display(), args.b.display()))?;
+    r.worst = r.worst_offenders(args.top);
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        out!("{}", render_in_situ(&r, &args.a, &args.b, args.top))?;
+    }
+    verdict(r.meets, r.verdict, args.json)
 }
 
 fn percent(share: Option<f64>) -> String {
@@ -125,39 +165,17 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
         count(c.only_in_a as u64),
         count(c.only_in_b as u64)
     ));
-    // A tolerance of exactly 5% or 10% is already a column; otherwise it gets its own.
-    let tol = c.options.tolerance;
-    let tol_is_5 = (tol - 0.05).abs() < 1e-12;
-    let tol_is_10 = (tol - 0.10).abs() < 1e-12;
-    let mut header = vec![
-        "kernels".to_string(),
-        "count".into(),
-        if tol_is_5 { "±5% (tolerance)".into() } else { "±5%".into() },
-        if tol_is_10 { "±10% (tolerance)".into() } else { "±10%".into() },
+    let mut groups = vec![
+        (format!("≥ {} µs", c.options.min_us), &c.non_tiny),
+        (format!("< {} µs (tiny)", c.options.min_us), &c.tiny),
     ];
-    if !tol_is_5 && !tol_is_10 {
-        header.push(format!("±{:.1}% (tolerance)", 100.0 * tol));
-    }
-    header.extend(["median B/A".into(), "geomean B/A".into(), "significant".into()]);
-    let header: Vec<&str> = header.iter().map(String::as_str).collect();
-    let mut summary = Table::new(&header);
-    let summary_row = |label: String, g: &Agreement| {
-        let mut row = vec![label, count(g.rows as u64), percent(g.within_5), percent(g.within_10)];
-        if !tol_is_5 && !tol_is_10 {
-            row.push(percent(g.within_tolerance));
-        }
-        row.extend([ratio(g.median_ratio), ratio(g.geomean_ratio), count(g.significant as u64)]);
-        row
-    };
-    summary.row(summary_row(format!("≥ {} µs", c.options.min_us), &c.non_tiny));
-    summary.row(summary_row(format!("< {} µs (tiny)", c.options.min_us), &c.tiny));
     if let Some(floor) = &c.floor {
-        summary.row(summary_row(format!("noise floor: A vs repeat, ≥ {} µs", c.options.min_us), floor));
+        groups.push((format!("noise floor: A vs repeat, ≥ {} µs", c.options.min_us), floor));
     }
     if let Some(p) = &c.predicted {
-        summary.row(summary_row(format!("predicted by a design vs measured, ≥ {} µs", c.options.min_us), p));
+        groups.push((format!("predicted by a design vs measured, ≥ {} µs", c.options.min_us), p));
     }
-    out.push_str(&summary.render());
+    out.push_str(&agreement_table("kernels", "B/A", c.options.tolerance, &groups));
 
     if !c.worst.is_empty() {
         out.push_str(&format!(
@@ -183,6 +201,110 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
     if !c.notes.is_empty() {
         out.push_str("\nnotes\n");
         for note in &c.notes {
+            out.push_str(&format!("  - {note}\n"));
+        }
+    }
+    out
+}
+
+/// One row per group of kernels: how many, the shares within ±5%, ±10% and the
+/// tolerance (when it is neither), the median and geometric mean of `ratio`, and how
+/// many differ significantly.
+fn agreement_table(what: &str, ratio_name: &str, tol: f64, groups: &[(String, &Agreement)]) -> String {
+    // A tolerance of exactly 5% or 10% is already a column; otherwise it gets its own.
+    let tol_is_5 = (tol - 0.05).abs() < 1e-12;
+    let tol_is_10 = (tol - 0.10).abs() < 1e-12;
+    let mut header = vec![
+        what.to_string(),
+        "count".into(),
+        if tol_is_5 { "±5% (tolerance)".into() } else { "±5%".into() },
+        if tol_is_10 { "±10% (tolerance)".into() } else { "±10%".into() },
+    ];
+    if !tol_is_5 && !tol_is_10 {
+        header.push(format!("±{:.1}% (tolerance)", 100.0 * tol));
+    }
+    header.extend([format!("median {ratio_name}"), format!("geomean {ratio_name}"), "significant".into()]);
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header);
+    for (label, g) in groups {
+        let mut row = vec![label.clone(), count(g.rows as u64), percent(g.within_5), percent(g.within_10)];
+        if !tol_is_5 && !tol_is_10 {
+            row.push(percent(g.within_tolerance));
+        }
+        row.extend([ratio(g.median_ratio), ratio(g.geomean_ratio), count(g.significant as u64)]);
+        table.row(row);
+    }
+    table.render()
+}
+
+fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> String {
+    let hash = r.model_hash.get(..16).unwrap_or(&r.model_hash);
+    let mut out = format!("model {} ({hash}), pools {}\n", r.model_name, r.pools.join(", "));
+    if r.emulated {
+        out.push_str("EMULATED: at least one pool is emulated; these timings are not measurements of its device\n");
+    }
+    let mut facts = Table::new(&["", "A: the run (each kernel in the plan)", "B: the profile"]);
+    facts.row(vec!["file".into(), run.display().to_string(), profile.display().to_string()]);
+    facts.row(vec!["what".into(), format!("{}, {} timed step(s)", r.plan, r.run_steps), r.profile.mode.clone()]);
+    facts.row(vec![
+        "kernels".into(),
+        format!("{} in the schedule", count(r.kernels as u64)),
+        r.profile.kernels.clone(),
+    ]);
+    out.push('\n');
+    out.push_str(&facts.render());
+    out.push_str(&format!(
+        "\nthe profile's time over the run's, per kernel of the schedule ({} left out: configuration not in the \
+         profile)\n",
+        count(r.unknown as u64)
+    ));
+    let min = r.options.min_us;
+    let mut groups = vec![
+        (format!("≥ {min} µs"), &r.all),
+        (format!("≥ {min} µs, measured by the profile"), &r.measured),
+        (format!("≥ {min} µs, predicted by its design"), &r.predicted),
+        (format!("≥ {min} µs, beside a background copy"), &r.beside_copy),
+        (format!("< {min} µs (tiny)"), &r.tiny),
+    ];
+    if let Some(floor) = &r.floor {
+        groups.push((format!("noise floor: run vs repeat, ≥ {min} µs"), floor));
+    }
+    let tol = r.options.tolerance;
+    out.push_str(&agreement_table("kernels", "B/A", tol, &groups));
+    for (title, list) in [("op", &r.per_op), ("pools of its operands", &r.per_config)] {
+        out.push_str(&format!(
+            "\nper {title}, kernels of at least {min} µs ({} group(s){})\n",
+            list.len(),
+            if list.len() > top { format!(", the {top} largest") } else { String::new() }
+        ));
+        let rows: Vec<(String, &Agreement)> = list.iter().take(top).map(|g| (g.name.clone(), &g.agreement)).collect();
+        out.push_str(&agreement_table(title, "B/A", tol, &rows));
+    }
+    if !r.worst.is_empty() {
+        out.push_str(&format!("\nworst {} kernel(s) of at least {min} µs, by |ln B/A|\n", r.worst.len()));
+        let mut worst =
+            Table::new(&["step", "op", "node", "pools", "run µs", "profile µs", "from", "B/A", "significant"]);
+        for w in &r.worst {
+            worst.row(vec![
+                w.step.to_string(),
+                w.row.op.clone(),
+                w.row.node.clone(),
+                w.row.config.clone(),
+                us(w.row.a_us),
+                us(w.row.b_us),
+                match w.from {
+                    ProfileTime::Measured => "measured".into(),
+                    ProfileTime::Predicted => "predicted".into(),
+                },
+                format!("{:.3}", w.row.ratio),
+                if w.row.significant { "yes".into() } else { "no".into() },
+            ]);
+        }
+        out.push_str(&worst.render());
+    }
+    if !r.notes.is_empty() {
+        out.push_str("\nnotes\n");
+        for note in &r.notes {
             out.push_str(&format!("  - {note}\n"));
         }
     }

@@ -50,6 +50,10 @@ pub struct Args {
     /// Print the summary as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// With --plan: write each kernel's time as it ran in the plan (and its pools) to
+    /// this file, for `placer compare FILE PROFILE` to judge a profile against.
+    #[arg(long, value_name = "FILE", requires = "plan")]
+    in_situ: Option<PathBuf>,
     /// Stop with an error (exit 2) instead of a warning when the host is busy before the
     /// run (other processes competing for the CPUs, stolen time, unexplained jitter).
     #[arg(long)]
@@ -105,9 +109,18 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         PlanRunEvent::Progress(line) if json => errln!("  {line}"),
         PlanRunEvent::Progress(line) => printed.keep(outln!("  {line}")),
     };
+    let planned = args.in_situ.as_ref().map(|_| plan.clone());
     let measured = placer_eval::run_plan(model, &mut host, plan, args.compare_baselines, &options, &mut events)?;
     printed.result()?;
     let pools = host.pool_set()?;
+    if let (Some(file), Some(plan)) = (&args.in_situ, &planned) {
+        placer_eval::in_situ(model, plan, &measured[0], &pools, &host.fingerprint)?.save(file)?;
+        errln!(
+            "wrote each kernel's time in the plan to {} (compare it: placer compare {} PROFILE)",
+            file.display(),
+            file.display()
+        );
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&measured)?)?;
         return Ok(());

@@ -10,6 +10,7 @@
 
 pub mod compare;
 pub mod contenders;
+mod in_situ;
 pub mod interleave;
 pub mod pipeline;
 pub mod report;
@@ -17,6 +18,7 @@ pub mod run;
 
 pub use compare::{Comparison, Row, Standing, Versus};
 pub use contenders::{LeftOut, plan_label};
+pub use in_situ::in_situ;
 pub use interleave::{Contender, MeasureOptions, Measured, run_interleaved};
 pub use pipeline::{PipelineEvent, PipelineOutcome, PipelineRequest, Stage, pipeline};
 pub use report::{Report, SweepPoint};

@@ -25,9 +25,10 @@ pub use record::codec::{
 pub use record::mismatch::{RESUME, Sides, differences, mismatch};
 pub use record::{
     ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, Design, DesignRecord, DesignSpec, DesignSummary, FORMAT_NAME,
-    FORMAT_VERSION, FamilyVerdict, Fit, Interference, KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode,
-    OpInterference, PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol,
-    ROUND_NOISE, RoundCheck, Shard, ShardSource, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+    FORMAT_VERSION, FamilyVerdict, Fit, IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel, Interference,
+    KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode, OpInterference, PRECISION_FLOOR_NS, PinRule,
+    PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, ShardSource,
+    StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
 };
 
 // What to measure, and in which passes.
@@ -54,8 +55,8 @@ pub use profiler::{
 
 // Reading profiles back: the latest for a model, exports, merges, comparisons.
 pub use agreement::{
-    Agreement, AgreementReport, Bias, BiasCause, CompareOptions, ProfileFacts, Row, WORST, compare,
-    compare_with_repeat, median_se, scatter_svg, significant,
+    Agreement, AgreementReport, Bias, BiasCause, CompareOptions, InSituGroup, InSituReport, InSituRow, ProfileFacts,
+    ProfileTime, Row, WORST, compare, compare_in_situ, compare_with_repeat, median_se, scatter_svg, significant,
 };
 pub use export::{csv as export_csv, json as export_json};
 pub use merge::{
@@ -81,6 +82,9 @@ pub enum ProfileError {
     Checkpoint { path: PathBuf, reason: String },
     #[error("{reason}")]
     Mismatch { reason: String },
+    /// An in-situ record (`placer run --plan ... --in-situ`) that cannot be read or written.
+    #[error("in-situ record {path}: {reason}", path = path.display())]
+    InSitu { path: PathBuf, reason: String },
     /// There is no checkpoint to fall back on.
     #[error("no checkpoint in {dir}: profile a model first (placer profile MODEL, or placer pipeline)", dir = dir.display())]
     NoCheckpoint { dir: PathBuf },

@@ -11,12 +11,14 @@
 //! check that placer's do not.
 
 mod bias;
+mod in_situ;
 mod plot;
 mod stats;
 #[cfg(test)]
 mod tests;
 
 pub use bias::{Bias, BiasCause};
+pub use in_situ::{InSituGroup, InSituReport, InSituRow, ProfileTime, compare_in_situ};
 pub use plot::scatter_svg;
 pub use stats::{Agreement, median_se, significant};
 
@@ -191,9 +193,8 @@ pub fn compare(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agr
     Ok(judge(a, b, measure(a, b, options)?, None))
 }
 
-/// The rows and summaries of B against A, judged against `share` alone; no bias and no
-/// verdict yet ([`judge`] adds them).
-fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<AgreementReport, ProfileError> {
+/// Refuses a tolerance, kernel floor or share that cannot be meant.
+fn check_options(options: &CompareOptions) -> Result<(), ProfileError> {
     let usage = |reason: String| Err(ProfileError::Usage { reason });
     if !(options.tolerance.is_finite() && options.tolerance >= 0.0) {
         return usage(format!("tolerance {} must be a fraction of at least 0 (0.05 is ±5%)", options.tolerance));
@@ -204,6 +205,13 @@ fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agreeme
     if !(0.0..=1.0).contains(&options.share) {
         return usage(format!("share {} must be between 0 and 1", options.share));
     }
+    Ok(())
+}
+
+/// The rows and summaries of B against A, judged against `share` alone; no bias and no
+/// verdict yet ([`judge`] adds them).
+fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<AgreementReport, ProfileError> {
+    check_options(options)?;
     let (ha, hb) = (&a.header, &b.header);
     if ha.model_hash != hb.model_hash {
         return Err(ProfileError::Mismatch {

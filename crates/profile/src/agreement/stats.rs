@@ -72,6 +72,11 @@ pub fn median_se(mad: f64, count: u32) -> f64 {
 /// |Δmedian| > 3·sqrt(se_a² + se_b²). Timing noise is not normal (it has a long right
 /// tail), so this is a screen for "clearly more than noise", not an exact test.
 pub fn significant(a: &Measurement, b: &Measurement) -> bool {
-    let se = median_se(a.mad_ns, a.count).hypot(median_se(b.mad_ns, b.count));
-    (b.median_ns - a.median_ns).abs() > SIGNIFICANCE_SIGMAS * se
+    differs(a.median_ns, a.mad_ns, a.count, b.median_ns, b.mad_ns, b.count)
+}
+
+/// [`significant`] on bare figures: medians, MADs and sample counts of A and B.
+pub(super) fn differs(a_ns: f64, a_mad: f64, a_count: u32, b_ns: f64, b_mad: f64, b_count: u32) -> bool {
+    let se = median_se(a_mad, a_count).hypot(median_se(b_mad, b_count));
+    (b_ns - a_ns).abs() > SIGNIFICANCE_SIGMAS * se
 }

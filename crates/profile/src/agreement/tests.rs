@@ -335,3 +335,135 @@ fn the_share_needed_is_at_most_the_floors_and_a_missing_floor_is_said() {
     let c = compare_with_repeat(&a, &b, Some(&a), &o).expect("same model");
     assert!(!c.meets && c.verdict.contains("(needed 95.0%)"), "{}", c.verdict);
 }
+
+// -- a profile against a plan's run ---------------------------------------------------
+
+mod in_situ {
+    use super::*;
+    use crate::record::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
+    use crate::tasks::signature;
+
+    /// LeNet b2, and a profile of it that measured every node with all operands in
+    /// DRAM: node i at 100·(i+1) µs.
+    fn lenet() -> (placer_ir::Model, Profile) {
+        let model = placer_zoo::build("lenet-mnist", 2).expect("zoo model");
+        let ms = model
+            .schedule()
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Measurement {
+                signature: signature(&model, n),
+                config: vec![0; model.node(n).operands().len()],
+                node: model.node(n).name.clone(),
+                ..m(0, 100.0 * (i + 1) as f64, 1.0, 20)
+            })
+            .collect();
+        let mut p = profile(8, ms);
+        p.header.model_hash = model.content_hash();
+        p.header.model_name = model.name().to_string();
+        p.model_json = Some(model.to_json());
+        (model, p)
+    }
+
+    /// A run of that model: every kernel in DRAM, at the profile's time × `factor(step)`.
+    fn run(model: &placer_ir::Model, digest: &str, factor: impl Fn(usize) -> f64) -> InSitu {
+        let kernels = model
+            .schedule()
+            .iter()
+            .enumerate()
+            .map(|(step, &n)| InSituKernel {
+                step,
+                node: model.node(n).name.clone(),
+                op: model.node(n).op.to_string(),
+                config: vec![0; model.node(n).operands().len()],
+                median_ns: 100e3 * (step + 1) as f64 * factor(step),
+                mad_ns: 1e3,
+                count: 20,
+                beside_copy: step == 3,
+            })
+            .collect();
+        InSitu {
+            format: IN_SITU_FORMAT.into(),
+            version: IN_SITU_VERSION,
+            model_name: model.name().to_string(),
+            model_hash: model.content_hash(),
+            host_fingerprint: "host-a".into(),
+            pools: pools(),
+            plan: "ilp (sync) at a budget of 1 B".into(),
+            plan_digest: digest.into(),
+            steps: 20,
+            kernels,
+        }
+    }
+
+    #[test]
+    fn a_profile_that_timed_every_kernel_as_it_ran_agrees() -> Result<(), ProfileError> {
+        let (model, p) = lenet();
+        let r = compare_in_situ(&run(&model, "d", |_| 1.0), &p, None, &CompareOptions::default())?;
+        assert_eq!(
+            (r.kernels, r.unknown, r.all.rows, r.measured.rows, r.predicted.rows),
+            (model.schedule().len(), 0, model.schedule().len(), model.schedule().len(), 0)
+        );
+        assert_eq!((r.all.within_tolerance, r.all.median_ratio), (Some(1.0), Some(1.0)));
+        assert_eq!(r.beside_copy.rows, 1);
+        assert!(r.meets, "{}", r.verdict);
+        assert!(r.verdict.ends_with("no noise floor"), "{}", r.verdict);
+        // Every op of the model is a group, and the groups hold every row.
+        assert_eq!(r.per_op.iter().map(|g| g.agreement.rows).sum::<usize>(), r.all.rows);
+        assert_eq!(r.per_config.iter().map(|g| g.agreement.rows).sum::<usize>(), r.all.rows);
+        Ok(())
+    }
+
+    #[test]
+    fn kernels_slower_in_the_plan_disagree_unless_the_floor_is_as_wide() -> Result<(), ProfileError> {
+        let (model, p) = lenet();
+        let options = CompareOptions::default();
+        // Half the kernels ran 20% slower in the plan than the profile timed them.
+        let slow = run(&model, "d", |s| if s % 2 == 0 { 1.2 } else { 1.0 });
+        let r = compare_in_situ(&slow, &p, None, &options)?;
+        assert!(!r.meets, "{}", r.verdict);
+        let half = r.all.within_tolerance.expect("rows");
+        assert!((0.45..=0.55).contains(&half), "{half}");
+        assert!(r.worst.iter().all(|w| (w.row.ratio - 1.0 / 1.2).abs() < 1e-9));
+        // A repeat that moved as much: the profile can agree no better than the run agrees with itself.
+        let again = run(&model, "d", |s| if s % 2 == 0 { 1.0 } else { 1.2 });
+        let judged = compare_in_situ(&slow, &p, Some(&again), &options)?;
+        let floor = judged.floor.as_ref().and_then(|f| f.within_tolerance).expect("floor");
+        assert!(floor <= half + 0.05, "floor {floor}, half {half}");
+        assert_eq!(judged.meets, half + 1e-9 >= floor, "{}", judged.verdict);
+        assert!(judged.verdict.contains("the floor's"), "{}", judged.verdict);
+        Ok(())
+    }
+
+    #[test]
+    fn configurations_the_profile_never_measured_are_counted_and_left_out() -> Result<(), ProfileError> {
+        let (model, p) = lenet();
+        let mut r = run(&model, "d", |_| 1.0);
+        for k in r.kernels.iter_mut().take(3) {
+            k.config.iter_mut().for_each(|c| *c = 1);
+        }
+        let report = compare_in_situ(&r, &p, None, &CompareOptions::default())?;
+        assert_eq!((report.unknown, report.all.rows), (3, model.schedule().len() - 3));
+        assert!(report.notes.iter().any(|n| n.starts_with("3 kernel(s) ran in a configuration")), "{:?}", report.notes);
+        Ok(())
+    }
+
+    #[test]
+    fn another_model_another_plan_or_a_profile_without_its_model_is_refused() {
+        let (model, p) = lenet();
+        let options = CompareOptions::default();
+        let ok = run(&model, "d", |_| 1.0);
+        let mut other = ok.clone();
+        other.model_hash = "ffff".into();
+        let err = |r: Result<InSituReport, ProfileError>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err(compare_in_situ(&other, &p, None, &options)).starts_with("the run is of model"));
+        let another_plan = run(&model, "e", |_| 1.0);
+        assert!(
+            err(compare_in_situ(&ok, &p, Some(&another_plan), &options))
+                .starts_with("the repeat is a run of another plan")
+        );
+        let mut bare = p.clone();
+        bare.model_json = None;
+        assert!(err(compare_in_situ(&ok, &bare, None, &options)).contains("does not carry its model"));
+    }
+}

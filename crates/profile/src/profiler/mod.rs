@@ -268,15 +268,7 @@ pub fn schedule(
             })
             .transpose()?,
         host_fingerprint: host_fingerprint.to_string(),
-        pools: pools
-            .pools()
-            .iter()
-            .map(|p| PoolInfo {
-                name: p.name.clone(),
-                kind: p.kind,
-                emulated_as: p.emulation.as_ref().map(placer_pools::Emulation::label),
-            })
-            .collect(),
+        pools: PoolInfo::of(pools),
         emulated: pools.any_emulated(),
         protocol: options.protocol.clone(),
         mode: options.mode.clone(),

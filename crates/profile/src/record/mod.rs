@@ -7,11 +7,13 @@
 
 mod calibration;
 pub(crate) mod codec;
+mod in_situ;
 pub(crate) mod mismatch;
 mod pins;
 mod screening;
 
 pub use calibration::{Interference, KernelPairs, OpInterference, StepOverhead};
+pub use in_situ::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
 pub use pins::{PinRule, PinRuleTarget};
 pub use screening::{
     Design, DesignRecord, DesignSpec, DesignSummary, FamilyVerdict, Fit, LONG_KERNEL_NS, Prediction, ValidationPoint,
@@ -50,6 +52,21 @@ pub struct PoolInfo {
     pub kind: PoolKind,
     /// The device model when the pool is emulated.
     pub emulated_as: Option<String>,
+}
+
+impl PoolInfo {
+    /// Every pool of `pools`, as a profile (or an in-situ record) states it.
+    pub fn of(pools: &placer_pools::PoolSet) -> Vec<PoolInfo> {
+        pools
+            .pools()
+            .iter()
+            .map(|p| PoolInfo {
+                name: p.name.clone(),
+                kind: p.kind,
+                emulated_as: p.emulation.as_ref().map(placer_pools::Emulation::label),
+            })
+            .collect()
+    }
 }
 
 /// How kernels are measured. Identical in both modes, so profiles compare.

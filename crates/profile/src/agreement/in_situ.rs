@@ -1,0 +1,381 @@
+//! A profile against the kernels as they ran in a plan ([`InSitu`]): what the solver was
+//! told each kernel costs, set beside what it cost amid the plan's own neighbours, arena
+//! reuse and background copies.
+//!
+//! Each kernel of the run is looked up in the profile by its signature and its pools at
+//! that step, with the operands the profile never moved (its negligible-operand rule)
+//! ignored, as the solver looks it up. A configuration the profile measured gives a
+//! measured row; one a screening design predicted gives a predicted row; one it neither
+//! measured nor predicted (the solver's cost model estimated it) is counted and left
+//! out. A second run of the same plan is the noise floor: kernel by kernel, the run
+//! against its repeat.
+
+use super::stats::{EDGE_SLACK, differs};
+use super::{Agreement, CompareOptions, ProfileFacts, Row, percent, short};
+use crate::ProfileError;
+use crate::record::{InSitu, InSituKernel, Profile};
+use crate::tasks::{negligible_operands, signature};
+use placer_ir::{Model, NodeId};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// Where the profile's time for a kernel's configuration came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProfileTime {
+    Measured,
+    Predicted,
+}
+
+/// One kernel of the run beside the profile's time for it: A is the run, B the profile.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSituRow {
+    pub step: usize,
+    pub from: ProfileTime,
+    pub beside_copy: bool,
+    #[serde(flatten)]
+    pub row: Row,
+}
+
+/// A group of rows: an op, or a configuration.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSituGroup {
+    pub name: String,
+    pub agreement: Agreement,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InSituReport {
+    pub model_name: String,
+    pub model_hash: String,
+    pub pools: Vec<String>,
+    pub options: CompareOptions,
+    /// The plan that ran, and the profile judged against it.
+    pub plan: String,
+    pub run_steps: u32,
+    pub profile: ProfileFacts,
+    pub emulated: bool,
+    /// Kernels of the run, and those whose configuration the profile neither measured
+    /// nor predicted.
+    pub kernels: usize,
+    pub unknown: usize,
+    /// Over the rows of at least `min_us` in the run: every one, the measured ones, the
+    /// predicted ones, and those with a background copy beside them.
+    pub all: Agreement,
+    pub measured: Agreement,
+    pub predicted: Agreement,
+    pub beside_copy: Agreement,
+    pub tiny: Agreement,
+    /// The run against its repeat, kernel by kernel (at least `min_us`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<Agreement>,
+    pub per_op: Vec<InSituGroup>,
+    pub per_config: Vec<InSituGroup>,
+    pub worst: Vec<InSituRow>,
+    pub meets: bool,
+    pub verdict: String,
+    pub notes: Vec<String>,
+    pub rows: Vec<InSituRow>,
+}
+
+impl InSituReport {
+    /// The `n` rows of at least `min_us` furthest from agreement, worst first.
+    pub fn worst_offenders(&self, n: usize) -> Vec<InSituRow> {
+        let mut rows: Vec<&InSituRow> = self.rows.iter().filter(|r| !r.row.tiny).collect();
+        rows.sort_by(|x, y| y.row.ratio.ln().abs().total_cmp(&x.row.ratio.ln().abs()));
+        rows.into_iter().take(n).cloned().collect()
+    }
+}
+
+/// `profile`'s times against `run`'s kernels; with `repeat` (the same plan run again),
+/// judged against that floor. Refuses a profile of another model or pools, a profile
+/// that does not carry its model, and a repeat of another plan.
+pub fn compare_in_situ(
+    run: &InSitu,
+    profile: &Profile,
+    repeat: Option<&InSitu>,
+    options: &CompareOptions,
+) -> Result<InSituReport, ProfileError> {
+    super::check_options(options)?;
+    let mismatch = |reason: String| Err(ProfileError::Mismatch { reason });
+    let h = &profile.header;
+    if h.model_hash != run.model_hash {
+        return mismatch(format!(
+            "the run is of model {} ({}), the profile of {} ({})",
+            run.model_name,
+            short(&run.model_hash),
+            h.model_name,
+            short(&h.model_hash)
+        ));
+    }
+    if h.pools != run.pools {
+        let names = |p: &[crate::record::PoolInfo]| p.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
+        return mismatch(format!("the run's pools are {}; the profile's are {}", names(&run.pools), names(&h.pools)));
+    }
+    let Some(json) = profile.model_json.as_deref() else {
+        return Err(ProfileError::Usage {
+            reason: "the profile does not carry its model (a checkpoint older than version 17): profile again".into(),
+        });
+    };
+    let model = placer_ir::parse_model(json)
+        .map_err(|e| ProfileError::Usage { reason: format!("the profile's own model does not load: {e}") })?;
+    let floor = match repeat {
+        Some(r) => Some(floor_of(run, r, options)?),
+        None => None,
+    };
+    let lookup = Lookup::new(&model, profile);
+    let pool_names: Vec<String> = run.pools.iter().map(|p| p.name.clone()).collect();
+    let mut rows = Vec::new();
+    let (mut unknown, mut strangers) = (0usize, 0usize);
+    for k in &run.kernels {
+        let Some(node) = model.node_id(&k.node) else {
+            strangers += 1;
+            continue;
+        };
+        let Some((from, ns, mad, count)) = lookup.time(node, &k.config) else {
+            unknown += 1;
+            continue;
+        };
+        if !(ns.is_finite() && ns > 0.0 && k.median_ns.is_finite() && k.median_ns > 0.0) {
+            unknown += 1;
+            continue;
+        }
+        rows.push(InSituRow {
+            step: k.step,
+            from,
+            beside_copy: k.beside_copy,
+            row: row(k, ns, mad, count, &pool_names, options),
+        });
+    }
+    if strangers > 0 {
+        return mismatch(format!("{strangers} kernel(s) of the run are not nodes of the profile's model"));
+    }
+    let big = || rows.iter().filter(|r| !r.row.tiny);
+    let of =
+        |pick: &dyn Fn(&InSituRow) -> bool| Agreement::of(big().filter(|r| pick(r)).map(|r| &r.row), options.tolerance);
+    let all = of(&|_| true);
+    let measured = of(&|r| r.from == ProfileTime::Measured);
+    let predicted = of(&|r| r.from == ProfileTime::Predicted);
+    let beside_copy = of(&|r| r.beside_copy);
+    let tiny = Agreement::of(rows.iter().filter(|r| r.row.tiny).map(|r| &r.row), options.tolerance);
+    let per_op = groups(big(), |r| r.row.op.clone(), options.tolerance);
+    let per_config = groups(big(), |r| r.row.config.clone(), options.tolerance);
+    let needed = floor.as_ref().and_then(|f| f.within_tolerance).map_or(options.share, |f| options.share.min(f));
+    let meets = all.rows > 0 && all.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
+    let emulated = run.pools.iter().any(|p| p.emulated_as.is_some());
+    let mut notes = Vec::new();
+    if unknown > 0 {
+        notes.push(format!(
+            "{unknown} kernel(s) ran in a configuration the profile neither measured nor predicted (the solver's cost \
+             model estimated them): left out"
+        ));
+    }
+    if floor.is_none() {
+        notes.push(
+            "no noise floor: these figures are not judged against the plan run again (`--repeat RUN2.json`, a second \
+             `placer run --plan ... --in-situ` of the same plan, gives one)"
+                .into(),
+        );
+    }
+    if beside_copy.rows > 0 {
+        notes.push(format!(
+            "{} kernel(s) ran beside a background copy: the copy thread's share of the machine is in their time and \
+             in no profile's",
+            beside_copy.rows
+        ));
+    }
+    if emulated {
+        notes
+            .push("EMULATED: at least one pool stands in DRAM for its device; these are not measurements of it".into());
+    }
+    let mut report = InSituReport {
+        model_name: run.model_name.clone(),
+        model_hash: run.model_hash.clone(),
+        pools: pool_names,
+        options: options.clone(),
+        plan: run.plan.clone(),
+        run_steps: run.steps,
+        profile: ProfileFacts::of(profile),
+        emulated,
+        kernels: run.kernels.len(),
+        unknown,
+        all,
+        measured,
+        predicted,
+        beside_copy,
+        tiny,
+        floor,
+        per_op,
+        per_config,
+        worst: Vec::new(),
+        meets,
+        verdict: String::new(),
+        notes,
+        rows,
+    };
+    report.worst = report.worst_offenders(super::WORST);
+    report.verdict = verdict(&report, needed);
+    Ok(report)
+}
+
+/// The profile's times by (signature, configuration), with the operands it never moved
+/// masked as the solver masks them.
+struct Lookup<'m> {
+    model: &'m Model,
+    /// Per signature of the model, the operands the profile never moved.
+    masks: HashMap<u64, Vec<bool>>,
+    measured: HashMap<(u64, Vec<u16>), (f64, f64, u32)>,
+    predicted: HashMap<(u64, Vec<u16>), f64>,
+}
+
+/// An operand whose pool a lookup ignores.
+const ANY_POOL: u16 = u16::MAX;
+
+impl<'m> Lookup<'m> {
+    fn new(model: &'m Model, profile: &Profile) -> Lookup<'m> {
+        let negligible = profile.header.mode.negligible;
+        let mut masks = HashMap::new();
+        for i in 0..model.nodes().len() {
+            let n = NodeId(i as u32);
+            masks.entry(signature(model, n)).or_insert_with(|| negligible_operands(model, n, negligible));
+        }
+        let mask = |s: u64, c: &[u16]| masked(&masks, s, c);
+        let measured = profile
+            .merged()
+            .iter()
+            .map(|m| ((m.signature, mask(m.signature, &m.config)), (m.median_ns, m.mad_ns, m.count)))
+            .collect();
+        let predicted = profile
+            .predictions()
+            .iter()
+            .map(|p| ((p.signature, mask(p.signature, &p.config)), p.predicted_ns))
+            .collect();
+        Lookup { model, masks, measured, predicted }
+    }
+
+    /// The profile's time for `node` in `config`: where it came from, median, MAD and
+    /// samples (0 for a prediction).
+    fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
+        let s = signature(self.model, node);
+        let key = (s, masked(&self.masks, s, config));
+        if let Some(&(ns, mad, count)) = self.measured.get(&key) {
+            return Some((ProfileTime::Measured, ns, mad, count));
+        }
+        self.predicted.get(&key).map(|&ns| (ProfileTime::Predicted, ns, 0.0, 0))
+    }
+}
+
+fn masked(masks: &HashMap<u64, Vec<bool>>, s: u64, config: &[u16]) -> Vec<u16> {
+    match masks.get(&s) {
+        Some(mask) => config.iter().zip(mask).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect(),
+        None => config.to_vec(),
+    }
+}
+
+fn config_label(config: &[u16], pools: &[String]) -> String {
+    config.iter().map(|&p| pools.get(usize::from(p)).map_or("?", String::as_str)).collect::<Vec<_>>().join(",")
+}
+
+/// Run kernel `k` (A) beside the profile's `ns` (B).
+fn row(k: &InSituKernel, ns: f64, mad: f64, count: u32, pools: &[String], o: &CompareOptions) -> Row {
+    Row {
+        signature: 0,
+        node: k.node.clone(),
+        op: k.op.clone(),
+        config: config_label(&k.config, pools),
+        a_us: k.median_ns / 1e3,
+        b_us: ns / 1e3,
+        a_mad_us: k.mad_ns / 1e3,
+        b_mad_us: mad / 1e3,
+        a_count: k.count,
+        b_count: count,
+        ratio: ns / k.median_ns,
+        significant: differs(k.median_ns, k.mad_ns, k.count, ns, mad, count),
+        tiny: k.median_ns / 1e3 < o.min_us,
+    }
+}
+
+/// The run against its repeat, kernel by kernel: ratios repeat/run.
+fn floor_of(run: &InSitu, repeat: &InSitu, o: &CompareOptions) -> Result<Agreement, ProfileError> {
+    if repeat.plan_digest != run.plan_digest || repeat.model_hash != run.model_hash {
+        return Err(ProfileError::Mismatch {
+            reason: format!(
+                "the repeat is a run of another plan ({}, digest {}) than the run ({}, digest {})",
+                repeat.plan,
+                short(&repeat.plan_digest),
+                run.plan,
+                short(&run.plan_digest)
+            ),
+        });
+    }
+    let pools: Vec<String> = run.pools.iter().map(|p| p.name.clone()).collect();
+    let again: BTreeMap<usize, &InSituKernel> = repeat.kernels.iter().map(|k| (k.step, k)).collect();
+    let rows: Vec<Row> = run
+        .kernels
+        .iter()
+        .filter_map(|k| {
+            let r = again.get(&k.step).filter(|r| r.node == k.node && r.median_ns > 0.0 && k.median_ns > 0.0)?;
+            Some(row(k, r.median_ns, r.mad_ns, r.count, &pools, o))
+        })
+        .filter(|r| !r.tiny)
+        .collect();
+    Ok(Agreement::of(rows.iter(), o.tolerance))
+}
+
+fn groups<'a>(
+    rows: impl Iterator<Item = &'a InSituRow>,
+    key: impl Fn(&InSituRow) -> String,
+    tolerance: f64,
+) -> Vec<InSituGroup> {
+    let mut by: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        by.entry(key(r)).or_default().push(&r.row);
+    }
+    let mut out: Vec<InSituGroup> = by
+        .into_iter()
+        .map(|(name, rows)| InSituGroup { name, agreement: Agreement::of(rows.into_iter(), tolerance) })
+        .collect();
+    // The groups with most kernels first; ties by name, so the order is deterministic.
+    out.sort_by(|a, b| b.agreement.rows.cmp(&a.agreement.rows).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+fn verdict(r: &InSituReport, needed: f64) -> String {
+    let o = &r.options;
+    let emulated = if r.emulated { " (EMULATED pools)" } else { "" };
+    let a = &r.all;
+    if a.rows == 0 {
+        return format!(
+            "the profile cannot be judged: no kernel of at least {} µs in the run has its configuration in the \
+             profile{emulated}",
+            o.min_us
+        );
+    }
+    let needed = match &r.floor {
+        Some(f) if f.within_tolerance.is_some_and(|w| w < o.share) => {
+            format!("needed {}, the floor's", percent(needed))
+        }
+        _ => format!("needed {}", percent(needed)),
+    };
+    let floor = match &r.floor {
+        Some(f) => format!(
+            " (floor {}, median {:.3})",
+            percent(f.within_tolerance.unwrap_or(0.0)),
+            f.median_ratio.unwrap_or(f64::NAN)
+        ),
+        None => "; no noise floor".into(),
+    };
+    let head = format!(
+        "{} of {} kernel(s) of at least {} µs within ±{} of the run ({needed}); median profile/run {:.3}{floor}",
+        percent(a.within_tolerance.unwrap_or(0.0)),
+        a.rows,
+        o.min_us,
+        percent(o.tolerance),
+        a.median_ratio.unwrap_or(f64::NAN)
+    );
+    if r.meets {
+        format!("the profile agrees with the run: {head}{emulated}")
+    } else {
+        format!("the profile disagrees with the run: {head}{emulated}")
+    }
+}
