@@ -264,8 +264,11 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         (format!("≥ {min} µs, measured by the profile"), &r.measured),
         (format!("≥ {min} µs, predicted by its design"), &r.predicted),
         (format!("≥ {min} µs, beside a background copy"), &r.beside_copy),
-        (format!("< {min} µs (tiny)"), &r.tiny),
     ];
+    if r.beside_copy.rows > 0 {
+        groups.push((format!("≥ {min} µs, apart from copies"), &r.apart_from_copies));
+    }
+    groups.push((format!("< {min} µs (tiny)"), &r.tiny));
     if let Some(floor) = &r.floor {
         groups.push((format!("noise floor: run vs repeat, ≥ {min} µs"), floor));
     }

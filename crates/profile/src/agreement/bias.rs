@@ -15,9 +15,12 @@
 //!   and nothing above explains the shift;
 //! - otherwise, not known.
 //!
-//! Background copies are not a cause here: no pass runs the copy thread.
+//! Background copies are not a cause between two profiles: no pass runs the copy
+//! thread. Against a plan's run ([`in_situ`]) they are the first cause tested: a plan
+//! runs its background copies beside its kernels.
 
-use crate::record::Profile;
+use super::Agreement;
+use crate::record::{Profile, Steps};
 use placer_exec::Stats;
 use serde::Serialize;
 
@@ -27,6 +30,7 @@ const NEGLIGIBLE: f64 = 0.01;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BiasCause {
+    CopyThread,
     StepContext,
     HostPace,
     Neighbours,
@@ -98,4 +102,52 @@ fn pace(a: &Profile, b: &Profile, min_us: f64) -> Option<f64> {
         .map(|(x, y)| y / x)
         .collect();
     Stats::of(&ratios).map(|s| s.median)
+}
+
+/// The bias of a profile's times against a plan's run (median profile/run `median`;
+/// `floor`: the run against its repeat), or `None` within 1% of 1 or within the floor.
+/// `beside` and `apart` are the kernels with and without a background copy beside them
+/// in the run; `steps` what the profile's passes ran.
+pub(super) fn in_situ(
+    median: f64,
+    floor: Option<f64>,
+    beside: &Agreement,
+    apart: &Agreement,
+    steps: Steps,
+) -> Option<Bias> {
+    let off = median.ln().abs();
+    let floor_off = floor.map_or(0.0, |f| f.ln().abs());
+    let quiet = (1.0 + NEGLIGIBLE).ln().max(floor_off);
+    if !off.is_finite() || off <= quiet {
+        return None;
+    }
+    let (cause, why) = match (beside.median_ratio, apart.median_ratio) {
+        (Some(b), Some(a)) if a.ln().abs() <= quiet && b.ln().abs() > quiet => (
+            BiasCause::CopyThread,
+            format!(
+                "the copy thread: the {} kernel(s) beside a background copy are off by {b:.3}, the others by {a:.3}",
+                beside.rows
+            ),
+        ),
+        _ if steps == Steps::Picked => (
+            BiasCause::StepContext,
+            "step context: the profile ran picked steps (each kernel right after its producers), the plan whole \
+             ones, so kernels read inputs in different cache states"
+                .to_string(),
+        ),
+        _ => (
+            BiasCause::Unknown,
+            "cause not known: the kernels' neighbours in the plan, the reuse of the arenas' bytes, or the host's \
+             pace between the profile and the run (a run records no reference pass to tell them apart)"
+                .to_string(),
+        ),
+    };
+    let beyond =
+        floor.map_or_else(|| "with no floor to judge it by".to_string(), |f| format!("beyond the floor's {f:.3}"));
+    let text = format!(
+        "the profile's times are {:.1}% {} than the run's (median {median:.3}, {beyond}); likely cause: {why}",
+        100.0 * (median - 1.0).abs(),
+        if median > 1.0 { "longer" } else { "shorter" }
+    );
+    Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio: None, cause, text })
 }

@@ -11,7 +11,7 @@
 //! against its repeat.
 
 use super::stats::{EDGE_SLACK, differs};
-use super::{Agreement, CompareOptions, ProfileFacts, Row, percent, short};
+use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, percent, short};
 use crate::ProfileError;
 use crate::record::{InSitu, InSituKernel, Profile};
 use crate::tasks::{negligible_operands, signature};
@@ -65,12 +65,17 @@ pub struct InSituReport {
     pub measured: Agreement,
     pub predicted: Agreement,
     pub beside_copy: Agreement,
+    pub apart_from_copies: Agreement,
     pub tiny: Agreement,
     /// The run against its repeat, kernel by kernel (at least `min_us`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<Agreement>,
     pub per_op: Vec<InSituGroup>,
     pub per_config: Vec<InSituGroup>,
+    /// The profile's times as a whole off the run's beyond 1% and the floor, and the
+    /// likely cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bias: Option<Bias>,
     pub worst: Vec<InSituRow>,
     pub meets: bool,
     pub verdict: String,
@@ -157,6 +162,11 @@ pub fn compare_in_situ(
     let measured = of(&|r| r.from == ProfileTime::Measured);
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
+    let apart_from_copies = of(&|r| !r.beside_copy);
+    let bias = all.median_ratio.and_then(|m| {
+        let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
+        super::bias::in_situ(m, floor_median, &beside_copy, &apart_from_copies, profile.header.protocol.steps)
+    });
     let tiny = Agreement::of(rows.iter().filter(|r| r.row.tiny).map(|r| &r.row), options.tolerance);
     let per_op = groups(big(), |r| r.row.op.clone(), options.tolerance);
     let per_config = groups(big(), |r| r.row.config.clone(), options.tolerance);
@@ -203,10 +213,12 @@ pub fn compare_in_situ(
         measured,
         predicted,
         beside_copy,
+        apart_from_copies,
         tiny,
         floor,
         per_op,
         per_config,
+        bias,
         worst: Vec::new(),
         meets,
         verdict: String::new(),
@@ -373,9 +385,10 @@ fn verdict(r: &InSituReport, needed: f64) -> String {
         percent(o.tolerance),
         a.median_ratio.unwrap_or(f64::NAN)
     );
+    let shift = r.bias.as_ref().map_or_else(String::new, |b| format!("; {}", b.text));
     if r.meets {
-        format!("the profile agrees with the run: {head}{emulated}")
+        format!("the profile agrees with the run: {head}{shift}{emulated}")
     } else {
-        format!("the profile disagrees with the run: {head}{emulated}")
+        format!("the profile disagrees with the run: {head}{shift}{emulated}")
     }
 }

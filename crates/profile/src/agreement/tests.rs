@@ -466,4 +466,29 @@ mod in_situ {
         bare.model_json = None;
         assert!(err(compare_in_situ(&ok, &bare, None, &options)).contains("does not carry its model"));
     }
+
+    #[test]
+    fn a_shift_beyond_the_floor_is_named_with_its_likely_cause() -> Result<(), ProfileError> {
+        let (model, mut p) = lenet();
+        let options = CompareOptions::default();
+        // Kernels beside a background copy 30% slower, the others as profiled: the copy thread.
+        let mut copies = run(&model, "d", |s| if s % 2 == 0 { 1.3 } else { 1.0 });
+        copies.kernels.iter_mut().for_each(|k| k.beside_copy = k.step % 2 == 0);
+        let r = compare_in_situ(&copies, &p, None, &options)?;
+        let bias = r.bias.as_ref().expect("a shift");
+        assert_eq!(bias.cause, BiasCause::CopyThread, "{}", bias.text);
+        assert!(r.verdict.contains("likely cause: the copy thread"), "{}", r.verdict);
+        // Every kernel 10% slower in the plan: not the copies; the profile's whole steps say no more.
+        let slower = run(&model, "d", |_| 1.1);
+        let r = compare_in_situ(&slower, &p, None, &options)?;
+        assert_eq!(r.bias.as_ref().map(|b| b.cause), Some(BiasCause::Unknown));
+        assert!(r.verdict.contains("the profile's times are 9.1% shorter than the run's"), "{}", r.verdict);
+        p.header.protocol.steps = Steps::Picked;
+        let r = compare_in_situ(&slower, &p, None, &options)?;
+        assert_eq!(r.bias.as_ref().map(|b| b.cause), Some(BiasCause::StepContext));
+        // Within a floor that moved as much, no shift is named.
+        let r = compare_in_situ(&slower, &p, Some(&run(&model, "d", |_| 1.0)), &options)?;
+        assert_eq!(r.bias, None, "{}", r.verdict);
+        Ok(())
+    }
 }
