@@ -28,6 +28,7 @@ for spec in $specs; do
   rm -rf "$d"
   mkdir -p "$d/ckpt"
   "$placer" zoo "$m" --batch "$b" -o "$d/model.json" >/dev/null
+  fma0=$(scripts/fma-peak.sh)
   t0=$(date +%s)
   # shellcheck disable=SC2086
   "$placer" profile "$d/model.json" --checkpoint-dir "$d/ckpt" ${PROFILE_ARGS:-} >"$d/profile.log" 2>&1
@@ -35,12 +36,17 @@ for spec in $specs; do
   ckpt=$(ls "$d"/ckpt/*.ckpt)
   "$placer" solve "$d/model.json" --budget "$budget" --profile "$ckpt" -o "$d/plan.json" >"$d/solve.log" 2>&1
   t2=$(date +%s)
+  fma1=$(scripts/fma-peak.sh)
   for r in 1 2; do
     "$placer" run "$d/model.json" --plan "$d/plan.json" -n "$steps" --in-situ "$d/run$r.json" >"$d/run$r.log" 2>&1
   done
   t3=$(date +%s)
+  fma2=$(scripts/fma-peak.sh)
   echo
   echo "## $m b$b at $budget: profile $((t1 - t0)) s, solve $((t2 - t1)) s, two runs of $steps steps $((t3 - t2)) s"
+  # The host's pace at each stage: a profile and a run minutes apart can differ by it alone.
+  echo "host FMA peak: $fma0 before the profile, $fma1 before the runs, $fma2 after them (GFLOP/s)"
+  grep -E "^\s+(step|predicted) " "$d/run1.log" | sed 's/^/  run 1: /' || true
   grep -E "^\s+(mode|design)" "$d/profile.log" | head -3 || true
   "$placer" compare "$d/run1.json" "$ckpt" --repeat "$d/run2.json" --min-us "${MIN_US:-50}" \
     --tolerance "${TOLERANCE:-0.05}" 2>&1 || true

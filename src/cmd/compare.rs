@@ -251,6 +251,15 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         format!("{} in the schedule", count(r.kernels as u64)),
         r.profile.kernels.clone(),
     ]);
+    let pace = match &r.pace {
+        Some(p) => format!(
+            "all-DRAM beside the plan ran {:.3}x the profile's reference pass, whose passes ran {:.3}x it ({} \
+             nodes): the pace alone explains a ratio of {:.3}",
+            p.run_over_reference, p.passes_over_reference, p.nodes, p.expected_ratio
+        ),
+        None => "not known (see the notes)".into(),
+    };
+    facts.row(vec!["host's pace".into(), pace, String::new()]);
     out.push('\n');
     out.push_str(&facts.render());
     out.push_str(&format!(
@@ -267,6 +276,9 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
     ];
     if r.beside_copy.rows > 0 {
         groups.push((format!("≥ {min} µs, apart from copies"), &r.apart_from_copies));
+    }
+    if let (Some(p), Some(paced)) = (&r.pace, &r.paced) {
+        groups.push((format!("≥ {min} µs, divided by the pace's {:.3}", p.expected_ratio), paced));
     }
     groups.push((format!("< {min} µs (tiny)"), &r.tiny));
     if let Some(floor) = &r.floor {

@@ -5,7 +5,7 @@ use crate::args::HostArgs;
 use crate::out::Deferred;
 use crate::render::{pages, plans};
 use crate::table::{Table, bytes};
-use placer_eval::{Comparison, LeftOut, MeasureOptions, PlanRunEvent};
+use placer_eval::{Beside, Comparison, LeftOut, MeasureOptions, PlanRunEvent};
 use placer_exec::{RunOptions, RunSummary};
 use placer_ir::Model;
 use placer_pools::PoolSet;
@@ -110,11 +110,18 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         PlanRunEvent::Progress(line) => printed.keep(outln!("  {line}")),
     };
     let planned = args.in_situ.as_ref().map(|_| plan.clone());
-    let measured = placer_eval::run_plan(model, &mut host, plan, args.compare_baselines, &options, &mut events)?;
+    // An in-situ record carries all-DRAM's run beside the plan's: the host's pace now,
+    // set against the profile's reference pass (docs/profiling.md).
+    let beside = match (args.compare_baselines, args.in_situ.is_some()) {
+        (true, _) => Beside::Baselines,
+        (false, true) => Beside::AllDram,
+        (false, false) => Beside::Nothing,
+    };
+    let measured = placer_eval::run_plan(model, &mut host, plan, beside, &options, &mut events)?;
     printed.result()?;
     let pools = host.pool_set()?;
     if let (Some(file), Some(plan)) = (&args.in_situ, &planned) {
-        placer_eval::in_situ(model, plan, &measured[0], &pools, &host.fingerprint)?.save(file)?;
+        placer_eval::in_situ(model, plan, &measured, &pools, &host.fingerprint)?.save(file)?;
         errln!(
             "wrote each kernel's time in the plan to {} (compare it: placer compare {} PROFILE)",
             file.display(),

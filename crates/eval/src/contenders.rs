@@ -60,6 +60,31 @@ pub fn baselines_beside(
     plan: &Plan,
     left_out: &mut dyn FnMut(LeftOut<'_>),
 ) -> Result<Vec<Contender>, EvalError> {
+    let (all_dram, candidates) = at_budget(model, host, plan, true, left_out)?;
+    Ok(around(checked(&candidates, left_out), &all_dram))
+}
+
+/// All-DRAM alone, as the run's pace reference: it runs the profile's reference
+/// placement, every tensor in DRAM, in whole steps as the plan runs.
+pub fn all_dram_beside(
+    model: &Model,
+    host: &mut Host,
+    plan: &Plan,
+    left_out: &mut dyn FnMut(LeftOut<'_>),
+) -> Result<Contender, EvalError> {
+    let (all_dram, _) = at_budget(model, host, plan, false, left_out)?;
+    Ok(Contender { name: ALL_DRAM.into(), plan: all_dram })
+}
+
+/// All-DRAM and the baselines at `plan`'s budget (every one laid out and checked with
+/// `every_baseline`), costed from the plan's own profile when it is still there.
+fn at_budget(
+    model: &Model,
+    host: &mut Host,
+    plan: &Plan,
+    every_baseline: bool,
+    left_out: &mut dyn FnMut(LeftOut<'_>),
+) -> Result<(Plan, Vec<Candidate>), EvalError> {
     let profile = plan.provenance.profile.as_deref().map(Path::new).filter(|p| p.exists());
     if let (Some(named), None) = (&plan.provenance.profile, profile) {
         left_out(LeftOut::ProfileGone { profile: named });
@@ -75,10 +100,9 @@ pub fn baselines_beside(
         pins: inputs.pins,
         options: IlpOptions::default(),
         profile: profile.map(|p| p.display().to_string()),
-        every_baseline: true,
+        every_baseline,
     };
-    let (all_dram, candidates) = placer_solve::baselines(&request)?;
-    Ok(around(checked(&candidates, left_out), &all_dram))
+    Ok(placer_solve::baselines(&request)?)
 }
 
 /// The candidates the checker passed, in order.

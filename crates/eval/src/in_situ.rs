@@ -1,6 +1,8 @@
 //! A plan's run as an in-situ record ([`placer_profile::InSitu`]): each kernel's time as
-//! it ran in the plan, for `placer compare` to judge a profile against.
+//! it ran in the plan, for `placer compare` to judge a profile against, and all-DRAM's
+//! beside it when it ran (the host's pace in the run).
 
+use crate::compare::ALL_DRAM;
 use crate::{EvalError, Measured};
 use placer_exec::Stats;
 use placer_ir::Model;
@@ -8,14 +10,16 @@ use placer_pools::PoolSet;
 use placer_profile::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel, PoolInfo};
 use placer_solve::Plan;
 
-/// `measured`, a run of `plan` on `pools`, kernel by kernel over its timed steps.
+/// The first of `measured`, a run of `plan` on `pools`, kernel by kernel over its timed
+/// steps; all-DRAM's kernels from the same run, when it is among them.
 pub fn in_situ(
     model: &Model,
     plan: &Plan,
-    measured: &Measured,
+    runs: &[Measured],
     pools: &PoolSet,
     host_fingerprint: &str,
 ) -> Result<InSitu, EvalError> {
+    let measured = runs.first().ok_or_else(|| EvalError::Usage { reason: "no plan was run".into() })?;
     let names: Vec<&str> = pools.pools().iter().map(|p| p.name.as_str()).collect();
     let usage = |reason: String| EvalError::Usage { reason };
     let steps = &measured.report.steps;
@@ -44,6 +48,13 @@ pub fn in_situ(
             beside_copy: k.copies_ns > 0.0,
         });
     }
+    // Kernels run in schedule order in every plan: kernel i is the schedule's node i.
+    let reference_ns = runs
+        .iter()
+        .skip(1)
+        .find(|m| m.name == ALL_DRAM)
+        .map(|m| model.schedule().iter().zip(&m.kernel_ns).map(|(&n, &ns)| (model.node(n).name.clone(), ns)).collect())
+        .unwrap_or_default();
     let bytes = serde_json::to_vec(plan).map_err(|e| usage(format!("the plan does not serialise: {e}")))?;
     Ok(InSitu {
         format: IN_SITU_FORMAT.into(),
@@ -56,5 +67,6 @@ pub fn in_situ(
         plan_digest: InSitu::digest(&bytes),
         steps: steps.len() as u32,
         kernels,
+        reference_ns,
     })
 }

@@ -22,7 +22,7 @@ pub use in_situ::in_situ;
 pub use interleave::{Contender, MeasureOptions, Measured, run_interleaved};
 pub use pipeline::{PipelineEvent, PipelineOutcome, PipelineRequest, Stage, pipeline};
 pub use report::{Report, SweepPoint};
-pub use run::{PlainRun, PlanRunEvent, assign_roles, run_plain, run_plan};
+pub use run::{Beside, PlainRun, PlanRunEvent, assign_roles, run_plain, run_plan};
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! a chosen pool, or a plan executed (beside the baselines at its budget, if asked).
 
 use crate::EvalError;
-use crate::contenders::{LeftOut, baselines_beside, plan_label};
+use crate::contenders::{LeftOut, all_dram_beside, baselines_beside, plan_label};
 use crate::interleave::{Contender, MeasureOptions, Measured, run_interleaved};
 use placer_exec::{Executor, PoolAssignment, RunOptions, RunReport};
 use placer_host::{Host, HostError};
@@ -73,21 +73,37 @@ pub enum PlanRunEvent<'a> {
     Progress(&'a str),
 }
 
-/// Executes `plan` for real on `host`, and with `compare_baselines` every baseline the
-/// checker passes at the plan's budget and all-DRAM beside it, interleaved. The plan is
+/// What runs beside a plan, interleaved with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    Nothing,
+    /// All-DRAM: the pace reference of an in-situ record ([`crate::in_situ`]).
+    AllDram,
+    /// Every baseline the checker passes at the plan's budget, and all-DRAM twice.
+    Baselines,
+}
+
+/// Executes `plan` for real on `host`, with what `beside` asks interleaved. The plan is
 /// measured first in the result.
 pub fn run_plan(
     model: &Model,
     host: &mut Host,
     plan: Plan,
-    compare_baselines: bool,
+    beside: Beside,
     options: &MeasureOptions,
     events: &mut dyn FnMut(PlanRunEvent<'_>),
 ) -> Result<Vec<Measured>, EvalError> {
     let mut contenders = vec![Contender { name: plan_label(&plan), plan }];
-    if compare_baselines {
-        let baselines = baselines_beside(model, host, &contenders[0].plan, &mut |l| events(PlanRunEvent::LeftOut(l)))?;
-        contenders.extend(baselines);
+    {
+        let mut left_out = |l: LeftOut<'_>| events(PlanRunEvent::LeftOut(l));
+        match beside {
+            Beside::Nothing => {}
+            Beside::AllDram => contenders.push(all_dram_beside(model, host, &contenders[0].plan, &mut left_out)?),
+            Beside::Baselines => {
+                let baselines = baselines_beside(model, host, &contenders[0].plan, &mut left_out)?;
+                contenders.extend(baselines);
+            }
+        }
     }
     let mut pools = || host.pool_set().map_err(EvalError::from);
     run_interleaved(model, &mut pools, &contenders, options, &mut |line| events(PlanRunEvent::Progress(line)))

@@ -44,7 +44,8 @@ pub struct Bias {
     /// The floor's median ratio (A against its repeat), when there is one.
     pub floor_ratio: Option<f64>,
     /// Median over nodes of B's reference-pass time over A's (nodes of at least
-    /// `min_us` in A); `None` when either profile lacks its reference pass.
+    /// `min_us` in A); `None` when either profile lacks its reference pass. Against a
+    /// plan's run: the profile/run ratio the host's pace explains ([`super::Pace`]).
     pub pace_ratio: Option<f64>,
     pub cause: BiasCause,
     /// One sentence: the shift, and its likely cause.
@@ -105,12 +106,14 @@ fn pace(a: &Profile, b: &Profile, min_us: f64) -> Option<f64> {
 }
 
 /// The bias of a profile's times against a plan's run (median profile/run `median`;
-/// `floor`: the run against its repeat), or `None` within 1% of 1 or within the floor.
+/// `floor`: the run against its repeat; `pace`: the ratio the host's pace explains), or
+/// `None` within 1% of 1 or within the floor.
 /// `beside` and `apart` are the kernels with and without a background copy beside them
 /// in the run; `steps` what the profile's passes ran.
 pub(super) fn in_situ(
     median: f64,
     floor: Option<f64>,
+    pace: Option<f64>,
     beside: &Agreement,
     apart: &Agreement,
     steps: Steps,
@@ -122,6 +125,14 @@ pub(super) fn in_situ(
         return None;
     }
     let (cause, why) = match (beside.median_ratio, apart.median_ratio) {
+        _ if pace.is_some_and(|p| (p.ln() - median.ln()).abs() < off / 2.0) => (
+            BiasCause::HostPace,
+            format!(
+                "the host's pace: all-DRAM's run beside the plan, against the profile's reference pass and its \
+                 passes' drift, explains {:.3}",
+                pace.unwrap_or(f64::NAN)
+            ),
+        ),
         (Some(b), Some(a)) if a.ln().abs() <= quiet && b.ln().abs() > quiet => (
             BiasCause::CopyThread,
             format!(
@@ -149,5 +160,5 @@ pub(super) fn in_situ(
         100.0 * (median - 1.0).abs(),
         if median > 1.0 { "longer" } else { "shorter" }
     );
-    Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio: None, cause, text })
+    Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio: pace, cause, text })
 }

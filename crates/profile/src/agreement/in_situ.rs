@@ -9,12 +9,19 @@
 //! measured nor predicted (the solver's cost model estimated it) is counted and left
 //! out. A second run of the same plan is the noise floor: kernel by kernel, the run
 //! against its repeat.
+//!
+//! The host's pace is the other thing a run minutes after a profile differs by. The run
+//! times all-DRAM beside the plan, which is the placement of the profile's reference
+//! pass, in whole steps as that pass ran: their ratio, over the profile's passes' own
+//! drift from their reference pass, is the profile/run ratio the pace alone explains
+//! ([`Pace`]). The report gives the rows divided by it beside the rows as measured.
 
 use super::stats::{EDGE_SLACK, differs};
 use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, percent, short};
 use crate::ProfileError;
 use crate::record::{InSitu, InSituKernel, Profile};
 use crate::tasks::{negligible_operands, signature};
+use placer_exec::Stats;
 use placer_ir::{Model, NodeId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +42,20 @@ pub struct InSituRow {
     pub beside_copy: bool,
     #[serde(flatten)]
     pub row: Row,
+}
+
+/// The host's pace between the profile's passes and the run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pace {
+    /// Median over nodes (at least `min_us`) of all-DRAM's time in the run over the
+    /// same node's in the profile's reference pass.
+    pub run_over_reference: f64,
+    /// Median of the profile's passes' drift factors: their pace against its reference
+    /// pass (1 without any).
+    pub passes_over_reference: f64,
+    /// The profile/run ratio the pace alone explains: the second over the first.
+    pub expected_ratio: f64,
+    pub nodes: usize,
 }
 
 /// A group of rows: an op, or a configuration.
@@ -67,6 +88,12 @@ pub struct InSituReport {
     pub beside_copy: Agreement,
     pub apart_from_copies: Agreement,
     pub tiny: Agreement,
+    /// The host's pace, when the run timed all-DRAM beside the plan and the profile has
+    /// its reference pass; `paced` is `all` with every ratio divided by its expected one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace: Option<Pace>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paced: Option<Agreement>,
     /// The run against its repeat, kernel by kernel (at least `min_us`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<Agreement>,
@@ -163,9 +190,15 @@ pub fn compare_in_situ(
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
     let apart_from_copies = of(&|r| !r.beside_copy);
+    let pace = pace(run, profile, &model, options.min_us);
+    let paced = pace.as_ref().map(|p| {
+        let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.expected_ratio, ..r.row.clone() }).collect();
+        Agreement::of(rows.iter(), options.tolerance)
+    });
     let bias = all.median_ratio.and_then(|m| {
         let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
-        super::bias::in_situ(m, floor_median, &beside_copy, &apart_from_copies, profile.header.protocol.steps)
+        let expected = pace.as_ref().map(|p| p.expected_ratio);
+        super::bias::in_situ(m, floor_median, expected, &beside_copy, &apart_from_copies, profile.header.protocol.steps)
     });
     let tiny = Agreement::of(rows.iter().filter(|r| r.row.tiny).map(|r| &r.row), options.tolerance);
     let per_op = groups(big(), |r| r.row.op.clone(), options.tolerance);
@@ -194,6 +227,11 @@ pub fn compare_in_situ(
             beside_copy.rows
         ));
     }
+    if run.reference_ns.is_empty() {
+        notes.push("the run timed no all-DRAM reference beside the plan: the host's pace is not known".into());
+    } else if profile.reference_ns.is_empty() {
+        notes.push("the profile has no reference pass: the host's pace is not known".into());
+    }
     if emulated {
         notes
             .push("EMULATED: at least one pool stands in DRAM for its device; these are not measurements of it".into());
@@ -215,6 +253,8 @@ pub fn compare_in_situ(
         beside_copy,
         apart_from_copies,
         tiny,
+        pace,
+        paced,
         floor,
         per_op,
         per_config,
@@ -228,6 +268,26 @@ pub fn compare_in_situ(
     report.worst = report.worst_offenders(super::WORST);
     report.verdict = verdict(&report, needed);
     Ok(report)
+}
+
+/// The host's pace from all-DRAM in the run against the profile's reference pass.
+fn pace(run: &InSitu, profile: &Profile, model: &Model, min_us: f64) -> Option<Pace> {
+    let ratios: Vec<f64> = run
+        .reference_ns
+        .iter()
+        .filter_map(|(node, &now)| {
+            let then = *profile.reference_ns.get(model.node_id(node)?.index())?;
+            (then >= min_us * 1e3 && now > 0.0 && then.is_finite() && now.is_finite()).then(|| now / then)
+        })
+        .collect();
+    let run_over_reference = Stats::of(&ratios)?.median;
+    let passes_over_reference = Stats::of(&profile.pass_drift).map_or(1.0, |s| s.median);
+    Some(Pace {
+        run_over_reference,
+        passes_over_reference,
+        expected_ratio: passes_over_reference / run_over_reference,
+        nodes: ratios.len(),
+    })
 }
 
 /// The profile's times by (signature, configuration), with the operands it never moved

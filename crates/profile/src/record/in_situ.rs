@@ -9,6 +9,7 @@
 use super::PoolInfo;
 use crate::ProfileError;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 pub const IN_SITU_FORMAT: &str = "placer-in-situ";
@@ -33,6 +34,11 @@ pub struct InSitu {
     pub steps: u32,
     /// One per kernel of the schedule, in schedule order.
     pub kernels: Vec<InSituKernel>,
+    /// Every node's median time with every tensor in DRAM, run interleaved with the plan
+    /// (empty when it was not): the profile's reference placement, timed now, which sets
+    /// the host's pace in the run against the profile's reference pass.
+    #[serde(default)]
+    pub reference_ns: BTreeMap<String, f64>,
 }
 
 /// One kernel of the schedule as it ran in the plan.
@@ -124,6 +130,7 @@ mod tests {
                 count: 3,
                 beside_copy: false,
             }],
+            reference_ns: BTreeMap::from([("conv1".to_string(), 9e4)]),
         }
     }
 
