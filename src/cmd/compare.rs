@@ -253,9 +253,8 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
     ]);
     let pace = match &r.pace {
         Some(p) => format!(
-            "all-DRAM beside the plan ran {:.3}x the profile's reference pass, whose passes ran {:.3}x it ({} \
-             nodes): the pace alone explains a ratio of {:.3}",
-            p.run_over_reference, p.passes_over_reference, p.nodes, p.expected_ratio
+            "all-DRAM, run beside the plan: profile/run {:.3} over {} kernel(s), a shift common to every placement",
+            p.ratio, p.nodes
         ),
         None => "not known (see the notes)".into(),
     };
@@ -278,7 +277,7 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         groups.push((format!("≥ {min} µs, apart from copies"), &r.apart_from_copies));
     }
     if let (Some(p), Some(paced)) = (&r.pace, &r.paced) {
-        groups.push((format!("≥ {min} µs, divided by the pace's {:.3}", p.expected_ratio), paced));
+        groups.push((format!("≥ {min} µs, divided by the pace's {:.3}", p.ratio), paced));
     }
     groups.push((format!("< {min} µs (tiny)"), &r.tiny));
     if let Some(floor) = &r.floor {

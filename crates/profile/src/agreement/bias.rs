@@ -45,7 +45,7 @@ pub struct Bias {
     pub floor_ratio: Option<f64>,
     /// Median over nodes of B's reference-pass time over A's (nodes of at least
     /// `min_us` in A); `None` when either profile lacks its reference pass. Against a
-    /// plan's run: the profile/run ratio the host's pace explains ([`super::Pace`]).
+    /// plan's run: the profile/run ratio of all-DRAM beside it ([`super::Pace`]).
     pub pace_ratio: Option<f64>,
     pub cause: BiasCause,
     /// One sentence: the shift, and its likely cause.
@@ -128,8 +128,8 @@ pub(super) fn in_situ(
         _ if pace.is_some_and(|p| (p.ln() - median.ln()).abs() < off / 2.0) => (
             BiasCause::HostPace,
             format!(
-                "the host's pace: all-DRAM's run beside the plan, against the profile's reference pass and its \
-                 passes' drift, explains {:.3}",
+                "the host's pace: all-DRAM, run beside the plan, is off the profile by {:.3} too (a shift common \
+                 to every placement)",
                 pace.unwrap_or(f64::NAN)
             ),
         ),

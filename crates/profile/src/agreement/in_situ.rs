@@ -11,10 +11,13 @@
 //! against its repeat.
 //!
 //! The host's pace is the other thing a run minutes after a profile differs by. The run
-//! times all-DRAM beside the plan, which is the placement of the profile's reference
-//! pass, in whole steps as that pass ran: their ratio, over the profile's passes' own
-//! drift from their reference pass, is the profile/run ratio the pace alone explains
-//! ([`Pace`]). The report gives the rows divided by it beside the rows as measured.
+//! times all-DRAM beside the plan, interleaved with it, and all-DRAM's kernels are looked
+//! up in the profile as the plan's are: their median ratio is the shift common to every
+//! placement ([`Pace`]): the host's pace between the profile and the run, and whatever
+//! the run's steps do to every kernel alike. It moves a plan's predicted step, never
+//! which placement is faster. The report gives the rows divided by it beside the rows
+//! as measured. (The profile's own reference pass is no anchor: on this machine kind the
+//! host's speed moved by a quarter between it and the passes after it.)
 
 use super::stats::{EDGE_SLACK, differs};
 use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, percent, short};
@@ -44,17 +47,13 @@ pub struct InSituRow {
     pub row: Row,
 }
 
-/// The host's pace between the profile's passes and the run.
+/// The shift common to every placement: all-DRAM, run beside the plan, against the
+/// profile's times for its kernels.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pace {
-    /// Median over nodes (at least `min_us`) of all-DRAM's time in the run over the
-    /// same node's in the profile's reference pass.
-    pub run_over_reference: f64,
-    /// Median of the profile's passes' drift factors: their pace against its reference
-    /// pass (1 without any).
-    pub passes_over_reference: f64,
-    /// The profile/run ratio the pace alone explains: the second over the first.
-    pub expected_ratio: f64,
+    /// Median over all-DRAM's kernels (at least `min_us` in the run) of the profile's
+    /// time over the run's: the profile/run ratio the pace alone explains.
+    pub ratio: f64,
     pub nodes: usize,
 }
 
@@ -88,8 +87,8 @@ pub struct InSituReport {
     pub beside_copy: Agreement,
     pub apart_from_copies: Agreement,
     pub tiny: Agreement,
-    /// The host's pace, when the run timed all-DRAM beside the plan and the profile has
-    /// its reference pass; `paced` is `all` with every ratio divided by its expected one.
+    /// The shift common to every placement, when the run timed all-DRAM beside the plan;
+    /// `paced` is `all` with every ratio divided by it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace: Option<Pace>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -190,14 +189,14 @@ pub fn compare_in_situ(
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
     let apart_from_copies = of(&|r| !r.beside_copy);
-    let pace = pace(run, profile, &model, options.min_us);
+    let pace = pace(run, &lookup, &model, options.min_us);
     let paced = pace.as_ref().map(|p| {
-        let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.expected_ratio, ..r.row.clone() }).collect();
+        let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.ratio, ..r.row.clone() }).collect();
         Agreement::of(rows.iter(), options.tolerance)
     });
     let bias = all.median_ratio.and_then(|m| {
         let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
-        let expected = pace.as_ref().map(|p| p.expected_ratio);
+        let expected = pace.as_ref().map(|p| p.ratio);
         super::bias::in_situ(m, floor_median, expected, &beside_copy, &apart_from_copies, profile.header.protocol.steps)
     });
     let tiny = Agreement::of(rows.iter().filter(|r| r.row.tiny).map(|r| &r.row), options.tolerance);
@@ -227,10 +226,12 @@ pub fn compare_in_situ(
             beside_copy.rows
         ));
     }
-    if run.reference_ns.is_empty() {
-        notes.push("the run timed no all-DRAM reference beside the plan: the host's pace is not known".into());
-    } else if profile.reference_ns.is_empty() {
-        notes.push("the profile has no reference pass: the host's pace is not known".into());
+    if pace.is_none() {
+        notes.push(
+            "the host's pace is not known: the run timed no all-DRAM beside the plan, or none of its kernels is in \
+             the profile"
+                .into(),
+        );
     }
     if emulated {
         notes
@@ -270,24 +271,18 @@ pub fn compare_in_situ(
     Ok(report)
 }
 
-/// The host's pace from all-DRAM in the run against the profile's reference pass.
-fn pace(run: &InSitu, profile: &Profile, model: &Model, min_us: f64) -> Option<Pace> {
+/// The shift common to every placement, from all-DRAM's kernels in the run.
+fn pace(run: &InSitu, lookup: &Lookup<'_>, model: &Model, min_us: f64) -> Option<Pace> {
     let ratios: Vec<f64> = run
         .reference_ns
         .iter()
         .filter_map(|(node, &now)| {
-            let then = *profile.reference_ns.get(model.node_id(node)?.index())?;
-            (then >= min_us * 1e3 && now > 0.0 && then.is_finite() && now.is_finite()).then(|| now / then)
+            let n = model.node_id(node)?;
+            let (_, then, _, _) = lookup.time(n, &vec![0; model.node(n).operands().len()])?;
+            (now >= min_us * 1e3 && then > 0.0 && then.is_finite() && now.is_finite()).then(|| then / now)
         })
         .collect();
-    let run_over_reference = Stats::of(&ratios)?.median;
-    let passes_over_reference = Stats::of(&profile.pass_drift).map_or(1.0, |s| s.median);
-    Some(Pace {
-        run_over_reference,
-        passes_over_reference,
-        expected_ratio: passes_over_reference / run_over_reference,
-        nodes: ratios.len(),
-    })
+    Some(Pace { ratio: Stats::of(&ratios)?.median, nodes: ratios.len() })
 }
 
 /// The profile's times by (signature, configuration), with the operands it never moved

@@ -35,8 +35,8 @@ pub struct InSitu {
     /// One per kernel of the schedule, in schedule order.
     pub kernels: Vec<InSituKernel>,
     /// Every node's median time with every tensor in DRAM, run interleaved with the plan
-    /// (empty when it was not): the profile's reference placement, timed now, which sets
-    /// the host's pace in the run against the profile's reference pass.
+    /// (empty when it was not): set against the profile's all-DRAM times, the shift
+    /// common to every placement (the host's pace between the profile and the run).
     #[serde(default)]
     pub reference_ns: BTreeMap<String, f64>,
 }
