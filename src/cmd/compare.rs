@@ -198,12 +198,7 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
         out.push_str(&worst.render());
     }
 
-    if !c.notes.is_empty() {
-        out.push_str("\nnotes\n");
-        for note in &c.notes {
-            out.push_str(&format!("  - {note}\n"));
-        }
-    }
+    out.push_str(&notes(&c.notes));
     out
 }
 
@@ -316,11 +311,15 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         }
         out.push_str(&worst.render());
     }
-    if !r.notes.is_empty() {
-        out.push_str("\nnotes\n");
-        for note in &r.notes {
-            out.push_str(&format!("  - {note}\n"));
-        }
-    }
+    out.push_str(&notes(&r.notes));
     out
+}
+
+/// The notes under a report, one per line; nothing without any.
+fn notes(notes: &[String]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let lines: String = notes.iter().map(|n| format!("  - {n}\n")).collect();
+    format!("\nnotes\n{lines}")
 }

@@ -79,13 +79,9 @@ pub(super) fn judge(a: &Profile, b: &Profile, median: f64, floor: Option<f64>, m
     } else {
         (BiasCause::Unknown, "cause not known: same steps, same mode, and the host's pace does not explain it".into())
     };
-    let beyond =
-        floor.map_or_else(|| "with no floor to judge it by".to_string(), |f| format!("beyond the floor's {f:.3}"));
-    let text = format!(
-        "B's kernels ran {:.1}% {} than A's (median B/A {median:.3}, {beyond}); likely cause: {why}",
-        100.0 * (median - 1.0).abs(),
-        if median > 1.0 { "slower" } else { "faster" }
-    );
+    let shift = if median > 1.0 { "slower" } else { "faster" };
+    let text =
+        format!("B's kernels ran {} {shift} than A's {}", off_by(median), because("median B/A", median, floor, &why));
     Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio, cause, text })
 }
 
@@ -148,17 +144,28 @@ pub(super) fn in_situ(
         ),
         _ => (
             BiasCause::Unknown,
-            "cause not known: the kernels' neighbours in the plan, the reuse of the arenas' bytes, or the host's \
-             pace between the profile and the run (a run records no reference pass to tell them apart)"
+            "cause not known: the kernels' neighbours in the plan, or the reuse of the arenas' bytes (all-DRAM \
+             beside the plan, where it ran, does not explain it)"
                 .to_string(),
         ),
     };
-    let beyond =
-        floor.map_or_else(|| "with no floor to judge it by".to_string(), |f| format!("beyond the floor's {f:.3}"));
+    let shift = if median > 1.0 { "longer" } else { "shorter" };
     let text = format!(
-        "the profile's times are {:.1}% {} than the run's (median {median:.3}, {beyond}); likely cause: {why}",
-        100.0 * (median - 1.0).abs(),
-        if median > 1.0 { "longer" } else { "shorter" }
+        "the profile's times are {} {shift} than the run's {}",
+        off_by(median),
+        because("median", median, floor, &why)
     );
     Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio: pace, cause, text })
+}
+
+/// How far a median ratio is off 1, in percent.
+fn off_by(median: f64) -> String {
+    format!("{:.1}%", 100.0 * (median - 1.0).abs())
+}
+
+/// What follows a shift's first words: its median beside the floor's, and its likely cause.
+fn because(label: &str, median: f64, floor: Option<f64>, why: &str) -> String {
+    let beyond =
+        floor.map_or_else(|| "with no floor to judge it by".to_string(), |f| format!("beyond the floor's {f:.3}"));
+    format!("({label} {median:.3}, {beyond}); likely cause: {why}")
 }
