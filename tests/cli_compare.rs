@@ -204,6 +204,10 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
     let kernels = record["kernels"].as_array().expect("kernels");
     let planned = plan_doc["kernels"].as_array().expect("plan kernels");
     assert_eq!(kernels.len(), planned.len());
+    // All-DRAM ran beside the plan: every node's time with every tensor in DRAM.
+    let reference = record["reference_ns"].as_object().expect("all-DRAM beside the plan");
+    assert_eq!(reference.len(), planned.len());
+    assert!(planned.iter().all(|p| reference[p["node"].as_str().expect("node")].as_f64().is_some_and(|t| t > 0.0)));
     let pools: Vec<&str> =
         record["pools"].as_array().expect("pools").iter().map(|p| p["name"].as_str().expect("name")).collect();
     for (k, p) in kernels.iter().zip(planned) {
@@ -225,6 +229,8 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         "noise floor: run vs repeat",
         "per op, kernels of at least 50 µs",
         "per pools of its operands",
+        "host's pace  all-DRAM, run beside the plan",
+        "divided by the pace's",
         "EMULATED",
     ] {
         assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");
