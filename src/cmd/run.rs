@@ -111,8 +111,9 @@ fn run_plan(args: &Args, model: &Model, path: &Path) -> anyhow::Result<()> {
         PlanRunEvent::Progress(line) => printed.keep(outln!("  {line}")),
     };
     let planned = args.in_situ.as_ref().map(|_| plan.clone());
-    // An in-situ record carries all-DRAM's run beside the plan's: the host's pace now,
-    // set against the profile's reference pass (docs/profiling.md).
+    // An in-situ record carries all-DRAM's run beside the plan's: looked up in the
+    // profile as the plan's kernels are, the shift common to every placement (the
+    // host's pace; docs/profiling.md).
     let beside = match (args.compare_baselines, args.in_situ.is_some()) {
         (true, _) => Beside::Baselines,
         (false, true) => Beside::AllDram,

@@ -36,11 +36,11 @@ pub fn in_situ(
             .collect::<Result<Vec<u16>, EvalError>>()?;
         let samples: Vec<f64> = steps.iter().filter_map(|s| s.kernel_ns.get(i).copied()).collect();
         let stats = Stats::of(&samples).ok_or_else(|| usage("the run has no timed steps".into()))?;
-        let node = model.node_id(&k.node).map(|n| model.node(n).op.to_string()).unwrap_or_default();
+        let op = model.node_id(&k.node).map(|n| model.node(n).op.to_string()).unwrap_or_default();
         kernels.push(InSituKernel {
             step: k.step,
             node: k.node.clone(),
-            op: node,
+            op,
             config,
             median_ns: stats.median,
             mad_ns: stats.mad,

@@ -39,8 +39,9 @@ pub use design::{
 };
 pub use passes::{Pick, ScheduleStats, conflicts, lower_bound, schedule as schedule_passes, stats as pass_stats};
 pub use tasks::{
-    Choice, Family, MAX_CONFIGS_PER_NODE, NEGLIGIBLE_SHARE, Pin, PinTarget, RuleCounts, Rules, SplitMix64, Task,
-    TaskList, enumerate as enumerate_tasks, negligible_operands, sample as sample_tasks, signature,
+    ANY_POOL, Choice, Family, MAX_CONFIGS_PER_NODE, NEGLIGIBLE_SHARE, Pin, PinTarget, RuleCounts, Rules, SplitMix64,
+    Task, TaskList, enumerate as enumerate_tasks, mask_negligible, negligible_operands, sample as sample_tasks,
+    signature,
 };
 
 // Measuring a profile into its checkpoint.

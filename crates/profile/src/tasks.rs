@@ -88,6 +88,16 @@ pub fn negligible_operands(model: &Model, n: NodeId, share: f64) -> Vec<bool> {
     traffic.iter().map(|(_, t)| bytes(t) as f64 <= share * total as f64).collect()
 }
 
+/// Marks an operand whose pool a lookup ignores.
+pub const ANY_POOL: u16 = u16::MAX;
+
+/// `config` with the operands `negligible` marks ([`negligible_operands`]) set to
+/// [`ANY_POOL`]: the key a profile's time for the kernel is found by, whatever pools
+/// those operands are in.
+pub fn mask_negligible(config: &[u16], negligible: &[bool]) -> Vec<u16> {
+    config.iter().zip(negligible).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect()
+}
+
 /// One kernel signature in one configuration: the unit that gets measured.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Task {

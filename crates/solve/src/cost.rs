@@ -23,7 +23,7 @@
 use crate::pools::SolvePools;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId};
-use placer_profile::{Interference, Measurement, Prediction, negligible_operands, signature};
+use placer_profile::{Interference, Measurement, Prediction, mask_negligible, negligible_operands, signature};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -119,9 +119,6 @@ pub struct Costs {
     /// Whether a profile's calibration set the kernels' interference shares.
     pub interference_calibrated: bool,
 }
-
-/// Marks an operand whose pool a lookup ignores.
-const ANY_POOL: u16 = u16::MAX;
 
 impl Costs {
     /// Costs for `model` on `pools`, from `measurements` (merged rounds of a profile of
@@ -241,12 +238,10 @@ impl Costs {
     }
 }
 
-/// `config` with the operands `immaterial` marks for `signature` set to [`ANY_POOL`].
+/// `config` with the operands `immaterial` marks for `signature` ignored
+/// ([`mask_negligible`]).
 fn masked(immaterial: &HashMap<u64, Vec<bool>>, signature: u64, config: &[u16]) -> Vec<u16> {
-    match immaterial.get(&signature) {
-        Some(mask) => config.iter().zip(mask).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect(),
-        None => config.to_vec(),
-    }
+    immaterial.get(&signature).map_or_else(|| config.to_vec(), |mask| mask_negligible(config, mask))
 }
 
 /// What the model needs of a kernel: its cost and each operand's traffic.

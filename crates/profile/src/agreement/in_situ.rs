@@ -20,10 +20,10 @@
 //! host's speed moved by a quarter between it and the passes after it.)
 
 use super::stats::{EDGE_SLACK, differs};
-use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, percent, short};
+use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
 use crate::ProfileError;
-use crate::record::{InSitu, InSituKernel, Profile};
-use crate::tasks::{negligible_operands, signature};
+use crate::record::{InSitu, InSituKernel, PoolInfo, Profile};
+use crate::tasks::{mask_negligible, negligible_operands, signature};
 use placer_exec::Stats;
 use placer_ir::{Model, NodeId};
 use serde::Serialize;
@@ -140,7 +140,7 @@ pub fn compare_in_situ(
         ));
     }
     if h.pools != run.pools {
-        let names = |p: &[crate::record::PoolInfo]| p.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
+        let names = |p: &[PoolInfo]| p.iter().map(|p| p.name.clone()).collect::<Vec<_>>().join(", ");
         return mismatch(format!("the run's pools are {}; the profile's are {}", names(&run.pools), names(&h.pools)));
     }
     let Some(json) = profile.model_json.as_deref() else {
@@ -155,7 +155,6 @@ pub fn compare_in_situ(
         None => None,
     };
     let lookup = Lookup::new(&model, profile);
-    let pool_names: Vec<String> = run.pools.iter().map(|p| p.name.clone()).collect();
     let mut rows = Vec::new();
     let (mut unknown, mut strangers) = (0usize, 0usize);
     for k in &run.kernels {
@@ -175,7 +174,7 @@ pub fn compare_in_situ(
             step: k.step,
             from,
             beside_copy: k.beside_copy,
-            row: row(k, ns, mad, count, &pool_names, options),
+            row: row(k, ns, mad, count, &run.pools, options),
         });
     }
     if strangers > 0 {
@@ -240,7 +239,7 @@ pub fn compare_in_situ(
     let mut report = InSituReport {
         model_name: run.model_name.clone(),
         model_hash: run.model_hash.clone(),
-        pools: pool_names,
+        pools: run.pools.iter().map(|p| p.name.clone()).collect(),
         options: options.clone(),
         plan: run.plan.clone(),
         run_steps: run.steps,
@@ -272,7 +271,7 @@ pub fn compare_in_situ(
 }
 
 /// The shift common to every placement, from all-DRAM's kernels in the run.
-fn pace(run: &InSitu, lookup: &Lookup<'_>, model: &Model, min_us: f64) -> Option<Pace> {
+fn pace(run: &InSitu, lookup: &Lookup, model: &Model, min_us: f64) -> Option<Pace> {
     let ratios: Vec<f64> = run
         .reference_ns
         .iter()
@@ -287,44 +286,35 @@ fn pace(run: &InSitu, lookup: &Lookup<'_>, model: &Model, min_us: f64) -> Option
 
 /// The profile's times by (signature, configuration), with the operands it never moved
 /// masked as the solver masks them.
-struct Lookup<'m> {
-    model: &'m Model,
-    /// Per signature of the model, the operands the profile never moved.
+struct Lookup {
+    /// Per node of the model: its signature.
+    signatures: Vec<u64>,
+    /// Per signature, the operands the profile never moved.
     masks: HashMap<u64, Vec<bool>>,
     measured: HashMap<(u64, Vec<u16>), (f64, f64, u32)>,
     predicted: HashMap<(u64, Vec<u16>), f64>,
 }
 
-/// An operand whose pool a lookup ignores.
-const ANY_POOL: u16 = u16::MAX;
-
-impl<'m> Lookup<'m> {
-    fn new(model: &'m Model, profile: &Profile) -> Lookup<'m> {
+impl Lookup {
+    fn new(model: &Model, profile: &Profile) -> Lookup {
         let negligible = profile.header.mode.negligible;
+        let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
         let mut masks = HashMap::new();
-        for i in 0..model.nodes().len() {
-            let n = NodeId(i as u32);
-            masks.entry(signature(model, n)).or_insert_with(|| negligible_operands(model, n, negligible));
+        for (i, &s) in signatures.iter().enumerate() {
+            masks.entry(s).or_insert_with(|| negligible_operands(model, NodeId(i as u32), negligible));
         }
-        let mask = |s: u64, c: &[u16]| masked(&masks, s, c);
-        let measured = profile
-            .merged()
-            .iter()
-            .map(|m| ((m.signature, mask(m.signature, &m.config)), (m.median_ns, m.mad_ns, m.count)))
-            .collect();
-        let predicted = profile
-            .predictions()
-            .iter()
-            .map(|p| ((p.signature, mask(p.signature, &p.config)), p.predicted_ns))
-            .collect();
-        Lookup { model, masks, measured, predicted }
+        let key = |s: u64, c: &[u16]| (s, masks.get(&s).map_or_else(|| c.to_vec(), |m| mask_negligible(c, m)));
+        let measured =
+            profile.merged().iter().map(|m| (key(m.signature, &m.config), (m.median_ns, m.mad_ns, m.count))).collect();
+        let predicted = profile.predictions().iter().map(|p| (key(p.signature, &p.config), p.predicted_ns)).collect();
+        Lookup { signatures, masks, measured, predicted }
     }
 
     /// The profile's time for `node` in `config`: where it came from, median, MAD and
     /// samples (0 for a prediction).
     fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
-        let s = signature(self.model, node);
-        let key = (s, masked(&self.masks, s, config));
+        let s = *self.signatures.get(node.index())?;
+        let key = (s, self.masks.get(&s).map_or_else(|| config.to_vec(), |m| mask_negligible(config, m)));
         if let Some(&(ns, mad, count)) = self.measured.get(&key) {
             return Some((ProfileTime::Measured, ns, mad, count));
         }
@@ -332,24 +322,13 @@ impl<'m> Lookup<'m> {
     }
 }
 
-fn masked(masks: &HashMap<u64, Vec<bool>>, s: u64, config: &[u16]) -> Vec<u16> {
-    match masks.get(&s) {
-        Some(mask) => config.iter().zip(mask).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect(),
-        None => config.to_vec(),
-    }
-}
-
-fn config_label(config: &[u16], pools: &[String]) -> String {
-    config.iter().map(|&p| pools.get(usize::from(p)).map_or("?", String::as_str)).collect::<Vec<_>>().join(",")
-}
-
 /// Run kernel `k` (A) beside the profile's `ns` (B).
-fn row(k: &InSituKernel, ns: f64, mad: f64, count: u32, pools: &[String], o: &CompareOptions) -> Row {
+fn row(k: &InSituKernel, ns: f64, mad: f64, count: u32, pools: &[PoolInfo], o: &CompareOptions) -> Row {
     Row {
         signature: 0,
         node: k.node.clone(),
         op: k.op.clone(),
-        config: config_label(&k.config, pools),
+        config: config_names(&k.config, pools),
         a_us: k.median_ns / 1e3,
         b_us: ns / 1e3,
         a_mad_us: k.mad_ns / 1e3,
@@ -375,14 +354,13 @@ fn floor_of(run: &InSitu, repeat: &InSitu, o: &CompareOptions) -> Result<Agreeme
             ),
         });
     }
-    let pools: Vec<String> = run.pools.iter().map(|p| p.name.clone()).collect();
     let again: BTreeMap<usize, &InSituKernel> = repeat.kernels.iter().map(|k| (k.step, k)).collect();
     let rows: Vec<Row> = run
         .kernels
         .iter()
         .filter_map(|k| {
             let r = again.get(&k.step).filter(|r| r.node == k.node && r.median_ns > 0.0 && k.median_ns > 0.0)?;
-            Some(row(k, r.median_ns, r.mad_ns, r.count, &pools, o))
+            Some(row(k, r.median_ns, r.mad_ns, r.count, &run.pools, o))
         })
         .filter(|r| !r.tiny)
         .collect();
