@@ -19,6 +19,8 @@ pub enum Stage {
     Build,
     /// The Lagrangian bound, before and after the windows (large async models).
     Bound,
+    /// A plan built from the Lagrangian bound's prices, repaired to fit.
+    Priced,
     /// The windows that improve a large async model's start.
     Windows,
     /// HiGHS on the whole model.
@@ -33,6 +35,7 @@ impl Stage {
             Stage::Check => "planned and checked",
             Stage::Build => "built",
             Stage::Bound => "bound",
+            Stage::Priced => "priced plan",
             Stage::Windows => "windows",
             Stage::Highs => "HiGHS",
         }

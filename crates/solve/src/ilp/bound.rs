@@ -35,27 +35,28 @@ pub(super) struct Bound {
 
 /// A tensor's capacity footprint: bytes held in capped pool `pool` over `first..=last`.
 #[derive(Clone, Copy)]
-struct Held {
-    pool: usize,
-    first: usize,
-    last: usize,
-    bytes: f64,
+pub(super) struct Held {
+    pub(super) pool: usize,
+    pub(super) first: usize,
+    pub(super) last: usize,
+    pub(super) bytes: f64,
 }
 
-struct Lagrangian<'a> {
-    built: &'a Built,
+pub(super) struct Lagrangian<'a> {
+    pub(super) built: &'a Built,
     /// Each relaxed row's right-hand side: `Σ coef·x ≤ rhs`, its columns listed in `by_col`.
-    rhs: Vec<f64>,
+    pub(super) rhs: Vec<f64>,
     /// Per column: (relaxed row, coefficient).
-    by_col: Vec<Vec<(u32, f64)>>,
+    pub(super) by_col: Vec<Vec<(u32, f64)>>,
     /// Per column: what it holds against a capped pool, when it is a location there.
-    held: Vec<Option<Held>>,
-    /// Per capped pool, in order: `cap_row[k] + step` is the relaxed row of its step.
-    cap_row: Vec<usize>,
+    pub(super) held: Vec<Option<Held>>,
+    /// Per capped pool, in order: `cap_row[k] + step` is the relaxed row of its step;
+    /// the pools' blocks of rows follow each other.
+    pub(super) cap_row: Vec<usize>,
     /// The overlap rows as (kernel row, copy row) pairs of relaxed rows, priced μ and
     /// 1 - μ.
     pairs: Vec<(usize, usize)>,
-    steps: usize,
+    pub(super) steps: usize,
     /// The part of the objective no tensor decides (the offset column).
     constant: f64,
 }
@@ -118,34 +119,45 @@ impl<'a> Lagrangian<'a> {
         Lagrangian { built, rhs, by_col, held, cap_row, pairs, steps, constant }
     }
 
-    /// The Lagrangian's value at `price`, and a subgradient (each relaxed row's
-    /// left-hand side minus its right-hand side at the minimiser).
-    fn evaluate(&self, price: &[f64], grad: &mut [f64]) -> f64 {
-        let steps = self.steps;
-        let cols = &self.built.lp.cols;
-        // Per capped pool, prefix sums of the step prices, so that a location column's
-        // share of the capacity rows costs one subtraction.
-        let prefix: Vec<Vec<f64>> = self
-            .cap_row
+    /// Per capped pool, prefix sums of the step prices, so that a location column's
+    /// share of the capacity rows costs one subtraction.
+    fn prefix(&self, price: &[f64]) -> Vec<Vec<f64>> {
+        self.cap_row
             .iter()
             .map(|&r| {
-                let mut acc = vec![0.0; steps + 1];
-                for i in 0..steps {
+                let mut acc = vec![0.0; self.steps + 1];
+                for i in 0..self.steps {
                     acc[i + 1] = acc[i] + price[r + i];
                 }
                 acc
             })
-            .collect();
-        let reduced = move |c: usize| -> f64 {
-            let mut rc = cols[c].cost;
-            for &(j, a) in &self.by_col[c] {
-                rc += price[j as usize] * a;
-            }
-            if let Some(h) = self.held[c] {
-                rc += h.bytes * (prefix[h.pool][h.last + 1] - prefix[h.pool][h.first]);
-            }
-            rc
-        };
+            .collect()
+    }
+
+    /// Column `c`'s cost with the relaxed rows priced at `price` (`prefix` from it).
+    fn reduced(&self, c: usize, price: &[f64], prefix: &[Vec<f64>]) -> f64 {
+        let mut rc = self.built.lp.cols[c].cost;
+        for &(j, a) in &self.by_col[c] {
+            rc += price[j as usize] * a;
+        }
+        if let Some(h) = self.held[c] {
+            rc += h.bytes * (prefix[h.pool][h.last + 1] - prefix[h.pool][h.first]);
+        }
+        rc
+    }
+
+    /// Every column's reduced cost at `price`.
+    pub(super) fn reduced_costs(&self, price: &[f64]) -> Vec<f64> {
+        let prefix = self.prefix(price);
+        (0..self.built.lp.cols.len()).map(|c| self.reduced(c, price, &prefix)).collect()
+    }
+
+    /// The Lagrangian's value at `price`, and a subgradient (each relaxed row's
+    /// left-hand side minus its right-hand side at the minimiser).
+    fn evaluate(&self, price: &[f64], grad: &mut [f64]) -> f64 {
+        let steps = self.steps;
+        let prefix = self.prefix(price);
+        let reduced = |c: usize| self.reduced(c, price, &prefix);
         let mut value = self.constant;
         for (&p, &r) in price.iter().zip(&self.rhs) {
             if p != 0.0 {
@@ -246,7 +258,11 @@ impl<'a> Lagrangian<'a> {
 /// break the stay or the cheapest move between them. Pushes the columns it takes onto
 /// `chosen`; returns the path's cost. A weight whose last segment wraps back to its first
 /// closes the cycle, so each first pool is tried in turn.
-fn shortest_path(tv: &super::build::TensorVars, reduced: &dyn Fn(usize) -> f64, chosen: &mut Vec<usize>) -> f64 {
+pub(super) fn shortest_path(
+    tv: &super::build::TensorVars,
+    reduced: &dyn Fn(usize) -> f64,
+    chosen: &mut Vec<usize>,
+) -> f64 {
     let segs = tv.loc.len();
     let pools = tv.loc[0].len();
     let node = |s: usize, p: usize| tv.loc[s][p].map(reduced);
@@ -333,6 +349,9 @@ const PATIENCE: usize = 50;
 pub(super) struct BoundSearch<'a> {
     lag: Lagrangian<'a>,
     price: Vec<f64>,
+    /// The prices of the best bound so far: a plan built from them (`priced.rs`) starts
+    /// close to what the bound says is possible.
+    best_price: Vec<f64>,
     grad: Vec<f64>,
     best: f64,
     theta: f64,
@@ -356,6 +375,7 @@ impl<'a> BoundSearch<'a> {
         }
         BoundSearch {
             lag,
+            best_price: price.clone(),
             price,
             grad: vec![0.0; n],
             best: f64::NEG_INFINITY,
@@ -391,6 +411,7 @@ impl<'a> BoundSearch<'a> {
             if self.best == f64::NEG_INFINITY || value > self.best + 1e-9 * self.best.abs().max(1.0) {
                 self.best = value;
                 self.since_best = 0;
+                self.best_price.copy_from_slice(&self.price);
             } else {
                 // Polyak's step, halved after PATIENCE evaluations without a better bound.
                 self.since_best += 1;
@@ -408,6 +429,11 @@ impl<'a> BoundSearch<'a> {
         }
         self.seconds += started.elapsed().as_secs_f64();
         Bound { value: self.best, iterations: self.iterations, seconds: self.seconds }
+    }
+
+    /// A plan from the best bound's prices (`priced.rs`), when one fits by `deadline`.
+    pub(super) fn plan(&self, inst: &Instance, deadline: Instant) -> Option<Vec<f64>> {
+        super::priced::plan(&self.lag, &self.best_price, inst, deadline)
     }
 }
 
@@ -445,7 +471,7 @@ mod tests {
     /// docs/BENCHMARKS.md records (run with `--nocapture`).
     #[test]
     #[allow(clippy::print_stderr)]
-    fn the_lagrangian_bound_never_exceeds_the_optimum_and_beats_the_box_bound() {
+    fn the_lagrangian_bound_never_exceeds_the_optimum_and_beats_the_box_bound_and_its_prices_make_a_plan() {
         for (name, batch, share, formulation) in [
             ("lenet-mnist", 8, 0.25, Formulation::Static),
             ("lenet-mnist", 8, 0.25, Formulation::Sync),
@@ -490,6 +516,15 @@ mod tests {
                 bound.value > boxed + slack,
                 "{name} {formulation:?}: {bound:?} no better than the box bound {boxed}"
             );
+            // The plan from the bound's prices meets every row, and so can be no better
+            // than the optimum.
+            let mut search = BoundSearch::new(&built, &inst);
+            search.run(optimum.objective, 0.0, deadline, 200);
+            let priced = search.plan(&inst, deadline).expect("a priced plan that fits");
+            assert!(built.fits(&priced), "{name} {formulation:?}: the priced plan breaks a row");
+            let cost = built.objective(&priced);
+            eprintln!("{name} {formulation:?}: priced plan {cost:.3}");
+            assert!(cost >= optimum.objective - slack, "{name} {formulation:?}: {cost} below the optimum");
         }
     }
 }

@@ -94,6 +94,11 @@ pub(super) struct OverlapRows {
     pub(super) copies: usize,
 }
 
+/// How far past a bound `b` a value may lie and still meet it.
+fn tolerance(b: f64) -> f64 {
+    1e-6 * (1.0 + b.abs())
+}
+
 pub(super) const NS_PER_UNIT: f64 = 1e3; // the model works in µs
 /// Capacity rows count MiB, not bytes: with bytes their coefficients reached 10⁸ against
 /// costs near 1, and HiGHS's LP on some windows stalled for tens of seconds past its
@@ -386,6 +391,19 @@ impl Built {
         let bound: f64 =
             self.lp.cols.iter().zip(&lo).map(|(c, &l)| c.cost * if c.cost >= 0.0 { l } else { c.hi }).sum();
         bound.is_finite().then_some(bound)
+    }
+
+    /// Whether row `r` holds at `x`, within a tolerance a little looser than HiGHS's own.
+    pub(super) fn row_holds(&self, r: usize, x: &[f64]) -> bool {
+        let row = &self.lp.rows[r];
+        let value: f64 = row.terms.iter().map(|&(c, a)| a * x[c]).sum();
+        value >= row.lo - tolerance(row.lo) && value <= row.hi + tolerance(row.hi)
+    }
+
+    /// Whether `x` meets every row and every column's bounds.
+    pub(super) fn fits(&self, x: &[f64]) -> bool {
+        let cols = self.lp.cols.iter().zip(x).all(|(c, &v)| v >= c.lo - tolerance(c.lo) && v <= c.hi + tolerance(c.hi));
+        cols && (0..self.lp.rows.len()).all(|r| self.row_holds(r, x))
     }
 
     pub(super) fn size(&self) -> ModelSize {

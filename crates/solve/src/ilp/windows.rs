@@ -226,18 +226,12 @@ fn solve_window(
     }
 }
 
-/// Whether every row that touches one of `cols` holds at `x`, within a tolerance a
-/// little looser than HiGHS's own.
+/// Whether every row that touches one of `cols` holds at `x`.
 fn rows_hold(built: &Built, rows_of: &[Vec<u32>], x: &[f64], cols: &[usize]) -> bool {
     let mut rows: Vec<u32> = cols.iter().flat_map(|&c| rows_of[c].iter().copied()).collect();
     rows.sort_unstable();
     rows.dedup();
-    rows.iter().all(|&r| {
-        let row = &built.lp.rows[r as usize];
-        let value: f64 = row.terms.iter().map(|&(c, a)| a * x[c]).sum();
-        let tol = |b: f64| 1e-6 * (1.0 + b.abs());
-        value >= row.lo - tol(row.lo) && value <= row.hi + tol(row.hi)
-    })
+    rows.iter().all(|&r| built.row_holds(r as usize, x))
 }
 
 /// The order in which `workers` claim `n` windows: consecutive claims a sweep's
