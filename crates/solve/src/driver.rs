@@ -308,7 +308,10 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     let reserve = if plan_seconds.is_finite() { 2.0 * plan_seconds } else { 0.0 };
     let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let formulation = req.options.formulation;
-    let (start, start_label) = if formulation == Formulation::Async && req.options.sync_first {
+    let (start, start_label) = if formulation == Formulation::Async
+        && req.options.sync_first
+        && req.options.time_limit >= SYNC_FIRST_MIN_SECONDS
+    {
         let sync_opts = IlpOptions {
             formulation: Formulation::Sync,
             time_limit: (req.options.time_limit / 3.0).min(left() - reserve).max(MIN_STAGE_SECONDS),
@@ -439,6 +442,13 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
 
 /// The share of the time limit baselines may use once one of them has passed.
 const BASELINE_SHARE: f64 = 0.25;
+/// Below this time limit the async solve starts from the best baseline, not from the
+/// sync stage's plan. On DenseNet-264 b32 at 25% with a 20 s limit, the sync stage took a
+/// third of the time and returned greedy's plan unimproved; without it the proven gap
+/// was 7.9% against 10.7% (19.7% against 22.2% before the priced plans). With 120 s it
+/// reached its gap limit in 8-15 s and left 0.83-0.88% where starting from greedy left
+/// 0.89-1.01% (docs/BENCHMARKS.md).
+const SYNC_FIRST_MIN_SECONDS: f64 = 60.0;
 
 /// The least time an ILP stage is given when the deadline is (nearly) reached: enough
 /// to build its model and hand back its start with the box bound.

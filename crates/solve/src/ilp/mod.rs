@@ -79,8 +79,8 @@ pub struct IlpOptions {
     /// Windows solved at once; `None`: one per core (at most four).
     pub window_workers: Option<usize>,
     /// Async only: solve the sync formulation first, for its plan to start the async
-    /// solve. On DenseNet-264 at 25% that start left a 2.1% gap where greedy's left 3.0%
-    /// (docs/BENCHMARKS.md); off, to measure that again.
+    /// solve, when the time limit is long enough for it to pay (the driver's
+    /// `SYNC_FIRST_MIN_SECONDS`); off, to measure that again.
     pub sync_first: bool,
     /// Show HiGHS's log on the terminal.
     pub verbose: bool,
