@@ -21,7 +21,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 peak=$(scripts/fma-peak.sh)
 echo "host FMA peak before: $peak GFLOP/s"
-echo "| model | budget | limit s | wall s | wall × peak/558 | baselines: placed, laid out, checked s | sync: built, solved s | async: built, bound, windows, HiGHS s | windows: improved of solved (dropped), at once | plan: laid out, checked s | proven gap of step | step / all-DRAM |"
+echo "| model | budget | limit s | wall s | wall × peak/558 | baselines: placed, laid out, checked s | sync: built, solved s | async: built, bound, priced plan, windows, HiGHS s | windows: improved of solved (dropped), at once | plan: laid out, checked s | proven gap of step | step / all-DRAM |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
   "$placer" zoo "$m" --batch "$batch" -o "$work/$m.json" >/dev/null 2>&1
@@ -49,8 +49,9 @@ def total(stage, of=None, baseline=False):
 base = "{:.1f}, {:.1f}, {:.1f}".format(total("place", "baselines"), total("lay-out", baseline=True),
                                        total("check", baseline=True))
 sync = "{:.1f}, {:.1f}".format(total("build", "sync"), total("highs", "sync") + total("windows", "sync"))
-asyn = "{:.1f}, {:.1f}, {:.1f}, {:.1f}".format(total("build", "async"), total("bound", "async"),
-                                                total("windows", "async"), total("highs", "async"))
+asyn = "{:.1f}, {:.1f}, {:.1f}, {:.1f}, {:.1f}".format(total("build", "async"), total("bound", "async"),
+                                                       total("priced", "async"), total("windows", "async"),
+                                                       total("highs", "async"))
 w = s.get("windows")
 wins = "-" if not w else "{} of {} ({}), {}".format(w["improved"], w["windows"], w.get("conflicts", 0), w.get("workers", 1))
 planned = "{:.1f}, {:.1f}".format(total("lay-out", "plan"), total("check", "plan"))
