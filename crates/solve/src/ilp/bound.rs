@@ -283,14 +283,17 @@ pub(super) fn shortest_path(
     let starts: Vec<Option<usize>> = if wrap.is_some() { (0..pools).map(Some).collect() } else { vec![None] };
     let mut best: Option<(f64, Vec<usize>)> = None;
     for fixed in starts {
-        // cost[p] of the cheapest path to segment s in pool p; back[s][p] = (prev pool, edge col).
+        // cost[p] of the cheapest path to segment s in pool p; back[(s - 1) · pools + p] =
+        // (prev pool, edge col). Flat and reused: this runs for every tensor at every
+        // step of the bound, and per-segment vectors were a good part of its time.
         let mut cost: Vec<f64> = (0..pools)
             .map(|p| if fixed.is_some_and(|f| f != p) { f64::INFINITY } else { node(0, p).unwrap_or(f64::INFINITY) })
             .collect();
-        let mut back: Vec<Vec<(usize, usize)>> = Vec::with_capacity(segs);
+        let mut next = vec![f64::INFINITY; pools];
+        let mut back = vec![(usize::MAX, usize::MAX); forward.len() * pools];
         for (s, br) in forward.iter().enumerate() {
-            let mut next = vec![f64::INFINITY; pools];
-            let mut from = vec![(usize::MAX, usize::MAX); pools];
+            next.fill(f64::INFINITY);
+            let from = &mut back[s * pools..(s + 1) * pools];
             for q in 0..pools {
                 let Some(n) = node(s + 1, q) else { continue };
                 for (p, &before) in cost.iter().enumerate().filter(|(_, c)| c.is_finite()) {
@@ -302,8 +305,7 @@ pub(super) fn shortest_path(
                     }
                 }
             }
-            back.push(from);
-            cost = next;
+            std::mem::swap(&mut cost, &mut next);
         }
         let mut end = (f64::INFINITY, usize::MAX, None);
         for (p, &c) in cost.iter().enumerate() {
@@ -325,7 +327,7 @@ pub(super) fn shortest_path(
         for s in (0..segs).rev() {
             cols.extend(tv.loc[s][p]);
             if s > 0 {
-                let (prev, c) = back[s - 1][p];
+                let (prev, c) = back[(s - 1) * pools + p];
                 cols.push(c);
                 p = prev;
             }

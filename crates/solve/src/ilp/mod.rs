@@ -231,7 +231,8 @@ pub fn solve(
             if first.value > priced_at {
                 priced_at = first.value;
                 let t0 = Instant::now();
-                if let Some(priced) = search.plan(inst, until)
+                // A turn's length past the bound's last turn: the last prices are the best.
+                if let Some(priced) = search.plan(inst, until + turn)
                     && built.objective(&priced) < built.objective(x)
                 {
                     *x = priced;
