@@ -433,9 +433,9 @@ impl<'a> BoundSearch<'a> {
         Bound { value: self.best, iterations: self.iterations, seconds: self.seconds }
     }
 
-    /// A plan from the best bound's prices (`priced.rs`), when one fits by `deadline`.
-    pub(super) fn plan(&self, inst: &Instance, deadline: Instant) -> Option<Vec<f64>> {
-        super::priced::plan(&self.lag, &self.best_price, inst, deadline)
+    /// The relaxation and the prices of its best bound so far, for `priced::plan`.
+    pub(super) fn best_prices(&self) -> (&Lagrangian<'a>, &[f64]) {
+        (&self.lag, &self.best_price)
     }
 }
 
@@ -522,7 +522,8 @@ mod tests {
             // than the optimum.
             let mut search = BoundSearch::new(&built, &inst);
             search.run(optimum.objective, 0.0, deadline, 200);
-            let priced = search.plan(&inst, deadline).expect("a priced plan that fits");
+            let (lag, price) = search.best_prices();
+            let priced = super::super::priced::plan(lag, price, &inst, deadline).expect("a priced plan that fits");
             assert!(built.fits(&priced), "{name} {formulation:?}: the priced plan breaks a row");
             let cost = built.objective(&priced);
             eprintln!("{name} {formulation:?}: priced plan {cost:.3}");

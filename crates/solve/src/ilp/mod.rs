@@ -232,7 +232,8 @@ pub fn solve(
                 priced_at = first.value;
                 let t0 = Instant::now();
                 // A turn's length past the bound's last turn: the last prices are the best.
-                if let Some(priced) = search.plan(inst, until + turn)
+                let (lag, price) = search.best_prices();
+                if let Some(priced) = priced::plan(lag, price, inst, until + turn)
                     && built.objective(&priced) < built.objective(x)
                 {
                     *x = priced;
