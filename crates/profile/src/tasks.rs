@@ -7,7 +7,7 @@ pub use placer_exec::SplitMix64;
 use placer_ir::ops::node_traffic;
 use placer_ir::{Model, NodeId, Role, TensorId};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// A [`PinRule`] applied to one model and host: its tensor and pool found by name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,11 +91,15 @@ pub fn negligible_operands(model: &Model, n: NodeId, share: f64) -> Vec<bool> {
 /// Marks an operand whose pool a lookup ignores.
 pub const ANY_POOL: u16 = u16::MAX;
 
-/// `config` with the operands `negligible` marks ([`negligible_operands`]) set to
-/// [`ANY_POOL`]: the key a profile's time for the kernel is found by, whatever pools
-/// those operands are in.
-pub fn mask_negligible(config: &[u16], negligible: &[bool]) -> Vec<u16> {
-    config.iter().zip(negligible).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect()
+/// `config` of a kernel of `signature`, with the operands `masks` marks for that
+/// signature ([`negligible_operands`]) set to [`ANY_POOL`]: the key a profile's time for
+/// the kernel is found by, whatever pools those operands are in. Unchanged when `masks`
+/// has no entry for the signature.
+pub fn mask_negligible(masks: &HashMap<u64, Vec<bool>>, signature: u64, config: &[u16]) -> Vec<u16> {
+    match masks.get(&signature) {
+        Some(mask) => config.iter().zip(mask).map(|(&p, &ignore)| if ignore { ANY_POOL } else { p }).collect(),
+        None => config.to_vec(),
+    }
 }
 
 /// One kernel signature in one configuration: the unit that gets measured.

@@ -208,7 +208,7 @@ impl Costs {
         }
         let immaterial = &self.immaterial;
         let rekey = |map: HashMap<(u64, Vec<u16>), f64>| -> HashMap<(u64, Vec<u16>), f64> {
-            map.into_iter().map(|((s, c), t)| ((s, masked(immaterial, s, &c)), t)).collect()
+            map.into_iter().map(|((s, c), t)| ((s, mask_negligible(immaterial, s, &c)), t)).collect()
         };
         self.measured = rekey(std::mem::take(&mut self.measured));
         self.predicted = rekey(std::mem::take(&mut self.predicted));
@@ -219,7 +219,7 @@ impl Costs {
     /// measured, else predicted by the design, else estimated by the cost model.
     pub fn kernel_ns(&self, node: NodeId, config: &[u16]) -> (f64, TimeSource) {
         let signature = self.signatures[node.index()];
-        let key = (signature, masked(&self.immaterial, signature, config));
+        let key = (signature, mask_negligible(&self.immaterial, signature, config));
         if let Some(&t) = self.measured.get(&key) {
             return (t, TimeSource::Measured);
         }
@@ -236,12 +236,6 @@ impl Costs {
     pub fn predicted_count(&self) -> usize {
         self.predicted.len()
     }
-}
-
-/// `config` with the operands `immaterial` marks for `signature` ignored
-/// ([`mask_negligible`]).
-fn masked(immaterial: &HashMap<u64, Vec<bool>>, signature: u64, config: &[u16]) -> Vec<u16> {
-    immaterial.get(&signature).map_or_else(|| config.to_vec(), |mask| mask_negligible(config, mask))
 }
 
 /// What the model needs of a kernel: its cost and each operand's traffic.

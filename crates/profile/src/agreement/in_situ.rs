@@ -303,7 +303,7 @@ impl Lookup {
         for (i, &s) in signatures.iter().enumerate() {
             masks.entry(s).or_insert_with(|| negligible_operands(model, NodeId(i as u32), negligible));
         }
-        let key = |s: u64, c: &[u16]| (s, masks.get(&s).map_or_else(|| c.to_vec(), |m| mask_negligible(c, m)));
+        let key = |s: u64, c: &[u16]| (s, mask_negligible(&masks, s, c));
         let measured =
             profile.merged().iter().map(|m| (key(m.signature, &m.config), (m.median_ns, m.mad_ns, m.count))).collect();
         let predicted = profile.predictions().iter().map(|p| (key(p.signature, &p.config), p.predicted_ns)).collect();
@@ -314,7 +314,7 @@ impl Lookup {
     /// samples (0 for a prediction).
     fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
         let s = *self.signatures.get(node.index())?;
-        let key = (s, self.masks.get(&s).map_or_else(|| config.to_vec(), |m| mask_negligible(config, m)));
+        let key = (s, mask_negligible(&self.masks, s, config));
         if let Some(&(ns, mad, count)) = self.measured.get(&key) {
             return Some((ProfileTime::Measured, ns, mad, count));
         }
