@@ -37,7 +37,7 @@ pub fn first_fit(bytes: &[u64], ranges: &[&[(usize, usize)]], order: &[usize]) -
                 }
             }
         }
-        taken.sort_unstable();
+        taken.sort_unstable_by_key(|x| x.0);
         let mut at = 0;
         for &(lo, hi) in &taken {
             if lo >= at + bytes[i] {

@@ -8,7 +8,7 @@ use crate::check::{CheckReport, check};
 use crate::cost::Costs;
 use crate::ilp::{self, Formulation, IlpOptions};
 use crate::instance::Instance;
-use crate::layout::{Layout, lay_out};
+use crate::layout::{Layout, Packing, lay_out, lay_out_packing};
 use crate::placement::Placement;
 use crate::plan::{Plan, PlanContext, Strategy};
 use crate::pools::SolvePools;
@@ -79,8 +79,17 @@ fn overshoot_reason(over: u64, budget: u64) -> String {
     )
 }
 
-/// Everything in DRAM with no budget: the reference placement and its plan.
-fn all_dram(req: &SolveRequest<'_>, unlimited: &Instance) -> (Placement, Plan) {
+/// The all-DRAM reference's name in the solve's stages.
+const ALL_DRAM: &str = "all-dram";
+
+/// Everything in DRAM with no budget: the reference placement, its layout packed as
+/// `packing` asks, and its plan.
+fn all_dram(
+    req: &SolveRequest<'_>,
+    unlimited: &Instance,
+    packing: Packing,
+    stages: &mut Stages,
+) -> (Placement, Layout, Plan) {
     let placement = Placement::fixed(unlimited, &vec![0; unlimited.tensors.len()]);
     let reference = PlanContext {
         model: req.model,
@@ -90,15 +99,18 @@ fn all_dram(req: &SolveRequest<'_>, unlimited: &Instance) -> (Placement, Plan) {
         formulation: None,
         profile: req.profile.clone(),
     };
-    let plan = Plan::new(&reference, &placement, None);
-    (placement, plan)
+    let t0 = Instant::now();
+    let layout = lay_out_packing(req.model, unlimited, &placement, packing);
+    stages.since(Stage::LayOut, ALL_DRAM, t0);
+    let plan = Plan::with_layout(&reference, &placement, None, layout.clone());
+    (placement, layout, plan)
 }
 
 /// Every baseline at the request's budget, laid out and checked, and the all-DRAM
 /// reference: what `placer run --compare-baselines` runs beside a plan.
 pub fn baselines(req: &SolveRequest<'_>) -> Result<(Plan, Vec<Candidate>), SolveError> {
     let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
-    let (_, all_dram_plan) = all_dram(req, &unlimited);
+    let (_, _, all_dram_plan) = all_dram(req, &unlimited, Packing::LargestFirst, &mut Stages::default());
     let mut inst = unlimited;
     inst.capacity[0] = req.budget.resolve(inst.peak_bytes).min(req.pools.pools[0].capacity);
     inst.feasibility()
@@ -180,6 +192,7 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // The time limit bounds everything from here: baselines, every ILP stage, the
     // arena's fit, and the checks.
     let deadline = began + Duration::from_secs_f64(req.options.time_limit);
+    let mut stages = Stages::default();
     let unlimited = Instance::new(req.model, req.costs, req.pools.clone(), u64::MAX, &req.pins);
     let peak = unlimited.peak_bytes;
     // A budget above what DRAM can hold is capped at DRAM's capacity.
@@ -192,7 +205,12 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
             placer_units::fmt_bytes(budget)
         ));
     }
-    let (all_dram, all_dram_plan) = all_dram(req, &unlimited);
+    let pinned_elsewhere = unlimited.tensors.iter().any(|t| t.pinned.is_some_and(|p| p != 0));
+    // Where everything may fit, all-DRAM is packed as tightly as a plan: it may be the
+    // plan. Otherwise it is only the reference, whose arena need only fit the pool.
+    let may_fit = budget >= peak && !pinned_elsewhere;
+    let (all_dram, all_dram_layout, all_dram_plan) =
+        all_dram(req, &unlimited, if may_fit { Packing::Tightest } else { Packing::LargestFirst }, &mut stages);
     let all_dram_ns = all_dram_plan.predicted.step_ns;
     let mut inst = unlimited;
     inst.capacity[0] = budget;
@@ -204,17 +222,13 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
         formulation,
         profile: req.profile.clone(),
     };
-    let pinned_elsewhere = inst.tensors.iter().any(|t| t.pinned.is_some_and(|p| p != 0));
     // Everything fits at every step; it also has to pack into the budget, which
     // fragmentation can prevent even then (the ILP then moves a little out of DRAM).
-    if budget >= peak && !pinned_elsewhere && all_dram_plan.arena_bytes[0] <= budget {
+    if may_fit && all_dram_plan.arena_bytes[0] <= budget {
         progress("the budget holds peak live memory: every tensor stays in DRAM");
-        let mut stages = Stages::default();
         let t0 = Instant::now();
-        let layout = lay_out(req.model, &inst, &all_dram);
-        stages.since(Stage::LayOut, "plan", t0);
-        let t0 = Instant::now();
-        let (plan, check) = plan_and_check(req, &inst, &all_dram, layout, &context(Strategy::AllDram, None), None);
+        let (plan, check) =
+            plan_and_check(req, &inst, &all_dram, all_dram_layout, &context(Strategy::AllDram, None), None);
         stages.since(Stage::Check, "plan", t0);
         return Ok(SolveResult {
             budget_bytes: budget,
@@ -235,7 +249,6 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // check on the largest graphs: that is done fastest first, and stops once one has
     // passed (it starts the ILP), unless every baseline is asked for; then it stops at a
     // quarter of the time limit.
-    let mut stages = Stages::default();
     let t0 = Instant::now();
     let mut order: Vec<(f64, Baseline, Result<Placement, String>)> = Baseline::ALL
         .iter()
@@ -306,14 +319,16 @@ fn solve_unchecked(req: &SolveRequest<'_>, progress: &mut dyn FnMut(&str)) -> Re
     // What is kept back from the ILP for the last stage: laying out and checking its
     // plan (and, at worst, a plan the guarantee returns instead). An async plan with
     // hundreds of moves lays out slower than a baseline, more so when its arena needs a
-    // repair: at least 4% of the limit is kept (DenseNet-264 b32's took up to 2.1 s).
+    // repair: three times the quickest baseline's, and at least 4% of the limit, is kept
+    // (DenseNet-264 b32's plan at 50% took 2.8 s against greedy's 1.3 s).
     let reserve =
-        if plan_seconds.is_finite() { (2.0 * plan_seconds).max(RESERVE_SHARE * req.options.time_limit) } else { 0.0 };
+        if plan_seconds.is_finite() { (3.0 * plan_seconds).max(RESERVE_SHARE * req.options.time_limit) } else { 0.0 };
     let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
     let formulation = req.options.formulation;
     let (start, start_label) = if formulation == Formulation::Async
         && req.options.sync_first
         && req.options.time_limit >= SYNC_FIRST_MIN_SECONDS
+        && !ilp::windowed(&inst, &req.options)
     {
         let sync_opts = IlpOptions {
             formulation: Formulation::Sync,
@@ -448,9 +463,10 @@ const BASELINE_SHARE: f64 = 0.25;
 /// Below this time limit the async solve starts from the best baseline, not from the
 /// sync stage's plan. On DenseNet-264 b32 at 25% with a 20 s limit, the sync stage took a
 /// third of the time and returned greedy's plan unimproved; without it the proven gap
-/// was 7.9% against 10.7% (19.7% against 22.2% before the priced plans). With 120 s it
-/// reached its gap limit in 8-15 s and left 0.83-0.88% where starting from greedy left
-/// 0.89-1.01% (docs/BENCHMARKS.md).
+/// was 7.9% against 10.7%. Nor does a windowed solve start from it at any limit: the
+/// bound's priced start, improved tensor by tensor, replaces it. On DenseNet-264 b32 at
+/// 25% with 120 s the sync stage took 8.7 s and the solve proved 0.56% in 33 s; without
+/// it, 0.76% in 18 s (docs/BENCHMARKS.md).
 const SYNC_FIRST_MIN_SECONDS: f64 = 60.0;
 /// The least share of the time limit kept back for laying out and checking the ILP's plan.
 const RESERVE_SHARE: f64 = 0.04;

@@ -55,7 +55,7 @@ pub(super) struct Lagrangian<'a> {
     pub(super) cap_row: Vec<usize>,
     /// The overlap rows as (kernel row, copy row) pairs of relaxed rows, priced μ and
     /// 1 - μ.
-    pairs: Vec<(usize, usize)>,
+    pub(super) pairs: Vec<(usize, usize)>,
     pub(super) steps: usize,
     /// The part of the objective no tensor decides (the offset column).
     constant: f64,
@@ -526,8 +526,19 @@ mod tests {
             let priced = super::super::priced::plan(lag, price, &inst, deadline).expect("a priced plan that fits");
             assert!(built.fits(&priced), "{name} {formulation:?}: the priced plan breaks a row");
             let cost = built.objective(&priced);
-            eprintln!("{name} {formulation:?}: priced plan {cost:.3}");
             assert!(cost >= optimum.objective - slack, "{name} {formulation:?}: {cost} below the optimum");
+            // The local search improves, and its books agree with the model's.
+            let (before, after, books) =
+                super::super::priced::tests::with_and_without_local_search(lag, price, &inst, deadline);
+            let (before, after) = (built.objective(&before.expect("fits")), built.objective(&after.expect("fits")));
+            eprintln!("{name} {formulation:?}: priced plan {before:.3}, after the local search {after:.3}");
+            // On each of these five models the bound's paths leave something to gain.
+            assert!(after < before - slack, "{name} {formulation:?}: the local search gained nothing");
+            assert!(
+                (books - after).abs() <= slack,
+                "{name} {formulation:?}: books {books} against the model's {after}"
+            );
+            assert!((after - cost).abs() <= slack, "{name} {formulation:?}: {after} against plan()'s {cost}");
         }
     }
 }
