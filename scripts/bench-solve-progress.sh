@@ -7,7 +7,8 @@
 # plan's `solver.stages`), and the proven gap as a share of the step.
 #   scripts/bench-solve-progress.sh [MODELS...]   (default: resnet200 densenet264)
 # Environment: BUDGETS (default "10% 25% 50%"), LIMITS (default "20 120"), BATCH (32),
-# SOLVE_ARGS (more `placer solve` arguments, e.g. "--no-sync-first" or "--window-workers 1").
+# SOLVE_ARGS (more `placer solve` arguments, e.g. "--no-sync-first" or "--window-workers 1"),
+# NEIGHBOURS (busy loops beside the solves, to stand for a slower host; default 0).
 # About 15 minutes for the defaults. Run on a quiet machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +19,20 @@ batch=${BATCH:-32}
 cargo build --release -q
 placer=target/release/placer
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# NEIGHBOURS=n busy loops run beside the solves and the FMA measurements: a slower,
+# shared host, as the FMA peak printed with them shows. Started here, stopped by
+# process id on exit.
+neighbours=()
+stop() {
+  for p in "${neighbours[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap stop EXIT
+for _ in $(seq 1 "${NEIGHBOURS:-0}"); do
+  (while :; do :; done) &
+  neighbours+=($!)
+done
+[ "${NEIGHBOURS:-0}" -gt 0 ] && echo "with $NEIGHBOURS busy-loop neighbour(s) beside every solve (pids ${neighbours[*]})"
 peak=$(scripts/fma-peak.sh)
 echo "host FMA peak before: $peak GFLOP/s"
 echo "| model | budget | limit s | wall s | wall × peak/558 | all-DRAM laid out; baselines: placed, laid out, checked s | sync: built, solved s | async: built, bound, priced plan, windows, HiGHS s | windows: improved of solved (dropped), at once | plan: laid out, checked s | proven gap of step | step / all-DRAM |"

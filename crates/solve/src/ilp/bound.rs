@@ -53,6 +53,8 @@ pub(super) struct Lagrangian<'a> {
     /// Per capped pool, in order: `cap_row[k] + step` is the relaxed row of its step;
     /// the pools' blocks of rows follow each other.
     pub(super) cap_row: Vec<usize>,
+    /// Per capped pool, in the same order: its index among the pools.
+    pub(super) capped: Vec<usize>,
     /// The overlap rows as (kernel row, copy row) pairs of relaxed rows, priced μ and
     /// 1 - μ.
     pub(super) pairs: Vec<(usize, usize)>,
@@ -116,7 +118,7 @@ impl<'a> Lagrangian<'a> {
             }
         }
         let constant = built.lp.cols[built.offset_col].cost;
-        Lagrangian { built, rhs, by_col, held, cap_row, pairs, steps, constant }
+        Lagrangian { built, rhs, by_col, held, cap_row, capped, pairs, steps, constant }
     }
 
     /// Per capped pool, prefix sums of the step prices, so that a location column's

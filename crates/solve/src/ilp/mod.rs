@@ -202,8 +202,10 @@ pub fn solve(
     let solve_started = Instant::now();
     let mut first_feasible = start.as_ref().map(|_| 0.0);
     // Stop at an absolute gap of `gap` × the kernels' base times: every plan's step takes
-    // at least that, so the gap as a share of the step time is at most `gap`.
-    let abs_gap = opts.gap * base_ns / NS_PER_UNIT;
+    // at least that, so the gap as a share of the step time is at most `gap`. A share of
+    // it is left for the arena: a plan whose DRAM arena packs over the budget is repaired
+    // by moving tensors out of DRAM, and the gap reported is the repaired plan's.
+    let abs_gap = opts.gap * (1.0 - GAP_LEFT_FOR_REPAIR) * base_ns / NS_PER_UNIT;
     let mut windows_report = None;
     // The best proven bound, and its name. No plan can score below what the columns'
     // bounds allow (for async: every kernel at its all-DRAM time).
@@ -361,6 +363,11 @@ fn raise(bound: &mut Option<(f64, &'static str)>, value: f64, name: &'static str
 /// their target) and after them (to prove the gap of what they found).
 const BOUND_SHARE_BEFORE: f64 = 0.25;
 const BOUND_SHARE_AFTER: f64 = 0.1;
+/// The share of the gap an ILP stage leaves for the arena's repair. DenseNet-264 b32's
+/// plans at 10% were repaired by 15 ms in one solve and by at least 50 ms (0.3% of the
+/// step) in another, which proved 1.15% of the step once repaired where the ILP had
+/// stopped at 1% (docs/BENCHMARKS.md).
+const GAP_LEFT_FOR_REPAIR: f64 = 0.25;
 /// Turns of bound and priced plan before the windows.
 const PRICED_TURNS: usize = 4;
 /// When windows stall with at least this share of the time left, the whole model gets
