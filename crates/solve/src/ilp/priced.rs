@@ -35,10 +35,12 @@ const OVER: f64 = 1e-6;
 /// bytes; the arena packs them at offsets, and a plan that fills DRAM to the byte at many
 /// steps packed 1 page to 13 MiB over the budget on DenseNet-264 b32 at 10%. The repair
 /// then moved whole tensors out of DRAM, at up to 100 ms of the step: more than the gap
-/// the solve had proven. With this slack, two such solves still needed a repair, of 26
-/// and 41 ms, and proved 0.70% and 0.83% of the step. The bound keeps the true
-/// capacity, so the gap reported includes what the slack costs.
-const PACKING_SLACK: f64 = 0.02;
+/// the solve had proven. With 2% free, two such solves still needed repairs of 26 and
+/// 41 ms; with 5%, two of three 20 s solves needed none, and the third moved 19 MB for
+/// 8 ms. The priced plan cost no more for it (2,053 ms against 2,051-2,066 ms with no
+/// slack). The bound keeps the true capacity, so the gap reported includes what the
+/// slack costs.
+const PACKING_SLACK: f64 = 0.05;
 
 /// Tensors re-routed at most, as a multiple of the tensors: the repair stops (and no plan
 /// is returned) rather than chase its own moves.
