@@ -95,42 +95,44 @@ impl<'l, 'a> Load<'l, 'a> {
         (self.level[k] - self.lag.rhs[k] + dk).max(self.level[c] - self.lag.rhs[c] + dc).max(floor)
     }
 
+    /// Relaxed row `j` raised by `a`, when it is one of an overlap pair's rows: the pair,
+    /// and how much its kernel's and its copies' levels rise.
+    fn raises(&self, j: u32, a: f64) -> Option<(u32, f64, f64)> {
+        let p = self.pair_of[j as usize]?;
+        let kernel = self.lag.pairs[p as usize].0 == j as usize;
+        Some(if kernel { (p, a, 0.0) } else { (p, 0.0, a) })
+    }
+
+    /// What raising pair `p`'s levels by `dk` and `dc` costs: its variable's rise, at
+    /// the variable's cost.
+    fn raise_cost(&self, p: u32, dk: f64, dc: f64) -> f64 {
+        let p = p as usize;
+        self.overlap[p].0 * (self.overlap_value(p, dk, dc) - self.overlap_value(p, 0.0, 0.0))
+    }
+
     /// What adding column `c` alone to the paths costs: its own cost, and how much it
-    /// raises each overlap variable it enters.
+    /// raises each overlap variable it enters. `exact` of the one column, without its
+    /// allocation: this runs for every column of every tensor in every pass.
     fn marginal(&self, c: usize) -> f64 {
-        let mut cost = self.lag.built.lp.cols[c].cost;
-        for &(j, a) in &self.lag.by_col[c] {
-            if let Some(p) = self.pair_of[j as usize] {
-                let p = p as usize;
-                let kernel = self.lag.pairs[p].0 == j as usize;
-                let (dk, dc) = if kernel { (a, 0.0) } else { (0.0, a) };
-                cost += self.overlap[p].0 * (self.overlap_value(p, dk, dc) - self.overlap_value(p, 0.0, 0.0));
-            }
-        }
-        cost
+        let raised = self.lag.by_col[c].iter().filter_map(|&(j, a)| self.raises(j, a));
+        self.lag.built.lp.cols[c].cost + raised.map(|(p, dk, dc)| self.raise_cost(p, dk, dc)).sum::<f64>()
     }
 
     /// What adding the columns of one path together costs: as `marginal`, with the
     /// path's own columns that enter the same overlap pair added up first.
     fn exact(&self, cols: &[usize]) -> f64 {
-        let mut cost = 0.0;
-        let mut raised: Vec<(u32, f64, f64)> = Vec::new();
-        for &c in cols {
-            cost += self.lag.built.lp.cols[c].cost;
-            for &(j, a) in &self.lag.by_col[c] {
-                if let Some(p) = self.pair_of[j as usize] {
-                    let kernel = self.lag.pairs[p as usize].0 == j as usize;
-                    raised.push(if kernel { (p, a, 0.0) } else { (p, 0.0, a) });
-                }
-            }
-        }
+        let own: f64 = cols.iter().map(|&c| self.lag.built.lp.cols[c].cost).sum();
+        let mut raised: Vec<(u32, f64, f64)> =
+            cols.iter().flat_map(|&c| self.lag.by_col[c].iter().filter_map(|&(j, a)| self.raises(j, a))).collect();
         raised.sort_by_key(|r| r.0);
-        for group in raised.chunk_by(|a, b| a.0 == b.0) {
-            let p = group[0].0 as usize;
-            let (dk, dc) = group.iter().fold((0.0, 0.0), |(k, c), r| (k + r.1, c + r.2));
-            cost += self.overlap[p].0 * (self.overlap_value(p, dk, dc) - self.overlap_value(p, 0.0, 0.0));
-        }
-        cost
+        let overlaps: f64 = raised
+            .chunk_by(|a, b| a.0 == b.0)
+            .map(|group| {
+                let (dk, dc) = group.iter().fold((0.0, 0.0), |(k, c), r| (k + r.1, c + r.2));
+                self.raise_cost(group[0].0, dk, dc)
+            })
+            .sum();
+        own + overlaps
     }
 
     /// What the columns of one path hold in pool `k` at step `i`.
