@@ -72,6 +72,7 @@ pub enum StepsArg {
     Picked,
     Whole,
     Live,
+    Isolated,
 }
 
 impl StepsArg {
@@ -82,6 +83,7 @@ impl StepsArg {
             StepsArg::Picked => Steps::Picked,
             StepsArg::Whole => Steps::Whole,
             StepsArg::Live => Steps::Live,
+            StepsArg::Isolated => Steps::Isolated,
         }
     }
 }

@@ -124,6 +124,48 @@ fn profile_measures_every_configuration_and_exports_them() {
     let profile = placer_profile::load_checkpoint(&only_checkpoint(&picked)).expect("checkpoint loads");
     assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Picked);
     assert_eq!(profile.merged().len(), tasks.tasks.len());
+
+    // Kernels alone: the same measurements, and the summary sets their all-DRAM times
+    // against the reference pass's whole steps.
+    let alone = tmp.path().join("alone");
+    let out =
+        profile_full(tmp.path(), m, alone.to_str().expect("utf-8"), "2", &["--steps", "isolated", "--rounds", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(
+        s.contains("isolated: each kernel alone, only its operands") && s.contains("isolated steps: 1 warm-up"),
+        "{s}"
+    );
+    assert!(s.contains("alone vs step"), "{s}");
+    let profile = placer_profile::load_checkpoint(&only_checkpoint(&alone)).expect("checkpoint loads");
+    assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Isolated);
+    assert_eq!(profile.merged().len(), tasks.tasks.len());
+    assert!(profile.measurements.iter().all(|m| m.count == 2 && m.median_ns > 0.0));
+    let check = placer_profile::IsolationCheck::of(&model_ir, &profile).expect("pins resolve").expect("isolated");
+    // One all-DRAM row per signature: the mlp's kernels each have their own.
+    let base_rows = profile.merged().iter().filter(|m| m.config.iter().all(|&p| p == 0)).count();
+    assert_eq!(check.rows.len(), base_rows, "{:?}", check.rows);
+    assert!(check.rows.iter().all(|r| r.alone_ns > 0.0 && r.in_step_ns > 0.0 && model_ir.node_id(&r.node).is_some()));
+    // The solver takes each signature's times on the step's level: its all-DRAM time
+    // becomes the step's, and every other configuration keeps its difference from it.
+    let anchor = placer_profile::Anchor::of(&model_ir, &profile).expect("anchor");
+    for r in &check.rows {
+        assert!((anchor.apply(r.signature, r.alone_ns) - r.in_step_ns).abs() < 1e-6 * r.in_step_ns, "{r:?}");
+        let slower = r.alone_ns * 1.5;
+        let moved = anchor.apply(r.signature, slower);
+        assert!(
+            moved >= r.in_step_ns && (moved - r.in_step_ns - 0.5 * r.alone_ns).abs() < 1e-6 * moved
+                || (moved - 1.5 * r.in_step_ns).abs() < 1e-6 * moved,
+            "{r:?}: {moved}"
+        );
+    }
+    let not_alone = placer_profile::load_checkpoint(&only_checkpoint(&picked)).expect("checkpoint loads");
+    assert!(placer_profile::Anchor::of(&model_ir, &not_alone).expect("anchor").is_empty());
+    let file = only_checkpoint(&alone);
+    let plan = tmp.path().join("plan.json");
+    let (f, p) = (file.to_str().expect("utf-8"), plan.to_str().expect("utf-8"));
+    let out = run(tmp.path(), &["solve", m, "--budget", "50%", "--no-probe", "--profile", f, "-o", p]);
+    assert!(out.status.success() && plan.exists(), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -109,10 +109,24 @@ pub struct Executor<'m> {
 
 impl<'m> Executor<'m> {
     /// Allocates every tensor in its pool and fills it deterministically from `seed`.
-    pub fn new(model: &'m Model, mut pools: PoolSet, placement: &PoolAssignment, seed: u64) -> Result<Self, ExecError> {
-        if placement.0.len() != model.tensors().len() {
-            return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: model.tensors().len() });
+    pub fn new(model: &'m Model, pools: PoolSet, placement: &PoolAssignment, seed: u64) -> Result<Self, ExecError> {
+        check_length(model, placement)?;
+        let mut exec = Executor::holding_none(model, pools)?;
+        for (t, &pool) in model.tensors().iter().zip(&placement.0) {
+            let buffer = exec
+                .pools
+                .allocate(pool, t.bytes)
+                .map_err(|source| ExecError::Pool { tensor: t.name.clone(), error: source })?;
+            exec.buffers.push(Some(buffer));
         }
+        exec.fill(seed)?;
+        Ok(exec)
+    }
+
+    /// An executor holding none of `model`'s tensors (only the kernels' scratch) until
+    /// [`Executor::hold`] allocates some: a kernel is then timed alone, in the memory its
+    /// own operands take, however large the model's footprint.
+    pub fn holding_none(model: &'m Model, mut pools: PoolSet) -> Result<Self, ExecError> {
         if let Some(t) =
             model.tensors().iter().find(|t| !matches!(t.dtype, DType::F32 | DType::I32 | DType::I64 | DType::U8))
         {
@@ -122,20 +136,70 @@ impl<'m> Executor<'m> {
         let scratch = pools
             .allocate(PoolId(0), scratch_bytes)
             .map_err(|source| ExecError::Scratch { bytes: scratch_bytes, error: source })?;
-        let mut buffers = Vec::with_capacity(model.tensors().len());
-        for (t, &pool) in model.tensors().iter().zip(&placement.0) {
-            let buffer = pools
-                .allocate(pool, t.bytes)
-                .map_err(|source| ExecError::Pool { tensor: t.name.clone(), error: source })?;
-            buffers.push(Some(buffer));
-        }
         let loss = model.nodes().iter().find(|n| n.op == Op::SoftmaxCrossEntropy).map(|n| n.outputs[0]);
         let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
         let broadcast_ns = if pools.any_emulated() { broadcast_cost_ns() } else { 0.0 };
-        let mut exec =
-            Executor { model, pools, buffers, scratch, loss, traffic, broadcast_ns, warm_pool: false, runner: None };
-        exec.fill(seed)?;
-        Ok(exec)
+        Ok(Executor {
+            model,
+            pools,
+            buffers: Vec::with_capacity(model.tensors().len()),
+            scratch,
+            loss,
+            traffic,
+            broadcast_ns,
+            warm_pool: false,
+            runner: None,
+        })
+    }
+
+    /// Holds exactly `tensors`, each in its pool under `placement` and filled from `seed`
+    /// as [`Executor::new`] fills it; every other tensor's buffer is released first, so
+    /// the pools hold no more than these.
+    pub fn hold(&mut self, tensors: &[TensorId], placement: &PoolAssignment, seed: u64) -> Result<(), ExecError> {
+        check_length(self.model, placement)?;
+        // Through the pools, so their accounting (and a pool's capacity) sees them go.
+        for buffer in self.buffers.drain(..).flatten() {
+            self.pools.free(buffer);
+        }
+        self.buffers.resize_with(self.model.tensors().len(), || None);
+        for &t in tensors {
+            let tensor = self.model.tensor(t);
+            let buffer = self
+                .pools
+                .allocate(placement.0[t.index()], tensor.bytes)
+                .map_err(|source| ExecError::Pool { tensor: tensor.name.clone(), error: source })?;
+            self.buffers[t.index()] = Some(buffer);
+        }
+        self.fill_tensors(tensors, seed, false)
+    }
+
+    /// Puts node `n`'s operands in the cache state a training step leaves them in just
+    /// before it runs `n`: what a kernel of the step wrote (an input with a producer) is
+    /// rewritten line by line, so the caches hold what fits of it, as its producer leaves
+    /// it; everything else (weights, the step's inputs, optimizer state, the outputs and
+    /// in-place updates, whose bytes an arena hands out cold) is written out of every
+    /// cache level. False where this architecture cannot evict.
+    pub fn as_in_a_step(&mut self, n: NodeId) -> Result<bool, ExecError> {
+        let model = self.model;
+        let node = model.node(n);
+        let (fresh, cold): (Vec<TensorId>, Vec<TensorId>) = node
+            .operands()
+            .into_iter()
+            .partition(|&t| node.inputs.contains(&t) && !node.updates.contains(&t) && model.producer(t).is_some());
+        let mut done = true;
+        for &t in &cold {
+            let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&model.tensor(t).name))?;
+            done &= buffer.evict_from_cache();
+        }
+        for &t in &fresh {
+            let bytes = self.buffer_mut(t)?.bytes_mut();
+            // One store per cache line brings the line in, dirty, as a producer's write
+            // does; black_box keeps the store of an unchanged byte from being elided.
+            for i in (0..bytes.len()).step_by(64) {
+                bytes[i] = std::hint::black_box(bytes[i]);
+            }
+        }
+        Ok(done)
     }
 
     fn fill(&mut self, seed: u64) -> Result<(), ExecError> {
@@ -168,9 +232,7 @@ impl<'m> Executor<'m> {
     /// the accounting moves, so the bytes keep their addresses. On failure the tensors
     /// moved so far stay moved and the error names the tensor.
     pub fn set_placement(&mut self, placement: &PoolAssignment) -> Result<usize, ExecError> {
-        if placement.0.len() != self.model.tensors().len() {
-            return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: self.model.tensors().len() });
-        }
+        check_length(self.model, placement)?;
         let mut moved = 0;
         for (i, &pool) in placement.0.iter().enumerate() {
             let t = TensorId(i as u32);
@@ -445,6 +507,13 @@ pub(crate) fn broadcast_cost_ns() -> f64 {
     })
 }
 
+fn check_length(model: &Model, placement: &PoolAssignment) -> Result<(), ExecError> {
+    if placement.0.len() != model.tensors().len() {
+        return Err(ExecError::AssignmentLength { given: placement.0.len(), expected: model.tensors().len() });
+    }
+    Ok(())
+}
+
 fn missing(name: &str) -> ExecError {
-    ExecError::BufferInUse { tensor: name.to_string() }
+    ExecError::NoBuffer { tensor: name.to_string() }
 }

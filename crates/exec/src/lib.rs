@@ -43,10 +43,11 @@ pub enum ExecError {
     UnsupportedType { tensor: String, dtype: DType },
     #[error("placement lists {given} pools for {expected} tensors")]
     AssignmentLength { given: usize, expected: usize },
-    /// Only reachable if one node both reads and writes a tensor, which validation
-    /// refuses; reported rather than panicking all the same.
-    #[error("tensor '{tensor}' is read and written by the same node")]
-    BufferInUse { tensor: String },
+    /// A kernel needs a tensor this executor holds no buffer for: one that holds only
+    /// some tensors (`Executor::hold`) was asked to run a kernel it was not given, or,
+    /// which validation refuses, one node both reads and writes the tensor.
+    #[error("tensor '{tensor}' has no buffer here: not held by this executor, or read and written by one node")]
+    NoBuffer { tensor: String },
     /// A kernel runner other than placer's own failed on a node.
     #[error("node '{node}': {reason}")]
     Runner { node: String, reason: String },

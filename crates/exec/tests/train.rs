@@ -216,3 +216,41 @@ fn newer_ops_train_and_plans_run_them_alike() {
         assert_eq!(live.loss(), resident.loss().expect("loss"));
     }
 }
+
+#[test]
+fn a_kernel_held_alone_computes_what_it_computes_in_the_step_in_only_its_operands_memory() {
+    let model = placer_zoo::build("mlp", 4).expect("zoo");
+    let placement = PoolAssignment::all_in(&model, PoolId(1));
+    let n = model.schedule()[0];
+    let operands = model.node(n).operands();
+    // The whole executor: the first kernel's output after one run of it.
+    let mut whole = Executor::new(&model, two_pools(), &placement, 9).expect("allocates");
+    whole.step_nodes(&[n]).expect("runs");
+    let out = model.node(n).outputs[0];
+    let expected = whole.read_f32(out).expect("output").to_vec();
+
+    let mut alone = Executor::holding_none(&model, two_pools()).expect("scratch only");
+    assert_eq!(alone.pools().pool(PoolId(1)).in_use(), 0);
+    alone.hold(&operands, &placement, 9).expect("holds");
+    let held: u64 = operands.iter().map(|&t| model.tensor(t).bytes).sum();
+    assert!(alone.pools().pool(PoolId(1)).in_use() >= held, "the operands are in their pool");
+    assert!(alone.pools().pool(PoolId(1)).in_use() < held + (1 << 20), "and nothing else is");
+    assert_eq!(alone.as_in_a_step(n).expect("held"), cfg!(target_arch = "x86_64"));
+    let times = alone.step_nodes(&[n]).expect("runs alone");
+    assert!(times.kernel_ns[0] > 0.0);
+    assert_eq!(alone.read_f32(out).expect("output"), expected.as_slice(), "the same inputs, the same output");
+
+    // A kernel whose operands are not held is refused, naming the tensor.
+    let other = model.schedule()[1];
+    let not_held: Vec<_> = model.node(other).operands().into_iter().filter(|t| !operands.contains(t)).collect();
+    let missing = *not_held.first().expect("another tensor");
+    let err = alone.step_nodes(&[other]).expect_err("not held").to_string();
+    assert!(
+        err.contains("not held by this executor") && not_held.iter().any(|&t| err.contains(&model.tensor(t).name)),
+        "{err}"
+    );
+    // Holding another set releases the first.
+    alone.hold(&[missing], &placement, 9).expect("holds");
+    let in_use = alone.pools().pool(PoolId(1)).in_use();
+    assert!(in_use >= model.tensor(missing).bytes && in_use < model.tensor(missing).bytes + (1 << 20), "{in_use}");
+}

@@ -1,6 +1,7 @@
 //! What runs a pass's steps: one executor holding the model's whole footprint, or, when
 //! that does not fit, a plan executor per pass whose arenas hold each tensor only while
-//! it is live.
+//! it is live; or, for kernels timed alone, an executor holding one kernel's operands at
+//! a time, beside live whole steps for the reference pass.
 
 use crate::ProfileError;
 use crate::record::{Protocol, Steps};
@@ -24,6 +25,10 @@ enum Kind<'m> {
     /// Per pass, a plan executor over [`ExecPlan::resident`]: whole steps within the
     /// model's peak live memory. Made anew for every pass, so weights start afresh.
     Live { model: &'m Model, pools: PoolSet, exec: Option<PlanExecutor<'m>> },
+    /// Live whole steps for the reference pass; between them, one executor that holds
+    /// only the operands of the kernel being timed alone. Either is dropped before the
+    /// other is made, so the two never hold memory at once.
+    Isolated { live: Box<Kind<'m>>, alone: Option<(Executor<'m>, NodeId)> },
 }
 
 impl<'m> Engine<'m> {
@@ -38,6 +43,7 @@ impl<'m> Engine<'m> {
     ) -> Result<Engine<'m>, ProfileError> {
         let kind = match protocol.steps {
             Steps::Live => Kind::Live { model, pools, exec: None },
+            Steps::Isolated => Kind::Isolated { live: Box::new(Kind::Live { model, pools, exec: None }), alone: None },
             Steps::Whole | Steps::Picked => {
                 let mut exec = Executor::new(model, pools, base, protocol.seed)?;
                 exec.set_warm_pool(true);
@@ -51,24 +57,78 @@ impl<'m> Engine<'m> {
     /// Puts every tensor where `placement` says, and what steps update back to its
     /// starting contents.
     pub fn start(&mut self, placement: &PoolAssignment) -> Result<(), ProfileError> {
-        match &mut self.kind {
+        start(&mut self.kind, placement, self.seed, &self.runner)
+    }
+
+    /// Holds only `node`'s operands, each in its pool under `placement` and freshly
+    /// filled from the seed, for [`Engine::run_alone`]. Only an isolated engine can.
+    pub fn isolate(&mut self, node: NodeId, placement: &PoolAssignment) -> Result<(), ProfileError> {
+        let Kind::Isolated { live, alone } = &mut self.kind else {
+            return Err(plan_error("only an isolated engine times a kernel alone"));
+        };
+        let Kind::Live { model, pools, exec } = live.as_mut() else {
+            return Err(plan_error("an isolated engine without live steps"));
+        };
+        // The live step's arenas go before any operand is allocated.
+        *exec = None;
+        let (executor, held) = match alone.take() {
+            Some(a) => a,
+            None => {
+                let mut e = Executor::holding_none(model, pools.clone())?;
+                e.set_warm_pool(true);
+                e.set_runner(self.runner.clone());
+                (e, node)
+            }
+        };
+        let held = alone.insert((executor, held));
+        held.0.hold(&model.node(node).operands(), placement, self.seed)?;
+        held.1 = node;
+        Ok(())
+    }
+
+    /// Runs the isolated kernel once, its operands first put in the cache state a step
+    /// leaves them in ([`Executor::as_in_a_step`]); its time in ns, with what the
+    /// emulated pools charge.
+    pub fn run_alone(&mut self) -> Result<f64, ProfileError> {
+        let Kind::Isolated { alone: Some((exec, node)), .. } = &mut self.kind else {
+            return Err(plan_error("a kernel run alone before any was isolated"));
+        };
+        exec.as_in_a_step(*node)?;
+        Ok(exec.step_nodes(&[*node])?.kernel_ns[0])
+    }
+}
+
+fn start<'m>(
+    kind: &mut Kind<'m>,
+    placement: &PoolAssignment,
+    seed: u64,
+    runner: &Option<SharedRunner>,
+) -> Result<(), ProfileError> {
+    {
+        match kind {
             Kind::Resident(exec) => {
                 exec.set_placement(placement)?;
-                exec.reset_state(self.seed)?;
+                exec.reset_state(seed)?;
             }
             Kind::Live { model, pools, exec } => {
                 // The last pass's arenas go before the next ones are reserved.
                 *exec = None;
                 let plan = ExecPlan::resident(model, placement, pools.pools().len());
-                let mut next = PlanExecutor::new(model, pools.clone(), plan, self.seed)?;
+                let mut next = PlanExecutor::new(model, pools.clone(), plan, seed)?;
                 next.set_warm_pool(true);
-                next.set_runner(self.runner.clone());
+                next.set_runner(runner.clone());
                 *exec = Some(next);
+            }
+            Kind::Isolated { live, alone } => {
+                *alone = None;
+                start(live, placement, seed, runner)?;
             }
         }
         Ok(())
     }
+}
 
+impl<'m> Engine<'m> {
     /// Whether a resident engine wakes every pool thread before each kernel, outside its
     /// timing (as passes do; see `Executor::set_warm_pool`). A live engine's plan
     /// executors always do.
@@ -81,16 +141,21 @@ impl<'m> Engine<'m> {
     /// Runs `nodes` once, in order, and returns each one's time in ns. A live engine
     /// runs whole steps only: `nodes` must be the schedule.
     pub fn step(&mut self, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError> {
-        match &mut self.kind {
-            Kind::Resident(exec) => Ok(exec.step_nodes(nodes)?.kernel_ns),
-            Kind::Live { model, exec, .. } => {
-                let exec = exec.as_mut().ok_or_else(|| plan_error("a live step before any pass started"))?;
-                if nodes != model.schedule() {
-                    return Err(plan_error("live memory runs whole steps only"));
-                }
-                Ok(exec.step()?.kernel_ns)
+        step(&mut self.kind, nodes)
+    }
+}
+
+fn step(kind: &mut Kind<'_>, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError> {
+    match kind {
+        Kind::Resident(exec) => Ok(exec.step_nodes(nodes)?.kernel_ns),
+        Kind::Live { model, exec, .. } => {
+            let exec = exec.as_mut().ok_or_else(|| plan_error("a live step before any pass started"))?;
+            if nodes != model.schedule() {
+                return Err(plan_error("live memory runs whole steps only"));
             }
+            Ok(exec.step()?.kernel_ns)
         }
+        Kind::Isolated { live, .. } => step(live, nodes),
     }
 }
 

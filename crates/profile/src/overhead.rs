@@ -43,6 +43,11 @@ const WARMUP: usize = 2;
 const MIN_STEPS: usize = 9;
 const MAX_STEPS: usize = 41;
 const TARGET_NS: f64 = 3e9;
+/// Steps of at least this long take [`MIN_LONG_STEPS`] of each kind: each holds
+/// thousands of kernels (ResNet-200 b32: 2,166 in about 20 s), whose medians' skew
+/// averages out within a step, and nine of each would cost a profile six minutes.
+const LONG_STEP_NS: f64 = 5e9;
+const MIN_LONG_STEPS: usize = 3;
 
 /// Times whole steps of `model` in placement `base` on `pools`, as `placer run` runs a
 /// plan, and returns what they cost beyond their kernels' medians.
@@ -79,7 +84,8 @@ pub fn measure(
             }
         }
     }
-    let steps = ((TARGET_NS / first_ns.max(1.0)) as usize).clamp(MIN_STEPS, MAX_STEPS);
+    let least = if first_ns >= LONG_STEP_NS { MIN_LONG_STEPS } else { MIN_STEPS };
+    let steps = ((TARGET_NS / first_ns.max(1.0)) as usize).clamp(least, MAX_STEPS);
     let kernels = model.schedule().len();
     let mut per_kernel: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let mut woken: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];

@@ -157,11 +157,12 @@ pub fn run_pass(
     pass: u32,
 ) -> Result<PassResult, ProfileError> {
     let PassContext { model, tasks, base, protocol, conflicts, reference_ns } = *cx;
+    if protocol.steps == Steps::Isolated {
+        return run_alone(engine, cx, picks, pass);
+    }
     let mut placement = base.clone();
     for pick in picks {
-        for (&t, &pool) in model.node(pick.node).operands().iter().zip(&tasks[pick.task].config) {
-            placement.0[t.index()] = placer_pools::PoolId(pool);
-        }
+        place(model, &mut placement, pick, &tasks[pick.task]);
     }
     engine.start(&placement)?;
     let mut schedule_at = vec![usize::MAX; model.nodes().len()];
@@ -228,14 +229,7 @@ pub fn run_pass(
                 r.push(times[pos]);
             }
         }
-        // A pick is done once its median is known to the precision, or at the cap.
-        let done: Vec<bool> = raw
-            .iter()
-            .map(|s| {
-                let n = s.len() as u32;
-                n >= protocol.max_reps || (n >= protocol.reps && settled(s, protocol.precision))
-            })
-            .collect();
+        let done: Vec<bool> = raw.iter().map(|s| done(s, protocol)).collect();
         if done.iter().all(|&d| d) {
             break;
         }
@@ -248,26 +242,77 @@ pub fn run_pass(
         .iter()
         .zip(corrected)
         .zip(raw)
-        .filter_map(|((pick, c), r)| {
-            let stats = Stats::of(&r)?;
-            let corrected = Stats::of(&c)?.median;
-            let node: NodeId = pick.node;
-            let task = &tasks[pick.task];
-            Some(Measurement {
-                signature: task.signature,
-                config: task.config.clone(),
-                node: model.node(node).name.clone(),
-                op: model.node(node).op.to_string(),
-                pass,
-                count: stats.count as u32,
-                median_ns: stats.median,
-                drift_corrected_ns: corrected,
-                mad_ns: stats.mad,
-                min_ns: stats.min,
-                max_ns: stats.max,
-                cv: if stats.median > 0.0 { 1.4826 * stats.mad / stats.median } else { 0.0 },
-            })
-        })
+        .filter_map(|((pick, c), r)| measurement(model, &tasks[pick.task], pick.node, &r, &c, pass))
         .collect();
     Ok(PassResult { measurements, drift: Stats::of(&drifts).map_or(1.0, |s| s.median) })
+}
+
+/// A pick is done once its median is known to the precision, or at the cap.
+fn done(samples: &[f64], protocol: &Protocol) -> bool {
+    let n = samples.len() as u32;
+    n >= protocol.max_reps || (n >= protocol.reps && settled(samples, protocol.precision))
+}
+
+/// Puts `pick`'s operands where its configuration says.
+fn place(model: &Model, placement: &mut PoolAssignment, pick: &Pick, task: &Task) {
+    for (&t, &pool) in model.node(pick.node).operands().iter().zip(&task.config) {
+        placement.0[t.index()] = placer_pools::PoolId(pool);
+    }
+}
+
+/// What `raw` samples of `node` in `task`'s configuration say, with `corrected` the
+/// same samples divided by their steps' drift.
+fn measurement(
+    model: &Model,
+    task: &Task,
+    node: NodeId,
+    raw: &[f64],
+    corrected: &[f64],
+    pass: u32,
+) -> Option<Measurement> {
+    let stats = Stats::of(raw)?;
+    let corrected = Stats::of(corrected)?.median;
+    Some(Measurement {
+        signature: task.signature,
+        config: task.config.clone(),
+        node: model.node(node).name.clone(),
+        op: model.node(node).op.to_string(),
+        pass,
+        count: stats.count as u32,
+        median_ns: stats.median,
+        drift_corrected_ns: corrected,
+        mad_ns: stats.mad,
+        min_ns: stats.min,
+        max_ns: stats.max,
+        cv: if stats.median > 0.0 { 1.4826 * stats.mad / stats.median } else { 0.0 },
+    })
+}
+
+/// A pass of kernels timed alone ([`Steps::Isolated`]): each pick in turn holds only its
+/// own operands, in its configuration's pools (every other tensor is not allocated),
+/// runs its warm-up, then timed repetitions until its median is known to the precision,
+/// each after its operands were written out of the caches. No kernel runs beside it, so
+/// there is no drift factor: the rounds spread the host's drift instead.
+fn run_alone(
+    engine: &mut Engine<'_>,
+    cx: &PassContext<'_>,
+    picks: &[Pick],
+    pass: u32,
+) -> Result<PassResult, ProfileError> {
+    let mut measurements = Vec::with_capacity(picks.len());
+    for pick in picks {
+        let task = &cx.tasks[pick.task];
+        let mut placement = cx.base.clone();
+        place(cx.model, &mut placement, pick, task);
+        engine.isolate(pick.node, &placement)?;
+        for _ in 0..cx.protocol.warmup {
+            engine.run_alone()?;
+        }
+        let mut raw = Vec::new();
+        while !done(&raw, cx.protocol) {
+            raw.push(engine.run_alone()?);
+        }
+        measurements.extend(measurement(cx.model, task, pick.node, &raw, &raw, pass));
+    }
+    Ok(PassResult { measurements, drift: 1.0 })
 }

@@ -22,7 +22,7 @@ fn the_pipeline_protocol_is_the_profile_default() {
 }
 
 #[test]
-fn small_steps_are_profiled_live_and_large_ones_picked() {
+fn small_steps_are_profiled_live_large_ones_picked_and_kernels_that_do_not_fit_alone() {
     use placer_profile::{LIVE_STEP_FLOPS, default_steps};
     let flops = placer_ir::analysis::step_flops;
     // The default run's LeNet and BERT-tiny b32 take whole steps in arenas, as plans run.
@@ -36,7 +36,16 @@ fn small_steps_are_profiled_live_and_large_ones_picked() {
     let model = placer_zoo::build("resnet50", 32).expect("zoo");
     assert!(flops(&model) > LIVE_STEP_FLOPS);
     let fits = placer_profile::footprint_fits(&model);
-    assert_eq!(default_steps(&model), if fits { placer_profile::Steps::Picked } else { placer_profile::Steps::Live });
+    assert_eq!(
+        default_steps(&model),
+        if fits { placer_profile::Steps::Picked } else { placer_profile::Steps::Isolated }
+    );
+    // ResNet-200 b32's footprint (28.2 GiB) is over three quarters of this project's
+    // hosts' memory: its kernels are timed alone there.
+    let model = placer_zoo::build("resnet200", 32).expect("zoo");
+    if !placer_profile::footprint_fits(&model) {
+        assert_eq!(default_steps(&model), placer_profile::Steps::Isolated);
+    }
     assert_eq!(ProfileOptions::pipeline(40, 1).protocol.max_reps, 40);
     assert_eq!(ProfileOptions::pipeline(3, 1).protocol.max_reps, 9);
 }
@@ -187,6 +196,7 @@ fn whole_picked_and_live_steps_measure_the_same_configurations() {
     assert!(!whole.is_empty());
     assert_eq!(measured(placer_profile::Steps::Picked), whole);
     assert_eq!(measured(placer_profile::Steps::Live), whole);
+    assert_eq!(measured(placer_profile::Steps::Isolated), whole);
 }
 
 /// A tiny model, and the pipeline's protocol cut to one timed step per pass.

@@ -8,7 +8,7 @@ use crate::cost::Costs;
 use crate::pools::SolvePools;
 use placer_host::{Host, ProbeOptions, TopologySource};
 use placer_ir::Model;
-use placer_profile::{Pin, PinRule, Profile, ProfileError};
+use placer_profile::{Anchor, Pin, PinRule, Profile, ProfileError};
 use std::path::Path;
 
 /// What a solve needs besides the model and the budget.
@@ -51,9 +51,20 @@ pub fn solve_inputs(
     for rule in profile.iter().flat_map(|p| p.header.pins.iter()).chain(extra_pins) {
         pins.push(Pin::resolve(rule, model, &names)?);
     }
-    let measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
-    let predictions = profile.as_ref().map(Profile::predictions).unwrap_or_default();
-    let mut costs = Costs::new(model, &pools, &measurements).with_predictions(predictions);
+    let mut measurements = profile.as_ref().map(Profile::merged).unwrap_or_default();
+    let mut predictions = profile.as_ref().map(|p| p.predictions().to_vec()).unwrap_or_default();
+    // Kernels timed alone: on the step's level (placer_profile::Anchor).
+    let anchor = match &profile {
+        Some(p) => Anchor::of(model, p)?,
+        None => Anchor::default(),
+    };
+    for m in &mut measurements {
+        m.median_ns = anchor.apply(m.signature, m.median_ns);
+    }
+    for p in &mut predictions {
+        p.predicted_ns = anchor.apply(p.signature, p.predicted_ns);
+    }
+    let mut costs = Costs::new(model, &pools, &measurements).with_predictions(&predictions);
     if let Some(p) = &profile {
         costs = costs.with_negligible(model, p.header.mode.negligible);
         if let Some(overhead) = &p.step_overhead {

@@ -1,6 +1,7 @@
 //! `placer profile MODEL [--max-simultaneous N] [--reps R] [--sample K] [--pin RULE]
 //! [--shard I/N] ...`, and `placer profile merge SHARD...` (merge.rs).
 
+mod isolation;
 mod merge;
 
 use crate::args::{DesignArg, ExportFormat, HostArgs, StepsArg};
@@ -50,8 +51,10 @@ pub struct Args {
     /// What a timed step runs: `picked` runs only the pass's picked kernels and a few
     /// reference kernels, each after the producers of its inputs; `whole` the whole
     /// training step around them; `live` whole steps with each tensor in an arena only
-    /// while it is live, as plans run. `auto`: `live` when a step is at most 50 GFLOPs
-    /// or the footprint is over three quarters of this host's memory, else `picked`.
+    /// while it is live, as plans run; `isolated` each kernel alone, only its operands
+    /// allocated, in the cache state a step leaves them in. `auto`: `live` when a step is
+    /// at most 50 GFLOPs, `isolated` when the footprint is over three quarters of this
+    /// host's memory, else `picked`.
     #[arg(long, value_enum, default_value_t = StepsArg::Auto)]
     steps: StepsArg,
     /// Seed of the data every pass starts from.
@@ -228,7 +231,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     match args.export {
         Some(format) => write_export(format, profile)?,
-        None => out!("{}", render(&plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64()))?,
+        None => out!("{}", render(&model, &plan, profile, &path, outcome.resumed, started.elapsed().as_secs_f64())?)?,
     }
     Ok(())
 }
@@ -266,6 +269,10 @@ fn plan_table(plan: &PassSchedule, rounds: u32) -> Table {
             }
             Steps::Whole => "whole: every tensor allocated for the whole profile (the footprint)".into(),
             Steps::Picked => "picked: every tensor allocated for the whole profile (the footprint)".into(),
+            Steps::Isolated => "isolated: each kernel alone, only its operands allocated, put before every \
+                                repetition in the cache state a step leaves them in; the reference pass in whole \
+                                live steps (peak live memory)"
+                .into(),
         },
     ]);
     t.row(vec![
@@ -432,12 +439,13 @@ fn calibrations_note(plan: &PassSchedule, profile: &placer_profile::Profile) -> 
 }
 
 fn render(
+    model: &placer_ir::Model,
     plan: &PassSchedule,
     profile: &placer_profile::Profile,
     path: &std::path::Path,
     resumed: usize,
     this_run: f64,
-) -> String {
+) -> anyhow::Result<String> {
     let h = &profile.header;
     let p = &h.protocol;
     let mut t = plan_table(plan, p.rounds);
@@ -501,6 +509,7 @@ fn render(
     if let Some(d) = &profile.design {
         design_rows(&mut t, d, plan, profile);
     }
+    isolation::rows(&mut t, model, profile)?;
     t.row(vec!["calibrations".into(), calibrations_note(plan, profile)]);
     t.row(vec![
         "checkpoint".into(),
@@ -513,7 +522,7 @@ fn render(
              measurements of the devices they stand for.\n",
         );
     }
-    out
+    Ok(out)
 }
 
 fn abbreviate(names: &[String], shown: usize) -> String {

@@ -2,6 +2,7 @@
 //! where `unsafe` is allowed (the other is `memkind-sys`).
 
 pub(crate) mod arena;
+pub(crate) mod evict;
 pub(crate) mod heap;
 #[cfg(feature = "memkind")]
 pub(crate) mod memkind;

@@ -20,7 +20,7 @@
 //! host's speed moved by a quarter between it and the passes after it.)
 
 use super::stats::{EDGE_SLACK, differs};
-use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
+use super::{Agreement, Anchor, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
 use crate::ProfileError;
 use crate::record::{InSitu, InSituKernel, PoolInfo, Profile};
 use crate::tasks::{mask_negligible, negligible_operands, signature};
@@ -304,9 +304,18 @@ impl Lookup {
             masks.entry(s).or_insert_with(|| negligible_operands(model, NodeId(i as u32), negligible));
         }
         let key = |s: u64, c: &[u16]| (s, mask_negligible(&masks, s, c));
-        let measured =
-            profile.merged().iter().map(|m| (key(m.signature, &m.config), (m.median_ns, m.mad_ns, m.count))).collect();
-        let predicted = profile.predictions().iter().map(|p| (key(p.signature, &p.config), p.predicted_ns)).collect();
+        // Kernels timed alone are looked up on the step's level, as the solver takes them.
+        let anchor = Anchor::of(model, profile).unwrap_or_default();
+        let measured = profile
+            .merged()
+            .iter()
+            .map(|m| (key(m.signature, &m.config), (anchor.apply(m.signature, m.median_ns), m.mad_ns, m.count)))
+            .collect();
+        let predicted = profile
+            .predictions()
+            .iter()
+            .map(|p| (key(p.signature, &p.config), anchor.apply(p.signature, p.predicted_ns)))
+            .collect();
         Lookup { signatures, masks, measured, predicted }
     }
 

@@ -12,6 +12,7 @@
 
 mod bias;
 mod in_situ;
+mod isolation;
 mod plot;
 mod stats;
 #[cfg(test)]
@@ -19,6 +20,7 @@ mod tests;
 
 pub use bias::{Bias, BiasCause};
 pub use in_situ::{InSituGroup, InSituReport, InSituRow, ProfileTime, compare_in_situ};
+pub use isolation::{Anchor, ISOLATION_MIN_NS, ISOLATION_TOLERANCE, IsolationCheck, IsolationClass, IsolationRow};
 pub use plot::scatter_svg;
 pub use stats::{Agreement, median_se, significant};
 

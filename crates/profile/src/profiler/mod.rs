@@ -107,18 +107,25 @@ pub fn footprint_fits(model: &Model) -> bool {
 
 /// The steps a profile of `model` takes by default:
 ///
-/// - live steps, which time every kernel in a whole step with each tensor in an arena
-///   while it is live, as plans run: when the footprint does not fit
-///   ([`footprint_fits`]), since they need only the peak live memory; and when a step
-///   is cheap ([`LIVE_STEP_FLOPS`]), since a kernel then runs where a plan runs it. A
+/// - live steps when a step is cheap ([`LIVE_STEP_FLOPS`]): every kernel is timed in a
+///   whole step with each tensor in an arena while it is live, where a plan runs it. A
 ///   plan's arena reuses bytes others freed, and BERT-tiny b32's memory-bound kernels
 ///   ran 25-45% faster there than in a buffer of their own (docs/running.md);
+/// - kernels alone when the footprint does not fit ([`footprint_fits`]): a pass then
+///   holds one kernel's operands, and a repetition costs one kernel, where live steps
+///   would cost a whole step each (about 170 s a pass on ResNet-200 b32 here);
 /// - picked steps otherwise, which run only the kernels a pass measures and the
 ///   producers of their inputs, on resident tensors: far fewer kernels per pass on a
 ///   large model.
 pub fn default_steps(model: &Model) -> Steps {
     let cheap = placer_ir::analysis::step_flops(model) <= LIVE_STEP_FLOPS;
-    if !footprint_fits(model) || cheap { Steps::Live } else { Steps::Picked }
+    if cheap {
+        Steps::Live
+    } else if !footprint_fits(model) {
+        Steps::Isolated
+    } else {
+        Steps::Picked
+    }
 }
 
 impl ProfileOptions {

@@ -200,7 +200,7 @@ pub fn run_to_checkpoint(
         run_stage(&cx, &second, &mut profile, &mut runner, &mut |p| report(p, on_pass))?;
     }
     if profile.interference.is_none() && !plan.skip_calibrations && calibrates_interference(&plan.header) {
-        let calibration = if plan.header.protocol.steps == Steps::Live {
+        let calibration = if matches!(plan.header.protocol.steps, Steps::Live | Steps::Isolated) {
             // A live engine runs whole steps only, and the calibration times one kernel
             // beside a copy: it gets a resident engine (the footprint fits, or it would
             // not calibrate), once the passes' arenas are gone.
@@ -238,7 +238,8 @@ pub fn run_to_checkpoint(
 /// hold only what is live; it calibrates on an engine of its own when the footprint
 /// fits). A shard does not: the merged profile measures it once, when it is resumed.
 pub fn calibrates_interference(header: &ProfileHeader) -> bool {
-    header.pools.len() > 1 && (header.protocol.steps != Steps::Live || header.footprint_fits) && header.shard.is_none()
+    let resident = !matches!(header.protocol.steps, Steps::Live | Steps::Isolated);
+    header.pools.len() > 1 && (resident || header.footprint_fits) && header.shard.is_none()
 }
 
 /// Whether a profile with `header` measures what a step costs beyond its kernels
@@ -440,9 +441,9 @@ fn live<'r, 'm>(
         profile.reference_ns = reference_pass(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
         checkpoint::save(path, profile)?;
-    } else {
+    } else if plan.header.protocol.steps != Steps::Isolated {
         // Resumed: the saved reference times stand, but this process's tensors are fresh
-        // allocations, filled again.
+        // allocations, filled again (a kernel timed alone fills its own).
         fill_by_steps(&mut engine, model, &base, &plan.header.protocol)?;
         profile.wall_seconds += start.elapsed().as_secs_f64();
     }

@@ -118,6 +118,14 @@ pub enum Steps {
     /// [`crate::profiler::default_steps`]); every pass starts from freshly filled weights
     /// and inputs.
     Live,
+    /// Each picked kernel alone: only its own operands allocated, in the pools its
+    /// configuration names, filled from the seed, and before each repetition put in the
+    /// cache state a step leaves them in (inputs a kernel wrote rewritten, the rest
+    /// written out of the caches). A pass needs one kernel's operands, and a repetition
+    /// costs one kernel, whatever the model's size. The default when the footprint does
+    /// not fit. The reference pass still runs whole live steps, and the kernels'
+    /// all-DRAM times are set against it ([`crate::IsolationCheck`]).
+    Isolated,
 }
 
 impl Steps {
@@ -126,6 +134,7 @@ impl Steps {
             Steps::Whole => "whole",
             Steps::Picked => "picked",
             Steps::Live => "live",
+            Steps::Isolated => "isolated",
         }
     }
 }
