@@ -71,18 +71,17 @@ impl<'m> Engine<'m> {
         };
         // The live step's arenas go before any operand is allocated.
         *exec = None;
-        let (executor, held) = match alone.take() {
-            Some(a) => a,
-            None => {
-                let mut e = Executor::holding_none(model, pools.clone())?;
-                e.set_warm_pool(true);
-                e.set_runner(self.runner.clone());
-                (e, node)
-            }
+        if alone.is_none() {
+            let mut fresh = Executor::holding_none(model, pools.clone())?;
+            fresh.set_warm_pool(true);
+            fresh.set_runner(self.runner.clone());
+            *alone = Some((fresh, node));
+        }
+        let Some((held, isolated)) = alone else {
+            return Err(plan_error("no executor to hold a kernel alone"));
         };
-        let held = alone.insert((executor, held));
-        held.0.hold(&model.node(node).operands(), placement, self.seed)?;
-        held.1 = node;
+        held.hold(&model.node(node).operands(), placement, self.seed)?;
+        *isolated = node;
         Ok(())
     }
 
@@ -96,39 +95,7 @@ impl<'m> Engine<'m> {
         exec.as_in_a_step(*node)?;
         Ok(exec.step_nodes(&[*node])?.kernel_ns[0])
     }
-}
 
-fn start<'m>(
-    kind: &mut Kind<'m>,
-    placement: &PoolAssignment,
-    seed: u64,
-    runner: &Option<SharedRunner>,
-) -> Result<(), ProfileError> {
-    {
-        match kind {
-            Kind::Resident(exec) => {
-                exec.set_placement(placement)?;
-                exec.reset_state(seed)?;
-            }
-            Kind::Live { model, pools, exec } => {
-                // The last pass's arenas go before the next ones are reserved.
-                *exec = None;
-                let plan = ExecPlan::resident(model, placement, pools.pools().len());
-                let mut next = PlanExecutor::new(model, pools.clone(), plan, seed)?;
-                next.set_warm_pool(true);
-                next.set_runner(runner.clone());
-                *exec = Some(next);
-            }
-            Kind::Isolated { live, alone } => {
-                *alone = None;
-                start(live, placement, seed, runner)?;
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<'m> Engine<'m> {
     /// Whether a resident engine wakes every pool thread before each kernel, outside its
     /// timing (as passes do; see `Executor::set_warm_pool`). A live engine's plan
     /// executors always do.
@@ -161,4 +128,32 @@ fn step(kind: &mut Kind<'_>, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError>
 
 fn plan_error(reason: &str) -> ProfileError {
     ExecError::Plan { reason: reason.to_string() }.into()
+}
+
+fn start<'m>(
+    kind: &mut Kind<'m>,
+    placement: &PoolAssignment,
+    seed: u64,
+    runner: &Option<SharedRunner>,
+) -> Result<(), ProfileError> {
+    match kind {
+        Kind::Resident(exec) => {
+            exec.set_placement(placement)?;
+            exec.reset_state(seed)?;
+        }
+        Kind::Live { model, pools, exec } => {
+            // The last pass's arenas go before the next ones are reserved.
+            *exec = None;
+            let plan = ExecPlan::resident(model, placement, pools.pools().len());
+            let mut next = PlanExecutor::new(model, pools.clone(), plan, seed)?;
+            next.set_warm_pool(true);
+            next.set_runner(runner.clone());
+            *exec = Some(next);
+        }
+        Kind::Isolated { live, alone } => {
+            *alone = None;
+            start(live, placement, seed, runner)?;
+        }
+    }
+    Ok(())
 }
