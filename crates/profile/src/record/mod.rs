@@ -114,9 +114,8 @@ pub enum Steps {
     /// Whole steps, as a plan runs them: each tensor placed in an arena only while it is
     /// live, so a pass needs the model's peak live memory, not its footprint, and each
     /// kernel is timed amid the reuse of freed bytes a plan's arena has. The default for
-    /// cheap steps and for models whose footprint does not fit (see
-    /// [`crate::profiler::default_steps`]); every pass starts from freshly filled weights
-    /// and inputs.
+    /// cheap steps (see [`crate::profiler::default_steps`]); every pass starts from
+    /// freshly filled weights and inputs.
     Live,
     /// Each picked kernel alone: only its own operands allocated, in the pools its
     /// configuration names, filled from the seed, and before each repetition put in the
