@@ -154,7 +154,7 @@ pub fn compare_in_situ(
         Some(r) => Some(floor_of(run, r, options)?),
         None => None,
     };
-    let lookup = Lookup::new(&model, profile);
+    let lookup = Lookup::new(&model, profile)?;
     let mut rows = Vec::new();
     let (mut unknown, mut strangers) = (0usize, 0usize);
     for k in &run.kernels {
@@ -296,7 +296,7 @@ struct Lookup {
 }
 
 impl Lookup {
-    fn new(model: &Model, profile: &Profile) -> Lookup {
+    fn new(model: &Model, profile: &Profile) -> Result<Lookup, ProfileError> {
         let negligible = profile.header.mode.negligible;
         let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
         let mut masks = HashMap::new();
@@ -305,7 +305,7 @@ impl Lookup {
         }
         let key = |s: u64, c: &[u16]| (s, mask_negligible(&masks, s, c));
         // Kernels timed alone are looked up on the step's level, as the solver takes them.
-        let anchor = Anchor::of(model, profile).unwrap_or_default();
+        let anchor = Anchor::of(model, profile)?;
         let measured = profile
             .merged()
             .iter()
@@ -316,7 +316,7 @@ impl Lookup {
             .iter()
             .map(|p| (key(p.signature, &p.config), anchor.apply(p.signature, p.predicted_ns)))
             .collect();
-        Lookup { signatures, masks, measured, predicted }
+        Ok(Lookup { signatures, masks, measured, predicted })
     }
 
     /// The profile's time for `node` in `config`: where it came from, median, MAD and

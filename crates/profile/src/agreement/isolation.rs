@@ -1,8 +1,8 @@
 //! Kernels timed alone against the same kernels in a whole step: the check a profile of
 //! isolated kernels ([`Steps::Isolated`]) carries.
 //!
-//! An isolated profile times each kernel with only its operands allocated, written out
-//! of the caches before every repetition. A training step runs it right after its
+//! An isolated profile times each kernel with only its operands allocated, put before
+//! every repetition in the cache state a step leaves them in. A training step runs it right after its
 //! producers, amid the step's other tensors and the arena's reuse of freed bytes. The
 //! reference pass times every kernel in such whole steps, all in the base placement, so
 //! each kernel's all-DRAM configuration has both times: alone, and in the step. Their
@@ -26,6 +26,11 @@ use std::collections::{BTreeMap, HashMap};
 pub const ISOLATION_MIN_NS: f64 = 1_000_000.0;
 /// The agreement asked of a kernel alone and in the step.
 pub const ISOLATION_TOLERANCE: f64 = 0.05;
+
+/// Whether a ratio, alone over in the step, is within [`ISOLATION_TOLERANCE`] of 1.
+fn agrees(ratio: f64) -> bool {
+    (ratio - 1.0).abs() <= ISOLATION_TOLERANCE
+}
 
 /// Per signature, the median of its nodes' times in the reference pass's whole steps,
 /// and how many nodes that is. ResNet-200 repeats its blocks tens of times, and one
@@ -123,10 +128,9 @@ impl IsolationCheck {
     /// (within the tolerance as measured, within it once divided by the pace, judged).
     pub fn within(&self) -> (usize, usize, usize) {
         let pace = self.pace();
-        let near = |x: f64| (x - 1.0).abs() <= ISOLATION_TOLERANCE;
         let judged: Vec<f64> = self.judged().map(IsolationRow::ratio).collect();
-        let raw = judged.iter().filter(|&&r| near(r)).count();
-        let paced = judged.iter().filter(|&&r| near(r / pace)).count();
+        let raw = judged.iter().filter(|&&r| agrees(r)).count();
+        let paced = judged.iter().filter(|&&r| agrees(r / pace)).count();
         (raw, paced, judged.len())
     }
 
@@ -143,7 +147,7 @@ impl IsolationCheck {
             .map(|(op, ratios)| IsolationClass {
                 op: op.to_string(),
                 kernels: ratios.len(),
-                within: ratios.iter().filter(|&&r| (r / pace - 1.0).abs() <= ISOLATION_TOLERANCE).count(),
+                within: ratios.iter().filter(|&&r| agrees(r / pace)).count(),
                 median_ratio: Stats::of(&ratios).map_or(1.0, |s| s.median),
             })
             .collect();
