@@ -254,3 +254,26 @@ fn a_kernel_held_alone_computes_what_it_computes_in_the_step_in_only_its_operand
     let in_use = alone.pools().pool(PoolId(1)).in_use();
     assert!(in_use >= model.tensor(missing).bytes && in_use < model.tensor(missing).bytes + (1 << 20), "{in_use}");
 }
+
+#[test]
+fn holding_again_gives_every_operand_its_starting_contents_in_its_new_pool() {
+    let model = placer_zoo::build("mlp", 4).expect("zoo");
+    let n = model.schedule()[0];
+    let operands = model.node(n).operands();
+    let out = model.node(n).outputs[0];
+    let mut alone = Executor::holding_none(&model, two_pools()).expect("scratch only");
+    alone.hold(&operands, &PoolAssignment::all_in(&model, PoolId(1)), 9).expect("holds");
+    let start: Vec<Vec<f32>> = operands.iter().map(|&t| alone.read_f32(t).expect("f32").to_vec()).collect();
+    alone.step_nodes(&[n]).expect("runs alone");
+    let at = operands.iter().position(|&t| t == out).expect("the output is an operand");
+    assert_ne!(alone.read_f32(out).expect("output"), start[at].as_slice(), "the kernel wrote its output");
+    // The same operands again, in the other pool (the same memory here, so the buffers
+    // are kept and only refilled): the output is back to its starting zeros.
+    alone.hold(&operands, &PoolAssignment::all_in(&model, PoolId(0)), 9).expect("holds again");
+    for (&t, expected) in operands.iter().zip(&start) {
+        assert_eq!(alone.read_f32(t).expect("f32"), expected.as_slice(), "{}", model.tensor(t).name);
+    }
+    let held: u64 = operands.iter().map(|&t| model.tensor(t).bytes).sum();
+    assert_eq!(alone.pools().pool(PoolId(1)).in_use(), 0, "nothing left in the first pool");
+    assert!(alone.pools().pool(PoolId(0)).in_use() >= held);
+}

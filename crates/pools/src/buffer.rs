@@ -29,12 +29,6 @@ impl Buffer {
         self.region.bytes_mut()
     }
 
-    /// Writes the buffer's lines out of every cache level (`clflush`); false
-    /// where the architecture has no such instruction here.
-    pub fn evict_from_cache(&self) -> bool {
-        crate::alloc::evict::evict(self.bytes())
-    }
-
     pub fn as_f32(&self) -> Result<&[f32], PoolError> {
         view(self.bytes(), "f32")
     }

@@ -18,6 +18,7 @@ mod set;
 mod side_cache;
 
 pub use alloc::arena::{Arenas, CopyTicket, Slot, Views};
+pub use alloc::evict::evict_from_cache;
 #[cfg(feature = "memkind")]
 pub use alloc::memkind::{MemkindKind, MemkindSpec};
 pub use alloc::numa::{

@@ -10,7 +10,7 @@ const LINE: usize = 64;
 /// `clflushopt` where the processor has it: `clflush` is ordered against every other
 /// flush, and on a 100 MB operand took longer than the kernel it prepared. On other
 /// architectures it does nothing and says so.
-pub fn evict(bytes: &[u8]) -> bool {
+pub fn evict_from_cache(bytes: &[u8]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         if has_clflushopt() {
@@ -79,8 +79,8 @@ mod tests {
         );
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         let before = data.clone();
-        assert_eq!(evict(&data), cfg!(target_arch = "x86_64"));
+        assert_eq!(evict_from_cache(&data), cfg!(target_arch = "x86_64"));
         assert_eq!(data, before);
-        assert_eq!(evict(&[]), cfg!(target_arch = "x86_64"));
+        assert_eq!(evict_from_cache(&[]), cfg!(target_arch = "x86_64"));
     }
 }
