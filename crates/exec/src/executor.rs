@@ -164,8 +164,8 @@ impl<'m> Executor<'m> {
     /// Holds exactly `tensors`, each in its pool under `placement` and filled from `seed`
     /// as [`Executor::new`] fills it; every other tensor's buffer is released, so the
     /// pools hold no more than these. A buffer held before, of the same length and in
-    /// the same memory, is refilled instead of a fresh one being mapped: the kernel
-    /// zeroing fresh pages cost a profile of DenseNet-264 about a sixth of its time.
+    /// the same memory, is refilled instead of a fresh one being mapped: holding took
+    /// about a sixth of a DenseNet-264 pass, mostly the kernel zeroing fresh pages.
     pub fn hold(&mut self, tensors: &[TensorId], placement: &PoolAssignment, seed: u64) -> Result<(), ExecError> {
         check_length(self.model, placement)?;
         let mut tensors = tensors.to_vec();

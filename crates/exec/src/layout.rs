@@ -66,7 +66,14 @@ impl ExecPlan {
     /// The plan that keeps every tensor in `placement`'s pool for the whole step, with
     /// no moves, each placed only while it is live (`Liveness`) and each kernel's
     /// scratch in pool 0 while it runs: what a profiling pass needs when the model's
-    /// footprint does not fit. Each pool's items are packed largest first.
+    /// footprint does not fit.
+    ///
+    /// Offsets do not depend on `placement`: every item is packed once, largest first,
+    /// as if all shared one arena, and each pool's arena ends where its last item does.
+    /// So a kernel reads and writes at the same offsets, amid the same freed bytes, in
+    /// every pass, whichever other tensors a pass moved: single and simultaneous passes
+    /// differ only in the pools. No pool's arena is larger than that one packing, which is
+    /// about the step's peak live bytes.
     pub fn resident(model: &Model, placement: &PoolAssignment, pools: usize) -> ExecPlan {
         let liveness = Liveness::new(model);
         let steps = model.schedule().len();
@@ -80,19 +87,12 @@ impl ExecPlan {
             pool_of.push(0);
         }
         let ranges: Vec<&[(usize, usize)]> = ranges.iter().map(|r| r.as_slice()).collect();
-        let mut offsets = vec![0u64; bytes.len()];
+        let mut order: Vec<usize> = (0..bytes.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(bytes[i]), ranges[i][0].0));
+        let (offsets, _) = first_fit(&bytes, &ranges, &order);
         let mut arena_bytes = vec![0u64; pools];
-        for (pool, arena) in arena_bytes.iter_mut().enumerate() {
-            let items: Vec<usize> = (0..bytes.len()).filter(|&i| pool_of[i] == pool).collect();
-            let mut order: Vec<usize> = (0..items.len()).collect();
-            order.sort_by_key(|&k| (std::cmp::Reverse(bytes[items[k]]), ranges[items[k]][0].0));
-            let sub_bytes: Vec<u64> = items.iter().map(|&i| bytes[i]).collect();
-            let sub_ranges: Vec<&[(usize, usize)]> = items.iter().map(|&i| ranges[i]).collect();
-            let (sub_offsets, size) = first_fit(&sub_bytes, &sub_ranges, &order);
-            for (&i, o) in items.iter().zip(sub_offsets) {
-                offsets[i] = o;
-            }
-            *arena = size;
+        for (i, &pool) in pool_of.iter().enumerate() {
+            arena_bytes[pool] = arena_bytes[pool].max(offsets[i] + bytes[i]);
         }
         let tensors = model.tensors().len();
         let spans = (0..tensors)

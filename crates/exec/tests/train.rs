@@ -144,13 +144,24 @@ fn a_resident_plan_holds_only_live_tensors_and_computes_the_same_steps() {
     let model = placer_zoo::build("lenet-mnist", 64).expect("zoo");
     let footprint: u64 = model.tensors().iter().map(|t| t.bytes).sum();
     let peak = placer_ir::MemoryProfile::new(&model, &placer_ir::Liveness::new(&model)).peak_bytes;
-    // Every other tensor in the second pool: each pool's arena is packed on its own.
+    // Every other tensor in the second pool: each tensor keeps the offset it has when
+    // all are in the first, and no arena is larger than that one packing.
     let placement = PoolAssignment((0..model.tensors().len()).map(|i| PoolId((i % 2) as u16)).collect());
     let plan = ExecPlan::resident(&model, &placement, 2);
     plan.validate(&model, 2).expect("a valid plan");
     assert!(plan.moves.is_empty());
-    let arenas: u64 = plan.arena_bytes.iter().sum();
-    assert!(arenas >= peak && arenas < footprint * 3 / 4, "arenas {arenas}, peak live {peak}, footprint {footprint}");
+    let one = ExecPlan::resident(&model, &PoolAssignment::all_in(&model, PoolId(0)), 2);
+    let packing = one.arena_bytes[0];
+    assert!(
+        packing >= peak && packing < footprint * 3 / 4,
+        "packing {packing}, peak live {peak}, footprint {footprint}"
+    );
+    assert_eq!(one.arena_bytes[1], 0, "an unused pool reserves nothing");
+    assert!(plan.arena_bytes.iter().all(|&a| a > 0 && a <= packing), "{:?} against {packing}", plan.arena_bytes);
+    for (t, (spans, base)) in plan.spans.iter().zip(&one.spans).enumerate() {
+        assert_eq!(spans[0].offset, base[0].offset, "{}", model.tensors()[t].name);
+        assert_eq!(spans[0].pool, placement.0[t]);
+    }
     let mut live = PlanExecutor::new(&model, two_pools(), plan, 9).expect("reserves");
     let mut resident = Executor::new(&model, two_pools(), &placement, 9).expect("allocates");
     for _ in 0..3 {
