@@ -33,8 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         placer_profile::merge_measurements(profile.measurements.iter().filter(|m| m.pass < record.first_stage_end));
     println!("recorded: {:?}, second stage {} passes", record.summary(), record.second_stage_passes);
     let j = placer_profile::judge(&model, &list, &plans, &first, &profile.reference_ns, pools, &h.mode.design);
-    let second =
-        placer_profile::schedule_passes(&model, &j.second_stage, h.mode.max_simultaneous as usize, h.mode.two_hop);
+    let second = placer_profile::pack_passes(&model, &j.second_stage, &h.mode, h.protocol.steps);
     let again = placer_profile::DesignRecord {
         first_stage_seconds: record.first_stage_seconds,
         first_stage_passes: record.first_stage_passes,

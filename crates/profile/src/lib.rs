@@ -37,7 +37,9 @@ pub use design::{
     FamilyDesign, all_values, design_families, design_family, first_stage_tasks, screening_points, tasks_for,
     validation_count,
 };
-pub use passes::{Pick, ScheduleStats, conflicts, lower_bound, schedule as schedule_passes, stats as pass_stats};
+pub use passes::{
+    Pick, ScheduleStats, conflicts, lower_bound, schedule as schedule_passes, schedule_alone, stats as pass_stats,
+};
 pub use tasks::{
     ANY_POOL, Choice, Family, MAX_CONFIGS_PER_NODE, NEGLIGIBLE_SHARE, Pin, PinTarget, RuleCounts, Rules, SplitMix64,
     Task, TaskList, enumerate as enumerate_tasks, mask_negligible, negligible_operands, sample as sample_tasks,
@@ -50,7 +52,7 @@ pub use lock::{CheckpointLock, lock as lock_checkpoint, lock_path};
 pub use profiler::{
     Foreign, LIVE_STEP_FLOPS, PassSchedule, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK,
     calibrates_interference, check_passes, checkpoint_name, checkpoint_name_of, checkpoint_stem, default_steps,
-    footprint_fits, is_finished, measures_step_overhead, profile_into_dir, run_to_checkpoint,
+    footprint_fits, is_finished, measures_step_overhead, pack as pack_passes, profile_into_dir, run_to_checkpoint,
     schedule as schedule_profile,
 };
 

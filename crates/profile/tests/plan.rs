@@ -208,3 +208,30 @@ fn negligible_operands_stay_in_the_default_pool() {
         assert!(t.config.iter().zip(&negligible).all(|(&p, &n)| !n || p == 0), "{:?}", t.config);
     }
 }
+
+#[test]
+fn kernels_timed_alone_fill_every_pass_and_take_their_signatures_instances_in_turn() {
+    let m = model("resnet18", 1);
+    let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
+    let alone = placer_profile::schedule_alone(&list.tasks, 64);
+    assert_eq!(alone.len(), list.tasks.len().div_ceil(64), "every pass but the last is full");
+    let picked: Vec<usize> = alone.iter().flatten().map(|p| p.task).collect();
+    assert_eq!(picked, (0..list.tasks.len()).collect::<Vec<_>>(), "each task once, in order");
+    assert!(alone.iter().flatten().all(|p| list.tasks[p.task].instances.contains(&p.node)));
+    // Shared steps need more passes: a node is picked once a pass, and picks agree on
+    // shared tensors' pools. Alone, a node appears in a pass once per configuration.
+    let shared = placer_profile::schedule_passes(&m, &list.tasks, 64, false);
+    assert!(alone.len() < shared.len(), "{} alone against {} shared", alone.len(), shared.len());
+    assert!(alone.iter().any(|pass| {
+        let nodes: BTreeSet<NodeId> = pass.iter().map(|p| p.node).collect();
+        nodes.len() < pass.len()
+    }));
+    // A signature with several instances and several tasks is measured at several nodes.
+    let mut nodes_of: HashMap<u64, BTreeSet<NodeId>> = HashMap::new();
+    for p in alone.iter().flatten() {
+        nodes_of.entry(list.tasks[p.task].signature).or_default().insert(p.node);
+    }
+    let (&sig, _) = nodes_of.iter().max_by_key(|(_, n)| n.len()).expect("signatures");
+    let t = list.tasks.iter().find(|t| t.signature == sig).expect("a task");
+    assert!(t.instances.len() >= 2 && nodes_of[&sig].len() >= 2, "{:?}", nodes_of[&sig]);
+}

@@ -321,11 +321,16 @@ fn plan_table(plan: &PassSchedule, rounds: u32) -> Table {
             ),
         ]);
     }
+    // Kernels timed alone share no step, so only the pass size bounds their packing.
+    let bound = match h.protocol.steps {
+        Steps::Isolated => "each kernel alone, so only the pass size",
+        _ => "a node once per pass, a shared tensor in one pool",
+    };
     t.row(vec![
         "passes".into(),
         format!(
-            "{} per round x {} round(s) (lower bound {}: a node once per pass, a shared tensor in one pool); {} \
-             measurements per round, up to {} per pass (mean {:.1})",
+            "{} per round x {} round(s) (lower bound {}: {bound}); {} measurements per round, up to {} per pass \
+             (mean {:.1})",
             plan.stats.passes,
             rounds,
             plan.stats.lower_bound,

@@ -197,6 +197,16 @@ pub fn checkpoint_stem(model_name: &str, model_hash: &str) -> String {
     format!("{model_name}-{}-", model_hash.get(..12).unwrap_or(model_hash))
 }
 
+/// `tasks` packed into passes as steps of kind `steps` allow: any picks together when
+/// each runs alone, else as one step allows ([`passes::schedule`]).
+pub fn pack(model: &Model, tasks: &[Task], mode: &Mode, steps: Steps) -> Vec<Vec<Pick>> {
+    let max_per_pass = mode.max_simultaneous as usize;
+    match steps {
+        Steps::Isolated => passes::schedule_alone(tasks, max_per_pass),
+        Steps::Whole | Steps::Picked | Steps::Live => passes::schedule(model, tasks, max_per_pass, mode.two_hop),
+    }
+}
+
 pub fn schedule(
     model: &Model,
     pools: &PoolSet,
@@ -225,8 +235,12 @@ pub fn schedule(
         }
     };
     let max_per_pass = options.mode.max_simultaneous as usize;
-    let mut passes = passes::schedule(model, &measured, max_per_pass, options.mode.two_hop);
-    let stats = passes::stats(&passes, passes::lower_bound(model, &measured, max_per_pass, options.mode.two_hop));
+    let mut passes = pack(model, &measured, &options.mode, options.protocol.steps);
+    let bound = match options.protocol.steps {
+        Steps::Isolated => measured.len().div_ceil(max_per_pass.max(1)),
+        _ => passes::lower_bound(model, &measured, max_per_pass, options.mode.two_hop),
+    };
+    let stats = passes::stats(&passes, bound);
     let mut h = Sha256::new();
     for t in &measured {
         h.update(t.signature.to_le_bytes());

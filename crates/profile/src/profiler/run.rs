@@ -178,12 +178,7 @@ pub fn run_to_checkpoint(
     // second stage planned, from every shard's measurements once they are merged.
     if plan.header.mode.design.design == Design::Screen && plan.header.shard.is_none() {
         let judgement = judge_first_stage(model, plan, &profile, first_total as u32);
-        let second = passes::schedule(
-            model,
-            &judgement.second_stage,
-            plan.header.mode.max_simultaneous as usize,
-            plan.header.mode.two_hop,
-        );
+        let second = super::pack(model, &judgement.second_stage, &plan.header.mode, plan.header.protocol.steps);
         if profile.design.is_none() {
             profile.passes_total = (first_total + second.len() * rounds) as u32;
             profile.design = Some(DesignRecord {
