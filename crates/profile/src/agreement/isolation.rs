@@ -4,9 +4,9 @@
 //! An isolated profile times each kernel with only its operands allocated, put before
 //! every repetition in the cache state a step leaves them in. A training step runs it
 //! right after its producers, amid the step's other tensors and the arena's reuse of
-//! freed bytes. The
-//! reference pass times every kernel in such whole steps, all in the base placement, so
-//! each kernel's all-DRAM configuration has both times: alone, and in the step. Their
+//! freed bytes. The reference pass times every kernel in such whole steps, all in the
+//! base placement, so each kernel's all-DRAM configuration has both times: alone, and
+//! in the step. Their
 //! ratio says whether the kernel's time carries over from one context to the other.
 //! The ratio common to all kernels is the host's pace between the reference pass and
 //! the passes (a shared host's speed moves by tens of percent in minutes), plus whatever
