@@ -75,7 +75,39 @@ fn a_repeat_as_noisy_as_b_is_the_floor_b_is_judged_by() {
     let out = placer(&["compare", path_str(&a), path_str(&b), "--repeat", path_str(&other)]);
     let err = text(&out.stderr);
     assert_eq!((out.status.code(), err.lines().count()), (Some(2), 1), "{err}");
-    assert!(err.contains("its repeat") && err.contains("different models"), "{err}");
+    assert!(err.contains("repeat(s)") && err.contains("different models"), "{err}");
+}
+
+#[test]
+fn with_a_repeat_of_b_the_floor_is_both_profiles_noise() {
+    let (dir, a, b) = checkpoints(&[150.0, 250.0, 800.0, 3000.0, 4000.0, 10.0]);
+    // A repeats exactly, so A's floor alone asks for 95%.
+    let a_again = dir.path().join("a2.ckpt");
+    placer_profile::save_checkpoint(&a_again, &profile("toy-b2", 1, 10.0, &A_US)).expect("save");
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--repeat", path_str(&a_again)]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    // B's repeat strays on the two kernels where B/A does.
+    let b_again = dir.path().join("b2.ckpt");
+    placer_profile::save_checkpoint(&b_again, &profile("toy-b2", 4, 2.5, &A_US)).expect("save");
+    let args =
+        ["compare", path_str(&a), path_str(&b), "--repeat", path_str(&a_again), "--repeat-b", path_str(&b_again)];
+    let out = placer(&args);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}{stdout}", text(&out.stderr));
+    for needle in [
+        "A vs its repeat, ≥ 50 µs",
+        "B vs its repeat, ≥ 50 µs",
+        "noise floor: both repeats, ≥ 50 µs",
+        "B agrees with its repeat on 60.0% of kernels, A with its on 100.0%",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");
+    }
+    let last = stdout.lines().last().expect("verdict");
+    assert!(last.starts_with("profiles agree: 60.0% of 5") && last.contains("(needed 60.0%, the floor's)"), "{last}");
+    // A repeat of B alone is refused: it says nothing of A's noise.
+    let out = placer(&["compare", path_str(&a), path_str(&b), "--repeat-b", path_str(&b_again)]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--repeat"), "{}", text(&out.stderr));
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! `placer compare A.ckpt B.ckpt [--tolerance T] [--min-us U] [--share S] [--json] [--svg FILE] [--top N]`,
+//! `placer compare A.ckpt B.ckpt [--repeat A2.ckpt [--repeat-b B2.ckpt]] [--tolerance T] [--min-us U]
+//! [--share S] [--json] [--svg FILE] [--top N]`,
 //! or `placer compare RUN.json PROFILE.ckpt [--repeat RUN2.json]`: a profile against the
 //! kernels as they ran in a plan (`placer run --plan ... --in-situ RUN.json`).
 
@@ -41,6 +42,11 @@ pub struct Args {
     /// floor, shown beside A against B.
     #[arg(long, value_name = "A2.ckpt")]
     repeat: Option<PathBuf>,
+    /// A repeat of B (needs --repeat): the floor is then both profiles' noise, as B/A
+    /// carries both. A profile measured in seconds strays with the host's pace of those
+    /// seconds more than one measured over minutes.
+    #[arg(long, value_name = "B2.ckpt", requires = "repeat")]
+    repeat_b: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -57,11 +63,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let repeat = args.repeat.as_deref().map(placer_profile::load_checkpoint).transpose()?;
-    let mut c = compare_with_repeat(&a, &b, repeat.as_ref(), &options).with_context(|| match &args.repeat {
-        Some(r) => {
-            format!("cannot compare {} with {} and its repeat {}", args.a.display(), args.b.display(), r.display())
+    let repeat_b = args.repeat_b.as_deref().map(placer_profile::load_checkpoint).transpose()?;
+    let mut c = compare_with_repeat(&a, &b, repeat.as_ref(), repeat_b.as_ref(), &options).with_context(|| {
+        let repeats: Vec<String> =
+            [&args.repeat, &args.repeat_b].into_iter().flatten().map(|r| r.display().to_string()).collect();
+        match repeats.as_slice() {
+            [] => format!("cannot compare {} with {}", args.a.display(), args.b.display()),
+            r => {
+                format!("cannot compare {} with {} and repeat(s) {}", args.a.display(), args.b.display(), r.join(", "))
+            }
         }
-        None => format!("cannot compare {} with {}", args.a.display(), args.b.display()),
     })?;
     c.worst = c.worst_offenders(args.top);
     if let Some(path) = &args.svg {
@@ -98,6 +109,9 @@ fn in_situ(args: &Args, options: &CompareOptions) -> anyhow::Result<()> {
     let usage = |reason: String| -> anyhow::Result<()> { Err(ProfileError::Usage { reason }.into()) };
     if args.svg.is_some() {
         return usage("--svg draws two profiles against each other; it does not draw a run".into());
+    }
+    if args.repeat_b.is_some() {
+        return usage("--repeat-b repeats a profile B; against a run, the floor is a second run (--repeat)".into());
     }
     if InSitu::is_in_situ(&args.b) {
         return usage(format!(
@@ -169,8 +183,15 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
         (format!("≥ {} µs", c.options.min_us), &c.non_tiny),
         (format!("< {} µs (tiny)", c.options.min_us), &c.tiny),
     ];
-    if let Some(floor) = &c.floor {
-        groups.push((format!("noise floor: A vs repeat, ≥ {} µs", c.options.min_us), floor));
+    let min = c.options.min_us;
+    match (&c.floor, &c.a_repeat, &c.b_repeat) {
+        (Some(floor), Some(a), Some(b)) => {
+            groups.push((format!("A vs its repeat, ≥ {min} µs"), a));
+            groups.push((format!("B vs its repeat, ≥ {min} µs"), b));
+            groups.push((format!("noise floor: both repeats, ≥ {min} µs"), floor));
+        }
+        (Some(floor), ..) => groups.push((format!("noise floor: A vs repeat, ≥ {min} µs"), floor)),
+        (None, ..) => {}
     }
     if let Some(p) = &c.predicted {
         groups.push((format!("predicted by a design vs measured, ≥ {} µs", c.options.min_us), p));

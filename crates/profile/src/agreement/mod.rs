@@ -138,6 +138,12 @@ pub struct AgreementReport {
     /// beyond this.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<Agreement>,
+    /// When B's repeat was given too: A against its repeat and B against its, each
+    /// alone. `floor` is then both together ([`compare_with_repeat`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a_repeat: Option<Agreement>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_repeat: Option<Agreement>,
     /// B's kernels as a whole off A's beyond 1% and beyond the floor's own shift, and
     /// the likely cause ([`bias`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -376,6 +382,8 @@ fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agreeme
         meets,
         verdict: String::new(),
         floor: None,
+        a_repeat: None,
+        b_repeat: None,
         bias: None,
         notes,
         rows,
@@ -419,19 +427,28 @@ fn judged(measured: &Agreement, predicted: Option<&Agreement>, share: f64) -> bo
 
 /// [`compare`] of B against A, judged against the noise floor when `repeat` (A measured
 /// again, same model and mode) is given: the share within tolerance is then needed only
-/// up to A's own agreement with its repeat (a second profile cannot agree with A better
-/// than A agrees with itself), and a shift of B's kernels as a whole counts only beyond
-/// the floor's. Without `repeat` the report says that the floor is missing.
+/// up to the floor's agreement (a second profile cannot agree with A better than A
+/// agrees with itself), and a shift of B's kernels as a whole counts only beyond the
+/// floor's. Without `repeat` the report says that the floor is missing.
+///
+/// With `repeat_b` (B measured again) as well, the floor carries B's noise beside A's:
+/// B/A strays by both, and a profile measured in a few seconds carries the host's pace
+/// of those seconds where one measured over minutes averages it ([`joint_floor`]).
 pub fn compare_with_repeat(
     a: &Profile,
     b: &Profile,
     repeat: Option<&Profile>,
+    repeat_b: Option<&Profile>,
     options: &CompareOptions,
 ) -> Result<AgreementReport, ProfileError> {
     let mut report = measure(a, b, options)?;
-    let floor = match repeat {
-        Some(repeat) => Some(measure(a, repeat, options)?.non_tiny),
-        None => {
+    let floor = match (repeat, repeat_b) {
+        (None, Some(_)) => {
+            return Err(ProfileError::Usage {
+                reason: "a repeat of B needs a repeat of A too: the floor of B/A is both profiles' noise".into(),
+            });
+        }
+        (None, None) => {
             report.notes.push(
                 "no noise floor: these figures are not judged against A measured again (`--repeat A2.ckpt`, a \
                  second profile of A's model and mode, gives one)"
@@ -439,9 +456,65 @@ pub fn compare_with_repeat(
             );
             None
         }
+        (Some(repeat), None) => Some(measure(a, repeat, options)?.non_tiny),
+        (Some(repeat), Some(repeat_b)) => {
+            let (of_a, of_b) = (measure(a, repeat, options)?, measure(b, repeat_b, options)?);
+            let floor = joint_floor(&of_a.rows, &of_b.rows, options.tolerance);
+            if let Some(note) = repeats_note(&of_a.non_tiny, &of_b.non_tiny, a, b) {
+                report.notes.push(note);
+            }
+            report.a_repeat = Some(of_a.non_tiny);
+            report.b_repeat = Some(of_b.non_tiny);
+            Some(floor)
+        }
     };
     Ok(judge(a, b, report, floor))
 }
+
+/// The floor of B/A from A against its repeat and B against its (rows of each pair,
+/// joined on the kernel and its configuration; tiny as A says): kernel by kernel,
+/// ratio exp((ln A′/A + ln B′/B)/√2). If every ratio strays by independent noise, ln
+/// B/A has variance σ_A² + σ_B², ln A′/A 2σ_A² and ln B′/B 2σ_B², so this sum has B/A's
+/// variance: the agreement two profiles with A's and B's noise reach when they measure
+/// the same thing. A kernel differs significantly here when it does in either pair.
+fn joint_floor(a_rows: &[Row], b_rows: &[Row], tolerance: f64) -> Agreement {
+    let of_b: BTreeMap<(u64, &str), &Row> = b_rows.iter().map(|r| ((r.signature, r.config.as_str()), r)).collect();
+    let rows: Vec<Row> = a_rows
+        .iter()
+        .filter(|r| !r.tiny)
+        .filter_map(|ra| {
+            let rb = of_b.get(&(ra.signature, ra.config.as_str()))?;
+            let ratio = ((ra.ratio.ln() + rb.ratio.ln()) / std::f64::consts::SQRT_2).exp();
+            Some(Row { ratio, significant: ra.significant || rb.significant, ..ra.clone() })
+        })
+        .collect();
+    Agreement::of(rows.iter(), tolerance)
+}
+
+/// A note when B agrees with its own repeat clearly less well than A does with its,
+/// with the likely reason when their wall times give one.
+fn repeats_note(of_a: &Agreement, of_b: &Agreement, a: &Profile, b: &Profile) -> Option<String> {
+    let (wa, wb) = (of_a.within_tolerance?, of_b.within_tolerance?);
+    let why = if 2.0 * b.wall_seconds < a.wall_seconds {
+        format!(
+            "likely because B was measured in {:.0} s and A in {:.0} s: a profile measured in seconds carries the \
+             host's pace of those seconds, where one measured over minutes averages it",
+            b.wall_seconds, a.wall_seconds
+        )
+    } else {
+        "cause not known: B was measured for at least half as long as A".to_string()
+    };
+    (wb + REPEATS_APART < wa).then(|| {
+        format!(
+            "B agrees with its repeat on {} of kernels, A with its on {} ({why}); the floor is both repeats' noise",
+            percent(wb),
+            percent(wa)
+        )
+    })
+}
+
+/// How much worse B's repeat must agree than A's before the report says why.
+const REPEATS_APART: f64 = 0.10;
 
 /// One side's predictions joined with the other side's measurements.
 fn predicted_rows(

@@ -278,7 +278,7 @@ fn a_shift_beyond_the_floor_is_named_with_its_cause() {
     let o = CompareOptions::default();
     // Different step contexts come first.
     b.header.protocol.steps = Steps::Picked;
-    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
     let bias = c.bias.expect("4% beyond a 1% floor");
     assert_eq!(bias.cause, BiasCause::StepContext);
     assert!(c.verdict.contains("4.0% slower than A's (median B/A 1.040, beyond the floor's 1.010)"), "{}", c.verdict);
@@ -287,12 +287,12 @@ fn a_shift_beyond_the_floor_is_named_with_its_cause() {
     b.header.protocol.steps = Steps::Whole;
     a.reference_ns = vec![100e3, 200e3, 30e3];
     b.reference_ns = vec![104e3, 208e3, 90e3];
-    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
     let bias = c.bias.expect("beyond the floor");
     assert_eq!((bias.cause, bias.pace_ratio), (BiasCause::HostPace, Some(1.04)), "the 30 µs node is below min_us");
     // A reference pass as fast as A's leaves the packing.
     b.reference_ns = vec![100e3, 200e3, 30e3];
-    let c = compare_with_repeat(&a, &b, Some(&repeat), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
     assert_eq!(c.bias.expect("beyond the floor").cause, BiasCause::Neighbours);
     assert!(c.verdict.contains("neighbours in the pass: A is single"), "{}", c.verdict);
 }
@@ -302,10 +302,10 @@ fn a_shift_within_the_floor_or_within_one_percent_is_not_a_bias() {
     let (a, b, _) = shifted();
     let o = CompareOptions::default();
     let wide = medians(1, &[105.0, 210.0, 420.0, 840.0]);
-    let c = compare_with_repeat(&a, &b, Some(&wide), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&wide), None, &o).expect("same model");
     assert_eq!(c.bias, None, "A's repeat shifted 5%: 4% is inside it");
     let near = medians(8, &[100.5, 201.0, 402.0, 804.0]);
-    let c = compare_with_repeat(&a, &near, Some(&a), &o).expect("same model");
+    let c = compare_with_repeat(&a, &near, Some(&a), None, &o).expect("same model");
     assert_eq!(c.bias, None, "0.5% is negligible");
     assert!(c.verdict.starts_with("profiles agree: 100.0% of 4"), "{}", c.verdict);
 }
@@ -316,7 +316,7 @@ fn the_share_needed_is_at_most_the_floors_and_a_missing_floor_is_said() {
     let ratios = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.2, 0.8, 1.2, 0.8];
     let b = medians(8, &ratios.map(|r| 1000.0 * r));
     let o = CompareOptions::default();
-    let alone = compare_with_repeat(&a, &b, None, &o).expect("same model");
+    let alone = compare_with_repeat(&a, &b, None, None, &o).expect("same model");
     assert!(!alone.meets);
     assert!(
         alone.verdict.contains("(needed 95.0%)") && alone.verdict.contains("; no noise floor"),
@@ -326,14 +326,69 @@ fn the_share_needed_is_at_most_the_floors_and_a_missing_floor_is_said() {
     assert!(alone.notes.iter().any(|n| n.starts_with("no noise floor")), "{:?}", alone.notes);
     // A repeat that agrees with A on only 60% of kernels: B's 60% is as good as it gets.
     let noisy = medians(1, &ratios.map(|r| 1000.0 * r.recip()));
-    let c = compare_with_repeat(&a, &b, Some(&noisy), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&noisy), None, &o).expect("same model");
     assert!(c.meets, "{}", c.verdict);
     assert!(c.verdict.starts_with("profiles agree: 60.0% of 10"), "{}", c.verdict);
     assert!(c.verdict.contains("(needed 60.0%, the floor's)"), "{}", c.verdict);
     assert_eq!(c.floor.as_ref().and_then(|f| f.within_tolerance), Some(0.6));
     // A quiet repeat keeps the 95% asked for.
-    let c = compare_with_repeat(&a, &b, Some(&a), &o).expect("same model");
+    let c = compare_with_repeat(&a, &b, Some(&a), None, &o).expect("same model");
     assert!(!c.meets && c.verdict.contains("(needed 95.0%)"), "{}", c.verdict);
+}
+
+#[test]
+fn with_both_repeats_the_floor_is_both_profiles_noise() {
+    // A repeats exactly; B's repeat strays ±10% on half the kernels, as a profile
+    // measured in seconds strays with the host's pace. B/A strays the same way.
+    let a = medians(1, &[1000.0; 10]);
+    let strays = [1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 0.9, 1.1, 0.9, 1.1];
+    let mut b = medians(8, &strays.map(|r| 1000.0 * r));
+    b.wall_seconds = 2.0;
+    let b_again = medians(8, &[1000.0; 10]);
+    let o = CompareOptions::default();
+    let a_only = compare_with_repeat(&a, &b, Some(&a), None, &o).expect("same model");
+    assert!(!a_only.meets, "A's floor alone needs 95%: {}", a_only.verdict);
+    let both = compare_with_repeat(&a, &b, Some(&a), Some(&b_again), &o).expect("same model");
+    // Per kernel (ln 1 + ln r)/√2: ±10% becomes ±7.2%, so the floor is the 5 of 10 at 1.
+    let floor = both.floor.as_ref().expect("a floor");
+    assert_eq!((floor.rows, floor.within_tolerance), (10, Some(0.5)));
+    assert_eq!(both.a_repeat.as_ref().and_then(|f| f.within_tolerance), Some(1.0));
+    assert_eq!(both.b_repeat.as_ref().and_then(|f| f.within_tolerance), Some(0.5));
+    assert!(both.meets, "{}", both.verdict);
+    assert!(both.verdict.contains("(needed 50.0%, the floor's)"), "{}", both.verdict);
+    let note = both.notes.iter().find(|n| n.starts_with("B agrees with its repeat on 50.0%")).expect("the note");
+    assert!(note.contains("A with its on 100.0% (likely because B was measured in 2 s and A in 10 s"), "{note}");
+    // Without A's repeat, B's means nothing: refused.
+    let alone = compare_with_repeat(&a, &b, None, Some(&b_again), &o);
+    assert!(matches!(alone, Err(ProfileError::Usage { .. })), "{alone:?}");
+}
+
+#[test]
+fn the_joint_floor_is_the_scaled_sum_of_log_ratios() {
+    let row = |sig: u64, ratio: f64, tiny: bool| Row {
+        signature: sig,
+        node: format!("n{sig}"),
+        op: "conv2d".into(),
+        config: "dram".into(),
+        a_us: 100.0,
+        b_us: 100.0 * ratio,
+        a_mad_us: 1.0,
+        b_mad_us: 1.0,
+        a_count: 5,
+        b_count: 5,
+        ratio,
+        significant: sig == 1,
+        tiny,
+    };
+    let a_rows = [row(0, 1.02, false), row(1, 1.06, false), row(2, 1.5, true), row(3, 1.0, false)];
+    let b_rows = [row(0, 1.03, false), row(1, 0.94, false), row(2, 1.0, false)];
+    let f = joint_floor(&a_rows, &b_rows, 0.05);
+    // Kernel 3 has no repeat of B and kernel 2 is tiny in A: two rows.
+    assert_eq!((f.rows, f.significant), (2, 1));
+    let expect = |x: f64, y: f64| (x.ln() + y.ln()) / std::f64::consts::SQRT_2;
+    assert!(close(f.geomean_ratio.expect("rows").ln(), (expect(1.02, 1.03) + expect(1.06, 0.94)) / 2.0));
+    // exp(ln(1.02·1.03)/√2) = 1.0356 and exp(ln(1.06·0.94)/√2) = 0.9975: both within 5%.
+    assert_eq!(f.within_5, Some(1.0));
 }
 
 // -- a profile against a plan's run ---------------------------------------------------
