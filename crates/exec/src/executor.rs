@@ -161,26 +161,43 @@ impl<'m> Executor<'m> {
         })
     }
 
-    /// Holds exactly `tensors`, each in its pool under `placement` and filled from `seed`
-    /// as [`Executor::new`] fills it; every other tensor's buffer is released, so the
-    /// pools hold no more than these. A buffer held before, of the same length and in
-    /// the same memory, is refilled instead of a fresh one being mapped: holding took
-    /// about a sixth of a DenseNet-264 pass, mostly the kernel zeroing fresh pages.
+    /// Holds exactly `tensors`, each in its pool under `placement`; every other tensor's
+    /// buffer is released, so the pools hold no more than these. A tensor already held in
+    /// the same memory keeps its buffer and its contents, as between two repetitions of
+    /// one kernel: consecutive picks of one node re-hold all of its operands, and
+    /// refilling them was most of the time holding took. Another buffer held before, of
+    /// the same length and in the same memory, is refilled from `seed` (as
+    /// [`Executor::new`] fills it) instead of a fresh one being mapped, which the kernel
+    /// would zero page by page; the rest are allocated and filled.
     pub fn hold(&mut self, tensors: &[TensorId], placement: &PoolAssignment, seed: u64) -> Result<(), ExecError> {
         check_length(self.model, placement)?;
         let mut tensors = tensors.to_vec();
         tensors.sort_unstable();
         tensors.dedup();
-        let mut spare: Vec<Buffer> = self.buffers.drain(..).flatten().collect();
+        let held = std::mem::take(&mut self.buffers);
         self.buffers.resize_with(self.model.tensors().len(), || None);
-        let mut kept = Vec::new();
+        // (tensor, buffer, whether its contents are another tensor's)
+        let mut kept: Vec<(TensorId, Buffer, bool)> = Vec::new();
+        let mut spare: Vec<Buffer> = Vec::new();
+        for (i, buffer) in held.into_iter().enumerate() {
+            let Some(buffer) = buffer else { continue };
+            let t = TensorId(i as u32);
+            if tensors.binary_search(&t).is_ok() && self.pools.same_memory(buffer.pool(), placement.0[i]) {
+                kept.push((t, buffer, false));
+            } else {
+                spare.push(buffer);
+            }
+        }
         for &t in &tensors {
+            if kept.iter().any(|(k, ..)| *k == t) {
+                continue;
+            }
             let (pool, bytes) = (placement.0[t.index()], self.model.tensor(t).bytes);
             let pools = &self.pools;
             if let Some(i) =
                 spare.iter().position(|b| b.len_bytes() as u64 == bytes && pools.same_memory(b.pool(), pool))
             {
-                kept.push((t, spare.swap_remove(i)));
+                kept.push((t, spare.swap_remove(i), true));
             }
         }
         // Through the pools, so their accounting (and a pool's capacity) sees them go,
@@ -190,16 +207,18 @@ impl<'m> Executor<'m> {
         }
         let mut refill = Vec::with_capacity(kept.len());
         let mut kept = kept.into_iter();
-        while let Some((t, buffer)) = kept.next() {
+        while let Some((t, buffer, foreign)) = kept.next() {
             match self.pools.retag(buffer, placement.0[t.index()]) {
                 Ok(buffer) => self.buffers[t.index()] = Some(buffer),
                 Err((buffer, source)) => {
                     self.pools.free(buffer);
-                    kept.for_each(|(_, b)| self.pools.free(b));
+                    kept.for_each(|(_, b, _)| self.pools.free(b));
                     return Err(ExecError::Pool { tensor: self.model.tensor(t).name.clone(), error: source });
                 }
             }
-            refill.push(t);
+            if foreign {
+                refill.push(t);
+            }
         }
         let mut fresh = Vec::with_capacity(tensors.len());
         for &t in &tensors {

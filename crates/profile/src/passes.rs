@@ -182,23 +182,33 @@ pub fn schedule(model: &Model, tasks: &[Task], max_per_pass: usize, two_hop: boo
 
 /// Passes of kernels timed alone (`Steps::Isolated`): no two picks share a step, so
 /// neither a node picked twice nor two pools wanted for one tensor matters, and a pass
-/// is any `max_per_pass` picks, in task order. A signature's tasks take its instances
-/// in turn, so the check against the step meets several of its nodes. Packing them as
-/// shared steps instead left DenseNet-264's second stage at about 3 picks a pass, each
-/// pass paying the host check and a checkpoint save.
+/// is any `max_per_pass` picks, in task order. Packing them as shared steps instead left
+/// DenseNet-264's second stage at about 3 picks a pass, each pass paying the host check
+/// and a checkpoint save. Within a pass, a signature's tasks take one of its instances,
+/// the next one in each pass it appears in: consecutive configurations of one node keep
+/// its operands held ([`placer_exec::Executor::hold`]), and the passes still visit
+/// several of its nodes.
 pub fn schedule_alone(tasks: &[Task], max_per_pass: usize) -> Vec<Vec<Pick>> {
+    let measurable: Vec<usize> = (0..tasks.len()).filter(|&t| !tasks[t].instances.is_empty()).collect();
     let mut turn: HashMap<u64, usize> = HashMap::new();
-    let picks: Vec<Pick> = tasks
-        .iter()
-        .enumerate()
-        .filter_map(|(task, t)| {
-            let k = turn.entry(t.signature).or_default();
-            let node = *t.instances.get(*k % t.instances.len().max(1))?;
-            *k += 1;
-            Some(Pick { task, node })
+    measurable
+        .chunks(max_per_pass.max(1))
+        .map(|chunk| {
+            let pass: Vec<Pick> = chunk
+                .iter()
+                .map(|&task| {
+                    let t = &tasks[task];
+                    let k = turn.get(&t.signature).copied().unwrap_or(0);
+                    Pick { task, node: t.instances[k % t.instances.len()] }
+                })
+                .collect();
+            let seen: BTreeSet<u64> = chunk.iter().map(|&t| tasks[t].signature).collect();
+            for s in seen {
+                *turn.entry(s).or_default() += 1;
+            }
+            pass
         })
-        .collect();
-    picks.chunks(max_per_pass.max(1)).map(<[Pick]>::to_vec).collect()
+        .collect()
 }
 
 pub fn stats(passes: &[Vec<Pick>], lower_bound: usize) -> ScheduleStats {

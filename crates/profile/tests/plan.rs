@@ -210,7 +210,7 @@ fn negligible_operands_stay_in_the_default_pool() {
 }
 
 #[test]
-fn kernels_timed_alone_fill_every_pass_and_take_their_signatures_instances_in_turn() {
+fn kernels_timed_alone_fill_every_pass_and_take_one_instance_a_pass_in_turn() {
     let m = model("resnet18", 1);
     let list = placer_profile::enumerate_tasks(&m, 2, &[], placer_profile::Rules::default()).expect("enumerates");
     let alone = placer_profile::schedule_alone(&list.tasks, 64);
@@ -226,9 +226,21 @@ fn kernels_timed_alone_fill_every_pass_and_take_their_signatures_instances_in_tu
         let nodes: BTreeSet<NodeId> = pass.iter().map(|p| p.node).collect();
         nodes.len() < pass.len()
     }));
-    // A signature with several instances and several tasks is measured at several nodes.
+    // Within a pass, a signature's tasks that share their instances take one node, so
+    // its operands stay held from one configuration to the next.
+    for pass in &alone {
+        let mut node_of: HashMap<(u64, &[NodeId]), NodeId> = HashMap::new();
+        for p in pass {
+            let t = &list.tasks[p.task];
+            let node = *node_of.entry((t.signature, t.instances.as_slice())).or_insert(p.node);
+            assert_eq!(node, p.node, "one node per signature and pass");
+        }
+    }
+    // Across passes (small ones here), a signature with several instances and several
+    // tasks is measured at several nodes.
+    let small = placer_profile::schedule_alone(&list.tasks, 2);
     let mut nodes_of: HashMap<u64, BTreeSet<NodeId>> = HashMap::new();
-    for p in alone.iter().flatten() {
+    for p in small.iter().flatten() {
         nodes_of.entry(list.tasks[p.task].signature).or_default().insert(p.node);
     }
     let (&sig, _) = nodes_of.iter().max_by_key(|(_, n)| n.len()).expect("signatures");
