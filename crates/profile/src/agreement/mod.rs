@@ -11,6 +11,7 @@
 //! check that placer's do not.
 
 mod bias;
+mod floor;
 mod in_situ;
 mod isolation;
 mod plot;
@@ -22,10 +23,11 @@ pub use bias::{Bias, BiasCause};
 pub use in_situ::{InSituGroup, InSituReport, InSituRow, ProfileTime, compare_in_situ};
 pub use isolation::{Anchor, ISOLATION_MIN_NS, ISOLATION_TOLERANCE, IsolationCheck, IsolationClass, IsolationRow};
 pub use plot::scatter_svg;
-pub use stats::{Agreement, median_se, significant};
+pub use stats::{Agreement, Paired, median_se, significant};
 
 use crate::ProfileError;
 use crate::record::{Measurement, PoolInfo, Prediction, Profile};
+use floor::{joint_floor, repeats_note, shortfall};
 use serde::Serialize;
 use stats::EDGE_SLACK;
 use std::collections::btree_map::Entry;
@@ -144,6 +146,10 @@ pub struct AgreementReport {
     pub a_repeat: Option<Agreement>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub b_repeat: Option<Agreement>,
+    /// B/A against the floor kernel by kernel, when there is a floor: whether B/A's
+    /// share falls short of the floor's beyond chance ([`Paired`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired: Option<Paired>,
     /// B's kernels as a whole off A's beyond 1% and beyond the floor's own shift, and
     /// the likely cause ([`bias`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -362,7 +368,7 @@ fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agreeme
         ));
     }
 
-    let meets = judged(&non_tiny, predicted.as_ref(), options.share);
+    let meets = judged(&non_tiny, predicted.as_ref(), options.share, false);
     let mut report = AgreementReport {
         model_name: ha.model_name.clone(),
         model_hash: ha.model_hash.clone(),
@@ -384,6 +390,7 @@ fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agreeme
         floor: None,
         a_repeat: None,
         b_repeat: None,
+        paired: None,
         bias: None,
         notes,
         rows,
@@ -400,12 +407,18 @@ fn measure(a: &Profile, b: &Profile, options: &CompareOptions) -> Result<Agreeme
     Ok(report)
 }
 
-/// `report` judged against `floor` (A against its repeat) when there is one: the share
-/// needed, the shift named, the verdict.
-fn judge(a: &Profile, b: &Profile, mut report: AgreementReport, floor: Option<Agreement>) -> AgreementReport {
-    let o = &report.options;
+/// `report` judged against the floor's rows (non-tiny; A against its repeat, or both
+/// repeats) when there are some: the share needed, the shift named, the verdict. Below
+/// the floor's share, B/A still agrees when enough kernels differ between the two to
+/// judge and its shortfall is within chance ([`Paired`]): with B as good as a repeat,
+/// its share falls below the floor's about half the time.
+fn judge(a: &Profile, b: &Profile, mut report: AgreementReport, floor: Option<Vec<Row>>) -> AgreementReport {
+    let o = report.options.clone();
+    report.paired = floor.as_ref().map(|rows| Paired::of(&report.rows, rows, o.tolerance));
+    let floor = floor.map(|rows| Agreement::of(rows.iter(), o.tolerance));
     if let Some(f) = floor.as_ref().and_then(|f| f.within_tolerance) {
-        report.meets = judged(&report.non_tiny, report.predicted.as_ref(), o.share.min(f));
+        let by_chance = f < o.share && report.paired.is_some_and(|p| p.within_chance());
+        report.meets = judged(&report.non_tiny, report.predicted.as_ref(), o.share.min(f), by_chance);
     }
     let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
     report.bias = report.non_tiny.median_ratio.and_then(|m| bias::judge(a, b, m, floor_median, o.min_us));
@@ -415,21 +428,22 @@ fn judge(a: &Profile, b: &Profile, mut report: AgreementReport, floor: Option<Ag
 }
 
 /// Whether B agrees with A: over at least one row, `share` of the kernels within
-/// tolerance. Predictions are held to `share`, or to how well the two profiles'
-/// measurements of one configuration agree, whichever is lower: a prediction cannot
-/// agree better than a second measurement does.
-fn judged(measured: &Agreement, predicted: Option<&Agreement>, share: f64) -> bool {
+/// tolerance, or short of it only by chance (`by_chance`). Predictions are held to
+/// `share`, or to how well the two profiles' measurements of one configuration agree,
+/// whichever is lower: a prediction cannot agree better than a second measurement does.
+fn judged(measured: &Agreement, predicted: Option<&Agreement>, share: f64, by_chance: bool) -> bool {
     let within = measured.within_tolerance.unwrap_or(0.0);
     let predictions_agree =
         predicted.is_none_or(|p| p.rows == 0 || p.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= share.min(within));
-    measured.rows > 0 && within + EDGE_SLACK >= share && predictions_agree
+    measured.rows > 0 && (within + EDGE_SLACK >= share || by_chance) && predictions_agree
 }
 
 /// [`compare`] of B against A, judged against the noise floor when `repeat` (A measured
 /// again, same model and mode) is given: the share within tolerance is then needed only
 /// up to the floor's agreement (a second profile cannot agree with A better than A
-/// agrees with itself), and a shift of B's kernels as a whole counts only beyond the
-/// floor's. Without `repeat` the report says that the floor is missing.
+/// agrees with itself), or short of it only by chance ([`judge`]), and a shift of B's
+/// kernels as a whole counts only beyond the floor's. Without `repeat` the report says
+/// that the floor is missing.
 ///
 /// With `repeat_b` (B measured again) as well, the floor carries B's noise beside A's:
 /// B/A strays by both, and a profile measured in a few seconds carries the host's pace
@@ -456,10 +470,10 @@ pub fn compare_with_repeat(
             );
             None
         }
-        (Some(repeat), None) => Some(measure(a, repeat, options)?.non_tiny),
+        (Some(repeat), None) => Some(measure(a, repeat, options)?.rows.into_iter().filter(|r| !r.tiny).collect()),
         (Some(repeat), Some(repeat_b)) => {
             let (of_a, of_b) = (measure(a, repeat, options)?, measure(b, repeat_b, options)?);
-            let floor = joint_floor(&of_a.rows, &of_b.rows, options.tolerance);
+            let floor = joint_floor(&of_a.rows, &of_b.rows);
             if let Some(note) = repeats_note(&of_a.non_tiny, &of_b.non_tiny, a, b) {
                 report.notes.push(note);
             }
@@ -470,51 +484,6 @@ pub fn compare_with_repeat(
     };
     Ok(judge(a, b, report, floor))
 }
-
-/// The floor of B/A from A against its repeat and B against its (rows of each pair,
-/// joined on the kernel and its configuration; tiny as A says): kernel by kernel,
-/// ratio exp((ln A′/A + ln B′/B)/√2). If every ratio strays by independent noise, ln
-/// B/A has variance σ_A² + σ_B², ln A′/A 2σ_A² and ln B′/B 2σ_B², so this sum has B/A's
-/// variance: the agreement two profiles with A's and B's noise reach when they measure
-/// the same thing. A kernel differs significantly here when it does in either pair.
-fn joint_floor(a_rows: &[Row], b_rows: &[Row], tolerance: f64) -> Agreement {
-    let of_b: BTreeMap<(u64, &str), &Row> = b_rows.iter().map(|r| ((r.signature, r.config.as_str()), r)).collect();
-    let rows: Vec<Row> = a_rows
-        .iter()
-        .filter(|r| !r.tiny)
-        .filter_map(|ra| {
-            let rb = of_b.get(&(ra.signature, ra.config.as_str()))?;
-            let ratio = ((ra.ratio.ln() + rb.ratio.ln()) / std::f64::consts::SQRT_2).exp();
-            Some(Row { ratio, significant: ra.significant || rb.significant, ..ra.clone() })
-        })
-        .collect();
-    Agreement::of(rows.iter(), tolerance)
-}
-
-/// A note when B agrees with its own repeat clearly less well than A does with its,
-/// with the likely reason when their wall times give one.
-fn repeats_note(of_a: &Agreement, of_b: &Agreement, a: &Profile, b: &Profile) -> Option<String> {
-    let (wa, wb) = (of_a.within_tolerance?, of_b.within_tolerance?);
-    let why = if 2.0 * b.wall_seconds < a.wall_seconds {
-        format!(
-            "likely because B was measured in {:.0} s and A in {:.0} s: a profile measured in seconds carries the \
-             host's pace of those seconds, where one measured over minutes averages it",
-            b.wall_seconds, a.wall_seconds
-        )
-    } else {
-        "cause not known: B was measured for at least half as long as A".to_string()
-    };
-    (wb + REPEATS_APART < wa).then(|| {
-        format!(
-            "B agrees with its repeat on {} of kernels, A with its on {} ({why}); the floor is both repeats' noise",
-            percent(wb),
-            percent(wa)
-        )
-    })
-}
-
-/// How much worse B's repeat must agree than A's before the report says why.
-const REPEATS_APART: f64 = 0.10;
 
 /// One side's predictions joined with the other side's measurements.
 fn predicted_rows(
@@ -581,8 +550,15 @@ fn verdict(c: &AgreementReport) -> String {
     let median = n.median_ratio.unwrap_or(f64::NAN);
     // Beside each figure, the floor's: A against its repeat.
     let floor = c.floor.as_ref();
-    let needed = match floor.and_then(|f| f.within_tolerance) {
-        Some(f) if f < o.share => format!("needed {}, the floor's", percent(f)),
+    let needed = match (floor.and_then(|f| f.within_tolerance), &c.paired) {
+        (Some(f), Some(p)) if f < o.share && within + EDGE_SLACK < f => format!(
+            "the floor's {}: {} kernel(s) within it only in the floor, {} only here; {}",
+            percent(f),
+            p.worse,
+            p.better,
+            shortfall(p)
+        ),
+        (Some(f), _) if f < o.share => format!("needed {}, the floor's", percent(f)),
         _ => format!("needed {}", percent(o.share)),
     };
     let floor_median = floor.and_then(|f| f.median_ratio).map_or_else(String::new, |m| format!(" (floor {m:.3})"));

@@ -80,3 +80,52 @@ pub(super) fn differs(a_ns: f64, a_mad: f64, a_count: u32, b_ns: f64, b_mad: f64
     let se = median_se(a_mad, a_count).hypot(median_se(b_mad, b_count));
     (b_ns - a_ns).abs() > SIGNIFICANCE_SIGMAS * se
 }
+
+/// B/A set against its noise floor kernel by kernel, over the kernels both judge: how
+/// many are within tolerance in the floor but not in B/A (`worse`), and the reverse
+/// (`better`). Both shares come from the same kernels, so whether B/A's is lower than
+/// the floor's beyond chance is McNemar's test on these two counts: under "B agrees as
+/// well as the repeat does", each kernel that differs is as likely to fall either way.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Paired {
+    pub kernels: usize,
+    pub worse: usize,
+    pub better: usize,
+    /// One-sided, continuity-corrected: (worse − better − 1)/√(worse + better), 0 when
+    /// none differ.
+    pub z: f64,
+}
+
+/// Fewer kernels than this that differ between B/A and the floor cannot tell chance
+/// from a real shortfall, and the floor's share is needed outright.
+pub const PAIRED_MIN_DISCORDANT: usize = 20;
+/// B/A falls short of the floor beyond chance above this z (one-sided 5%).
+pub const PAIRED_Z: f64 = 1.645;
+
+impl Paired {
+    /// Joins `rows` (B/A; tiny ones left out) and `floor` on the kernel and its
+    /// configuration.
+    pub(super) fn of(rows: &[Row], floor: &[Row], tolerance: f64) -> Paired {
+        let within = |r: &Row| (r.ratio - 1.0).abs() <= tolerance + EDGE_SLACK;
+        let of_floor: std::collections::HashMap<(u64, &str), bool> =
+            floor.iter().map(|r| ((r.signature, r.config.as_str()), within(r))).collect();
+        let (mut kernels, mut worse, mut better) = (0, 0, 0);
+        for r in rows.iter().filter(|r| !r.tiny) {
+            let Some(&in_floor) = of_floor.get(&(r.signature, r.config.as_str())) else { continue };
+            kernels += 1;
+            match (within(r), in_floor) {
+                (false, true) => worse += 1,
+                (true, false) => better += 1,
+                _ => {}
+            }
+        }
+        let differ = (worse + better) as f64;
+        let z = if differ > 0.0 { (worse as f64 - better as f64 - 1.0) / differ.sqrt() } else { 0.0 };
+        Paired { kernels, worse, better, z }
+    }
+
+    /// Enough kernels differ to judge, and B/A is not short of the floor beyond chance.
+    pub fn within_chance(&self) -> bool {
+        self.worse + self.better >= PAIRED_MIN_DISCORDANT && self.z <= PAIRED_Z
+    }
+}

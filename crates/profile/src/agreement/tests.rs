@@ -382,13 +382,47 @@ fn the_joint_floor_is_the_scaled_sum_of_log_ratios() {
     };
     let a_rows = [row(0, 1.02, false), row(1, 1.06, false), row(2, 1.5, true), row(3, 1.0, false)];
     let b_rows = [row(0, 1.03, false), row(1, 0.94, false), row(2, 1.0, false)];
-    let f = joint_floor(&a_rows, &b_rows, 0.05);
+    let f = Agreement::of(joint_floor(&a_rows, &b_rows).iter(), 0.05);
     // Kernel 3 has no repeat of B and kernel 2 is tiny in A: two rows.
     assert_eq!((f.rows, f.significant), (2, 1));
     let expect = |x: f64, y: f64| (x.ln() + y.ln()) / std::f64::consts::SQRT_2;
     assert!(close(f.geomean_ratio.expect("rows").ln(), (expect(1.02, 1.03) + expect(1.06, 0.94)) / 2.0));
     // exp(ln(1.02·1.03)/√2) = 1.0356 and exp(ln(1.06·0.94)/√2) = 0.9975: both within 5%.
     assert_eq!(f.within_5, Some(1.0));
+}
+
+#[test]
+fn a_share_short_of_the_floor_by_chance_agrees_and_beyond_it_does_not() {
+    // 100 kernels; the repeat agrees with A on the first 62.
+    let a = medians(1, &[1000.0; 100]);
+    let ratios = |within: &dyn Fn(usize) -> bool| -> Vec<f64> {
+        (0..100).map(|i| if within(i) { 1000.0 } else { 1100.0 }).collect()
+    };
+    let repeat = medians(1, &ratios(&|i| i < 62));
+    let o = CompareOptions::default();
+    // B: 55 within, 22 only in the floor and 15 only in B/A: z = (22 - 15 - 1)/√37.
+    let b = medians(8, &ratios(&|i| i < 40 || (62..77).contains(&i)));
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
+    assert_eq!(c.paired, Some(Paired { kernels: 100, worse: 22, better: 15, z: 6.0 / 37f64.sqrt() }));
+    assert!(c.meets, "{}", c.verdict);
+    assert!(
+        c.verdict.starts_with(
+            "profiles agree: 55.0% of 100 kernel(s) of at least 50 µs within ±5.0% (the floor's 62.0%: 22 kernel(s) \
+             within it only in the floor, 15 only here; short of it within chance (McNemar z 0.99 ≤ 1.645))"
+        ),
+        "{}",
+        c.verdict
+    );
+    // B: 35 within, 32 only in the floor and 5 only in B/A: z = 26/√37, beyond chance.
+    let b = medians(8, &ratios(&|i| i < 30 || (62..67).contains(&i)));
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
+    assert!(!c.meets, "{}", c.verdict);
+    assert!(c.verdict.contains("short of it beyond chance (McNemar z 4.27 > 1.645)"), "{}", c.verdict);
+    // Too few kernels differ to tell chance: the floor's share is needed outright.
+    let b = medians(8, &ratios(&|i| i < 55));
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
+    assert_eq!(c.paired.map(|p| (p.worse, p.better)), Some((7, 0)));
+    assert!(!c.meets && c.verdict.contains("under 20 differ, too few to call it chance"), "{}", c.verdict);
 }
 
 // -- a profile against a plan's run ---------------------------------------------------
