@@ -58,7 +58,7 @@ fn moving_tensors_between_pools_keeps_their_contents() {
             exec.step().expect("step");
             if move_between_steps {
                 for t in 0..model.tensors().len() {
-                    let id = placer_ir::TensorId(t as u32);
+                    let id = TensorId(t as u32);
                     let to = if t % 2 == 0 { PoolId(1) } else { PoolId(0) };
                     exec.move_tensor(id, to).expect("fits");
                 }
