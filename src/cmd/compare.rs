@@ -194,7 +194,7 @@ fn render(c: &AgreementReport, a: &Path, b: &Path) -> String {
         (None, ..) => {}
     }
     if let Some(p) = &c.predicted {
-        groups.push((format!("predicted by a design vs measured, ≥ {} µs", c.options.min_us), p));
+        groups.push((format!("predicted by a design vs measured, ≥ {min} µs"), p));
     }
     out.push_str(&agreement_table("kernels", "B/A", c.options.tolerance, &groups));
 

@@ -29,6 +29,9 @@ pub(super) fn joint_floor(a_rows: &[Row], b_rows: &[Row]) -> Vec<Row> {
 /// with the likely reason when their wall times give one.
 pub(super) fn repeats_note(of_a: &Agreement, of_b: &Agreement, a: &Profile, b: &Profile) -> Option<String> {
     let (wa, wb) = (of_a.within_tolerance?, of_b.within_tolerance?);
+    if wb + REPEATS_APART >= wa {
+        return None;
+    }
     let why = if 2.0 * b.wall_seconds < a.wall_seconds {
         format!(
             "likely because B was measured in {:.0} s and A in {:.0} s: a profile measured in seconds carries the \
@@ -38,13 +41,11 @@ pub(super) fn repeats_note(of_a: &Agreement, of_b: &Agreement, a: &Profile, b: &
     } else {
         "cause not known: B was measured for at least half as long as A".to_string()
     };
-    (wb + REPEATS_APART < wa).then(|| {
-        format!(
-            "B agrees with its repeat on {} of kernels, A with its on {} ({why}); the floor is both repeats' noise",
-            percent(wb),
-            percent(wa)
-        )
-    })
+    Some(format!(
+        "B agrees with its repeat on {} of kernels, A with its on {} ({why}); the floor is both repeats' noise",
+        percent(wb),
+        percent(wa)
+    ))
 }
 
 /// How much worse B's repeat must agree than A's before the report says why.
