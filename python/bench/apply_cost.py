@@ -1,8 +1,11 @@
-"""What apply itself costs a torch step, with every tensor in DRAM, beside what any
-Python dispatch mode costs: torch alone (twice: the noise floor), torch under a
-`TorchDispatchMode` that only calls the op, and apply with a plan that pins every tensor
-to DRAM, with and without re-homing, and with its waits or its DRAM scans switched off.
-Interleaved step by step in one process, each contender on its own copy of the model.
+"""What apply itself costs a torch step, with every tensor in DRAM: torch alone (twice:
+the noise floor), torch under a Python `TorchDispatchMode` that only calls the op (what
+any per-op Python costs), torch with an op observer that asks for every op's inputs and
+outputs as apply's C++ hook does and does nothing (what torch's observer path alone
+costs), and apply with a plan that pins every tensor to DRAM, with and without
+re-homing. Interleaved step by step in one process,
+each contender on its own copy of the model. scripts/torch/apply-cost.sh runs it with
+the host's FMA peak before and after.
 
     $(scripts/torch/venv.sh) python/bench/apply_cost.py --placer target/release/placer \
         [--model resnet18] [--batch 8] [--steps 20]
@@ -24,6 +27,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import placer_torch
+from placer_torch import hook
 
 sys.path.insert(0, str(Path(__file__).parent))
 from side_by_side import build  # noqa: E402  (the bench's models)
@@ -61,8 +65,6 @@ def main() -> None:
         placed = None
         if kind.startswith("apply"):
             placed = placer_torch.apply(m, opt, mpath, plan, rehome="no re-homing" not in kind)
-            if "no waits" in kind:
-                placed.emulated = False
 
         def step():
             opt.zero_grad()
@@ -73,17 +75,21 @@ def main() -> None:
             if kind == "call-only mode":
                 with CallOnly():
                     step()
+            elif kind == "observer only":
+                floor.begin()
+                try:
+                    step()
+                finally:
+                    floor.end()
             elif placed is None:
                 step()
             else:
                 with placed:
-                    if "no scans" in kind:
-                        placed.polled_ns, placed.poll_gap_ns = time.perf_counter_ns(), float("inf")
                     step()
         return run
 
-    kinds = ["torch (A)", "torch (A′)", "call-only mode", "apply", "apply, no re-homing", "apply, no waits",
-             "apply, no scans"]
+    floor = hook.load().Floor()
+    kinds = ["torch (A)", "torch (A′)", "call-only mode", "observer only", "apply", "apply, no re-homing"]
     runs = [contender(k) for k in kinds]
     for r in runs:  # two untimed steps each: pages, caches, the optimizer's state
         r()

@@ -6,13 +6,14 @@
             ...the loop's body, unchanged...
     print(placed.report())
 
-Inside `with placed:` a dispatch mode sees every aten op torch runs. Each op is matched,
-in order, against the captured graph's ops (the same target and result shape), which
-names its results: from then on torch's storage of each result is the placer tensor the
-plan places. Every op then pays what the plan's pools charge for its operands, computed
-by placer's own Rust code (`ExecPlan::kernel_wait_ns`, the function placer's executor
-charges by), and the plan's moves run at their steps, blocking ones in line and
-background ones on a copy thread.
+Inside `with placed:` an op hook below torch's dispatcher (`_hook.cpp`, compiled once by
+`hook.py`) sees every aten op torch runs, in C++. Each op is matched, in order, against
+the captured graph's ops (the same target and result shape), which names its results:
+from then on torch's storage of each result is the placer tensor the plan places. Every
+op then pays what the plan's pools charge for its operands, computed by placer's own Rust
+code (`ExecPlan::kernel_wait_ns`, the function placer's executor charges by, called
+directly from C++), and the plan's moves run at their steps, blocking ones in line and
+background ones on a copy thread (this module, called from the hook when one is due).
 
 Parameters, optimizer state and the gradients kept outside DRAM are re-homed: where the
 pool the plan starts them in is bound to NUMA nodes, their data moves into that pool's memory,
@@ -41,10 +42,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _core, heap
+from . import _core, heap, hook
 from .builder import flat as _flat
 from .capture import Capture
 from .saved import PoolMemory, Saved, routable
@@ -65,16 +64,8 @@ _ALSO = {
     "aten.native_dropout.default": "aten.mul.Tensor",
     "aten.native_dropout_backward.default": "aten.mul.Tensor",
 }
-#: How often the live storages are scanned for the DRAM peak: after an op of the graph,
-#: at most every 2 ms, and no sooner than 100 times the last scan took after it (a scan
-#: walks every live storage; scanning after every op cost a small model's step a tenth
-#: of its time, and every 2 ms a ResNet-18 step 11%). Between scans the peak is not seen:
-#: the report says how many scans a step had.
-_POLL_NS = 2_000_000
-_POLL_SHARE = 100
-#: How far ahead of the last match an op may be found: eager runs a few ops the graph
-#: folds away (an unsqueeze before an expand), never long stretches.
-_LOOKAHEAD = 12
+#: No move is due before this step (the hook's threshold when none is left).
+_NEVER = 1 << 30
 
 
 @dataclass
@@ -101,22 +92,10 @@ class _Kernel:
     step: int
 
 
-@dataclass
-class _Live:
-    ref: StorageWeakRef
-    nbytes: int
-    name: str | None
-    key: int
-    #: the plan's earlier names for this storage (a reshape placer copies into a tensor
-    #: of its own and torch views; an in-place op's input): counted while they are read
-    others: tuple = ()
-
-
-class Placed(TorchDispatchMode):
+class Placed:
     """A plan applied to a torch training step; enter it around each step."""
 
     def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True):
-        super().__init__()
         # The heap the profile timed torch's ops on (heap.py), so that the step runs as
         # predicted.
         self.heap = heap.describe()
@@ -166,11 +145,15 @@ class Placed(TorchDispatchMode):
         #: writer); tensors no kernel writes (parameters, inputs, state) last all step
         made = {n: k.step for k in self.kernels for n in k.outputs if n is not None}
         self.ends = {n: max(s, self.uses.get(n, [s])[-1]) for n, s in made.items()}
+        self.names = self.placement.names()
+        self.ids = {n: i for i, n in enumerate(self.names)}
+        self.tracker = self._tracker(pools)
         self.routes_saved = bool(self.bound) and any(p != self.dram for p in self.bound)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
         #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
         self.active = self._internal = False
+        self.step = 0
         #: parameter name -> its gradient's memory in its pool (see `_grad_hook`)
         self.grad_homes: dict = {}
         for q, p in model.named_parameters():
@@ -181,24 +164,46 @@ class Placed(TorchDispatchMode):
             if p.requires_grad and span is not None and span[1][0] in self.bound and span[1][0] != self.dram:
                 p.register_post_accumulate_grad_hook(self._grad_hook(q, span[1][0]))
         self.records: list = []
-        self.unmatched_ops: dict = {}
-        self._writes: dict = {}
-        self._canon: dict = {}
+
+    def _tracker(self, pools):
+        """The op hook, given the graph's kernels, every tensor's spans, last steps and
+        update steps by id, and the Rust core's wait and spin functions."""
+        ext = hook.load()
+        targets: dict = {}
+        ids = self.ids
+
+        def target(name):
+            return targets.setdefault(name, len(targets)) if name is not None else -1
+
+        kernels = [ext.Kernel(target(k.target), target(_ALSO.get(k.target)), list(k.shape) if k.shape is not None else None,
+                              [ids[n] if n is not None else -1 for n in k.inputs],
+                              [ids[n] if n is not None else -1 for n in k.outputs], k.step,
+                              k.target == "aten.native_dropout.default")
+                   for k in self.kernels]
+        pool_id = {name: i for i, (name, _) in enumerate(pools)}
+        spans = [ext.Span(self.spans[n][0], [pool_id[p] for p in self.spans[n][1]]) for n in self.names]
+        ends = [self.ends.get(n, self.steps) for n in self.names]
+        update = [self.update_step.get(n, -1) for n in self.names]
+        wait, spin = _core.entry_points()
+        return ext.Tracker(kernels, spans, ends, update, targets, _SAME, self.steps, self.emulated, wait, spin,
+                           self.placement, self._on_step)
+
+    @property
+    def unmatched_ops(self) -> dict:
+        """Ops of the last step that no kernel of the captured graph matched, and how often."""
+        return dict(self.tracker.unmatched_ops())
 
     # -- the step ----------------------------------------------------------------------
 
     def __enter__(self):
-        self.live: dict = {}
-        self.cursor, self.step, self.matched, self.unmatched = 0, 0, 0, 0
-        self.wait_total, self.moves_done, self.next_move = 0.0, 0, 0
+        self.moves_done, self.next_move = 0, 0
         self.started: dict = {}
         #: moves done ahead of their turn, when backward unpacked their tensor
         self.done_early: set = set()
         self.saved: dict = {}
         self.routed, self.unrouted, self.saved_placed = 0, set(), 0
-        self.dram_peak = self.unplaced_peak = 0
-        self.polled_ns, self.poll_gap_ns, self.polls = 0, _POLL_NS, 0
         self._rehome()
+        self.tracker.begin(self._threshold())
         for q, p in self.model.named_parameters():
             self._see(p, q)
             if p.grad is not None:
@@ -210,119 +215,46 @@ class Placed(TorchDispatchMode):
         self.active = True
         if self.routes_saved:
             self._hooks.__enter__()
-        return super().__enter__()
+        return self
 
     def __exit__(self, *exc):
-        out = super().__exit__(*exc)
         if self.routes_saved:
             self._hooks.__exit__(*exc)
+        try:
+            self.tracker.end()  # raises what an op met under the hook
+        finally:
+            self.active = False
         self._moves_until(self.steps)
-        self.active = False
-        self._poll()
-        self.records.append(StepRecord(time.perf_counter() - self.t0, self.matched, self.unmatched, self.wait_total,
-                                       self.moves_done, self.dram_peak, self.unplaced_peak, self.polls,
+        self.tracker.poll()
+        c = self.tracker.counters()
+        self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
+                                       self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed))
-        self.live, self.saved = {}, {}
-        return out
+        self.saved = {}
+        return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func.is_view or func.namespace == "profiler" or self._internal:
-            return func(*args, **kwargs)
-        ins = [a for a in _flat(list(args) + list(kwargs.values())) if isinstance(a, torch.Tensor)]
-        start = time.perf_counter_ns()
-        out = func(*args, **kwargs)
-        kernel_ns = time.perf_counter_ns() - start
-        outs = [o for o in _flat(out if isinstance(out, (list, tuple)) else [out]) if isinstance(o, torch.Tensor)]
-        key, canonical = self._canonical(func)
-        k = self._match(canonical, outs)
-        if k is not None:
-            self._moves_until(k.step)
-            step = k.step
-        else:
-            self.unmatched += 1
-            self.unmatched_ops[key] = self.unmatched_ops.get(key, 0) + 1
-        written = self._written(func, args)
-        if k is not None and k.target == "aten.native_dropout.default" and len(ins) == 2 and len(k.outputs) > 1:
-            self._see(ins[1], k.outputs[1])  # eager dropout's noise is the graph's mask
-        operands = []
-        for i, t in enumerate(ins):
-            live = self._see(t, k.inputs[i] if k is not None and i < len(k.inputs) else None)
-            n = t.numel() * t.element_size()
-            operands.append((live.name, n, n if live.key in written else 0))
-        for i, t in enumerate(outs):
-            live = self._see(t, k.outputs[i] if k is not None and i < len(k.outputs) else None, result=True)
-            if live.key not in written:
-                operands.append((live.name, 0, t.numel() * t.element_size()))
-        charged = [o for o in operands if o[0] is not None and o[0] in self.spans]
-        if k is None:
-            # An op outside the graph (the optimizer's, a buffer's): at the step of the
-            # update its tensors belong to, else where the graph has got to.
-            step = max((self.update_step.get(n, -1) for n, _, _ in charged), default=-1)
-            step = step if step >= 0 else self.step
-        if self.emulated and charged:
-            wait = self.placement.wait_ns(charged, min(step, self.steps - 1), float(kernel_ns))
-            if wait > 0:
-                self.wait_total += _core.busy_wait(wait)
-        if k is not None and time.perf_counter_ns() - self.polled_ns >= self.poll_gap_ns:
-            self._poll()
-        return out
+    def _see(self, t: torch.Tensor, name: str | None, result: bool = False) -> None:
+        self.tracker.see(t, self.ids[name] if name is not None else -1, result)
 
-    # -- matching and naming -----------------------------------------------------------
+    def _on_step(self, step: int) -> int:
+        """From the hook, before kernel `step` when a move is due: runs the moves, and
+        answers the next step at which one is."""
+        self.step = step
+        self._moves_until(step)
+        return self._threshold()
 
-    def _match(self, target: str, outs):
-        shape = tuple(outs[0].shape) if outs else None
-        for i in range(self.cursor, min(self.cursor + _LOOKAHEAD, len(self.kernels))):
-            k = self.kernels[i]
-            if (k.target == target or _ALSO.get(k.target) == target) and (k.shape is None or k.shape == shape):
-                self.cursor, self.step = i + 1, k.step
-                self.matched += 1
-                return k
-        return None
-
-    def _canonical(self, func) -> tuple:
-        """The op's name, and the captured graph's name for it: its functional form for an
-        in-place op (`relu_` is `relu` there: AOTAutograd functionalises), and `_SAME`'s
-        pairs. Kept per op: naming one is a tenth of what the mode spends on it."""
-        got = self._canon.get(func)
-        if got is None:
-            key = str(func)
-            name = _SAME.get(key, key)
-            op = func._schema.name.split("::")[-1]
-            if op.endswith("_") and not op.startswith("_"):
-                name = f"aten.{op[:-1]}.{func._overloadname}"
-            got = self._canon[func] = (key, name)
-        return got
-
-    def _see(self, t: torch.Tensor, name: str | None, result: bool = False) -> _Live:
-        """The storage behind `t`, registered the first time it is seen (by the name the
-        plan gives it, or as not placed); a name learnt later completes it."""
-        s = t.untyped_storage()
-        key = s.data_ptr()
-        live = self.live.get(key)
-        if live is None or live.ref.expired():
-            live = self.live[key] = _Live(StorageWeakRef(s), s.nbytes(), name, key)
-        elif name is not None and name != live.name:
-            if live.name is None:
-                live.name = name
-            elif result or self.ends.get(live.name, self.steps) < self.step:
-                # A result written into a storage already seen (an in-place op), or a
-                # storage read under a later name once its own has no reader left (torch
-                # views what placer copies, a reshape): the plan's new tensor from now on.
-                if live.name not in live.others:
-                    live.others += (live.name,)
-                live.name = name
-            elif name not in live.others:
-                live.others += (name,)
-        return live
-
-    def _written(self, func, args) -> set:
-        """Storages the op writes in place (`add_`'s self, `out=`)."""
-        idx = self._writes.get(func)
-        if idx is None:
-            idx = self._writes[func] = [i for i, a in enumerate(func._schema.arguments)
-                                        if a.alias_info is not None and a.alias_info.is_write]
-        return {args[i].untyped_storage().data_ptr() for i in idx if i < len(args) and isinstance(args[i], torch.Tensor)}
+    def _threshold(self) -> int:
+        """The first step at which `_moves_until` has work: a background move starts a
+        step before its own, any other is finished at its step."""
+        due = _NEVER
+        for i in range(self.next_move, len(self.moves)):
+            before, background = self.moves[i][5], self.moves[i][4]
+            if before - 1 >= due:
+                break
+            if i in self.done_early:
+                continue
+            due = min(due, before - 1 if background and i not in self.started else before)
+        return due
 
     # -- moves and memory --------------------------------------------------------------
 
@@ -391,13 +323,15 @@ class Placed(TorchDispatchMode):
 
     @contextlib.contextmanager
     def _own_ops(self):
-        """apply's own ops (its copies), which the mode lets through unmatched and
+        """apply's own ops (its copies), which the hook lets through unmatched and
         uncharged, and autograd's hooks ignore."""
         self._internal = True
+        self.tracker.set_internal(True)
         try:
             yield
         finally:
             self._internal = False
+            self.tracker.set_internal(False)
 
     def release(self) -> int:
         """Frees the pool memory the last steps' saved activations used, which apply keeps
@@ -473,9 +407,8 @@ class Placed(TorchDispatchMode):
         return copy, holder
 
     def _land(self, holder: Saved, new: torch.Tensor, pool: str) -> None:
-        old = self.live.get(holder.t.untyped_storage().data_ptr())
-        if old is not None and old.name == holder.name:
-            old.name, old.others = None, ()  # torch's own copy, while forward still holds it: not placed
+        # torch's own copy, while forward still holds it: not placed
+        self.tracker.forget(holder.t, self.ids[holder.name])
         holder.t, holder.pool, holder.pending = new, pool, None
         self._see(new, holder.name, result=True)
         self.routed += 1
@@ -487,8 +420,9 @@ class Placed(TorchDispatchMode):
         plan's moves carry between pools."""
         if self._internal or not self.active:
             return t
-        live = self.live.get(t.untyped_storage().data_ptr())
-        name = live.name if live is not None else None
+        self.step = self.tracker.step
+        seen = self.tracker.names(t)
+        name = self.names[seen[0]] if seen is not None and seen[0] >= 0 else None
         span = self.spans.get(name) if name is not None and name not in self.homed else None
         if span is None:
             return t
@@ -515,6 +449,7 @@ class Placed(TorchDispatchMode):
         first (waited for, or run here), and the holder's tensor is what it reads."""
         if not isinstance(packed, Saved):
             return packed
+        self.step = self.tracker.step
         uses = self.uses.get(packed.name, [])
         at = bisect.bisect_right(uses, self.step)
         use = uses[at] if at < len(uses) else self.steps
@@ -525,49 +460,6 @@ class Placed(TorchDispatchMode):
                 self._finish(i)
                 self.done_early.add(i)
         return packed.t
-
-    def _poll(self) -> None:
-        """The DRAM in use now: live storages the plan has in DRAM at this step, and
-        every live storage it does not place. The next scan waits at least `_POLL_NS`,
-        and at least `_POLL_SHARE` times what this one took, which bounds the scans'
-        share of the step."""
-        start = time.perf_counter_ns()
-        dram = unplaced = 0
-        dead = []
-        expired = torch.Storage._expired  # StorageWeakRef.expired without its two calls
-        spans, step, home = self.spans, self.step, self.dram
-        for key, v in self.live.items():
-            if expired(v.ref.cdata):
-                dead.append(key)
-                continue
-            sp = spans.get(v.name) if v.name is not None else None
-            if v.others:
-                sp = self._counted(v, step) or sp
-            if sp is None:
-                unplaced += v.nbytes
-                continue
-            if _pool_at(sp, step) == home:
-                dram += v.nbytes
-        for key in dead:
-            del self.live[key]
-        self.dram_peak = max(self.dram_peak, dram + unplaced)
-        self.unplaced_peak = max(self.unplaced_peak, unplaced)
-        self.polls += 1
-        self.polled_ns = time.perf_counter_ns()
-        self.poll_gap_ns = max(_POLL_NS, _POLL_SHARE * (self.polled_ns - start))
-
-    def _counted(self, v: _Live, step: int):
-        """The span that decides where a storage of several of the plan's names is at
-        `step`: a name still held then in DRAM, else any name still held, else none."""
-        held = None
-        for name in (v.name, *v.others):
-            sp = self.spans.get(name)
-            if sp is None or self.ends.get(name, self.steps) < step:
-                continue
-            if _pool_at(sp, step) == self.dram:
-                return sp
-            held = held or sp
-        return held
 
     # -- the report --------------------------------------------------------------------
 

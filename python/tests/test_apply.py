@@ -6,14 +6,20 @@ passes it as PLACER_BIN.
 """
 
 import json
+import os
 import shutil
+import sys
+import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import placer_torch
+from placer_torch import hook
 from helpers import placer, placer_workdir
 from test_capture import SmallCnn, small_batch
 
@@ -102,6 +108,48 @@ class Apply(unittest.TestCase):
         self.assertIn("EMULATED", placed.report())
         # The step ran on the heap the profile times ops on (heap.py).
         self.assertIn("heap       C heap held steady", placed.report())
+
+    def test_the_hook_sees_the_ops_a_dispatch_mode_sees(self):
+        # The C++ hook sees each aten op at the level a Python dispatch mode does: after
+        # torch's own decompositions, not the ops inside it. Views run no kernel.
+        class Count(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.ops = 0
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if not func.is_view and func.namespace != "profiler":
+                    self.ops += 1
+                return func(*args, **(kwargs or {}))
+
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram, rehome=False)
+        train(m, opt, self.batch, 2, placed)
+        m2, opt2 = self.fresh()
+        train(m2, opt2, self.batch, 1)
+        count = Count()
+        train(m2, opt2, self.batch, 1, count)  # entered around the step, as `placed` is
+        r = placed.records[-1]
+        self.assertEqual(r.matched + r.unmatched, count.ops, placed.unmatched_ops)
+
+    def test_one_plans_step_at_a_time(self):
+        m, opt = self.fresh()
+        first = placer_torch.apply(m, opt, self.model_path, self.all_dram, rehome=False)
+        second = placer_torch.apply(m, opt, self.model_path, self.all_dram, rehome=False)
+        with first:
+            with self.assertRaisesRegex(RuntimeError, "^placer_torch: another plan's step is running"):
+                second.__enter__()
+        # The refused one holds nothing: it runs a step of its own afterwards.
+        train(m, opt, self.batch, 1, second)
+        self.assertGreater(second.records[-1].matched, 0)
+
+    def test_without_a_compiler_the_hook_is_refused_in_one_line(self):
+        empty = tempfile.mkdtemp()
+        with mock.patch.dict(os.environ, {"PATH": empty}), mock.patch.object(sys, "executable", f"{empty}/python"):
+            with self.assertRaises(hook.HookError) as e:
+                hook.load.__wrapped__()
+        self.assertRegex(str(e.exception), r"^placer_torch: cannot build its op hook: c\+\+ and ninja not found on PATH")
+        self.assertNotIn("\n", str(e.exception))
 
     def test_the_plans_moves_run_every_step(self):
         plan = json.loads(self.plan.read_text())
@@ -254,8 +302,9 @@ class ViewNames(unittest.TestCase):
         seen = []
 
         def hook(_module, args, _out):
-            live = placed.live[args[0].untyped_storage().data_ptr()]
-            seen.append((live.name, live.others, placed._counted(live, placed.step)))
+            name, others = placed.tracker.names(args[0])
+            decides = placed.tracker.counted_name(args[0])
+            seen.append((placed.names[name], [placed.names[o] for o in others], placed.names[decides]))
 
         handle = self.model.fc.register_forward_hook(hook)
         try:
@@ -264,7 +313,7 @@ class ViewNames(unittest.TestCase):
             handle.remove()
         # Read by the linear under the copy's name: the storage is counted where the plan
         # keeps the copy, not where it kept the reshape's input, which is no longer held.
-        self.assertEqual(seen, [(copy, (first,), placed.spans[copy])])
+        self.assertEqual(seen, [(copy, [first], copy)])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Provides the Python environment of placer's torch package (python/) and prints its
-# python's path: torch, torchvision and transformers from PyPI, pinned, and placer_torch
-# built from this checkout (maturin, PyO3) into it.
+# python's path: torch, torchvision and transformers from PyPI, pinned (with ninja, which
+# builds the op hook), and placer_torch built from this checkout (maturin, PyO3) into it.
 #
 # Usage: scripts/torch/venv.sh        (prints the venv's python on stdout; logs on stderr)
 #
@@ -20,7 +20,7 @@ trap 'echo "$PROG: error: \"$BASH_COMMAND\" failed (exit $?) at line $LINENO" >&
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 VENV=${PLACER_TORCH_VENV:-$HOME/.cache/placer/torch/venv}
 
-PINS=(torch==2.15.0 torchvision==0.29.2 transformers==5.24.0 numpy==2.4.6 maturin==1.9.6)
+PINS=(torch==2.15.0 torchvision==0.29.2 transformers==5.24.0 numpy==2.4.6 maturin==1.9.6 ninja==1.13.2)
 command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
 STAMP="$(python3 --version 2>&1); ${PINS[*]}"
 

@@ -58,6 +58,8 @@ py="" guard=600
 if ((torch)); then
     py=$("$repo/scripts/torch/venv.sh")
     "$py" "$repo/python/examples/small_cnn.py" "$work/cnn.json" >/dev/null
+    # apply's op hook, compiled here into the directory the guest can write (guest.sh).
+    TORCH_EXTENSIONS_DIR="$work/torch-ext" "$py" -c "from placer_torch import hook; hook.load()"
     guard=1200
 fi
 

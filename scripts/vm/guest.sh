@@ -94,6 +94,9 @@ if [ -n "$py" ]; then
     }
     step torch-solve solve_cnn -o "$work/cnn-plan.json"
     step torch-solve-pmem solve_cnn -o "$work/cnn-pmem.json" --pin role=weight:pmem --pin role=optimizer_state:pmem
+    # apply's op hook, built on the host (check.sh): compiling it under TCG would take
+    # minutes, and only WORK is writable here.
+    export TORCH_EXTENSIONS_DIR=$work/torch-ext
     step torch-apply "$py" "$repo/scripts/vm/torch_step.py" "$cnn" "$work/cnn-plan.json" "$work/cnn-pmem.json"
 fi
 echo done >"$out/finished"

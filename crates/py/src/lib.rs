@@ -7,6 +7,7 @@
 //! crosses into Python, so the surface stays as small as the format.
 
 mod homes;
+mod hook;
 mod placement;
 mod profile;
 
@@ -107,6 +108,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_model, m)?)?;
     m.add_function(wrap_pyfunction!(save_model, m)?)?;
     m.add_function(wrap_pyfunction!(placement::busy_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(hook::entry_points, m)?)?;
     m.add_class::<placement::Placement>()?;
     m.add_class::<homes::Homes>()?;
     Ok(())

@@ -41,6 +41,22 @@ impl Placement {
     fn tensor(&self, name: &str) -> PyResult<TensorId> {
         self.tensors.get(name).copied().ok_or_else(|| err(format!("the model has no tensor '{name}'")))
     }
+
+    /// What the emulated pools charge a kernel at `step` that took `kernel_ns`, for
+    /// (tensor, bytes read, bytes written) operands; None when a tensor or the step is
+    /// not the model's.
+    pub(crate) fn wait_of(
+        &self,
+        operands: impl Iterator<Item = (TensorId, u64, u64)> + Clone,
+        step: usize,
+        kernel_ns: f64,
+    ) -> Option<f64> {
+        let tensors = self.model.tensors().len();
+        if step >= self.model.schedule().len() || operands.clone().any(|(t, _, _)| t.0 as usize >= tensors) {
+            return None;
+        }
+        Some(self.exec.kernel_wait_ns(&self.pools, operands, step, kernel_ns))
+    }
 }
 
 #[pymethods]
@@ -89,14 +105,15 @@ impl Placement {
         self.pools.pools().iter().map(|p| (p.name.clone(), p.emulation.as_ref().map(|e| e.label()))).collect()
     }
 
-    /// What the emulated pools charge a kernel at `step` that took `kernel_ns` with its
-    /// data in DRAM; `operands` are (tensor name, bytes read, bytes written).
-    fn wait_ns(&self, operands: Vec<(String, u64, u64)>, step: usize, kernel_ns: f64) -> PyResult<f64> {
-        let resolved = operands
-            .iter()
-            .map(|(name, read, written)| Ok((self.tensor(name)?, *read, *written)))
-            .collect::<PyResult<Vec<_>>>()?;
-        Ok(self.exec.kernel_wait_ns(&self.pools, resolved.iter().copied(), step, kernel_ns))
+    /// The model's tensor names, in the order of their ids (the op hook's numbering).
+    fn names(&self) -> Vec<String> {
+        self.model.tensors().iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// This object's address, for the op hook's calls into `kernel_wait_ns` (hook.rs);
+    /// valid while the object lives.
+    fn address(&self) -> usize {
+        self as *const Placement as usize
     }
 
     /// The extra ns an emulated pool charges for copying `bytes` from pool `src` to

@@ -1,0 +1,546 @@
+// The per-op half of placer_torch.apply, below torch's dispatcher.
+//
+// A thread-local RecordFunction callback sees every aten op the training step runs, at
+// the level a Python dispatch mode would see it: the outermost op on this thread that
+// torch does not decompose above its backends (an op with a CompositeImplicitAutograd
+// kernel is split into the ops that are seen). Ops inside a seen op (its helpers, its
+// redispatches) are not seen again. Each seen op is matched, in order, against the
+// captured graph's kernels, names the storages of its operands, pays what the plan's
+// pools charge for them (placer's own Rust code, through the function the package's
+// `_core` exports), and sometimes has the DRAM in use counted. Moves and saved-tensor
+// hooks stay in Python (apply.py): they run a few times a step, where this runs for
+// every op. A Python dispatch mode spent a fifth of a small model's step only entering
+// Python once per op; this keeps the whole per-op path in C++.
+
+#include <torch/extension.h>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One operand as the Rust core reads it (crates/py/src/hook.rs, #[repr(C)]).
+struct Operand {
+  uint32_t tensor;
+  uint64_t read;
+  uint64_t written;
+};
+using WaitFn = double (*)(const void*, const Operand*, size_t, size_t, double);
+using BusyFn = double (*)(double);
+
+struct Kernel {
+  int target;
+  int also;  // the other op eager torch runs for it (dropout's mul), or -1
+  bool has_shape;
+  std::vector<int64_t> shape;
+  std::vector<int> inputs, outputs;  // tensor ids, -1 for an operand without a name
+  int step;
+  bool dropout;  // eager dropout's noise is the graph's mask
+};
+
+struct Span {
+  std::vector<int> froms, pools;
+};
+
+struct Live {
+  c10::weak_intrusive_ptr<c10::StorageImpl> ref;
+  int64_t nbytes;
+  int name;
+  // the plan's earlier names for this storage (a reshape placer copies and torch views;
+  // an in-place op's input): counted while they are read
+  std::vector<int> others;
+};
+
+enum class Seen : uint8_t { Decomposed, Skipped, Yes };
+
+struct OpInfo {
+  Seen seen;
+  int target;  // -2: no kernel of the graph has this op
+  std::string key;
+  std::vector<size_t> writes;  // argument positions the op writes in place
+};
+
+struct Ctx : at::ObserverContext {
+  const OpInfo* op = nullptr;
+  bool skip = false;
+  int64_t start = 0;
+  std::vector<at::Tensor> ins;
+  std::vector<const void*> written;
+};
+
+class Tracker;
+std::atomic<Tracker*> g_active{nullptr};
+thread_local int t_depth = 0;
+
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) {
+    if (v.toTensor().defined()) out.push_back(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector())
+      if (t.defined()) out.push_back(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) flatten(e, out);
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) flatten(e, out);
+  }
+}
+
+const void* storage_key(const at::Tensor& t) {
+  return t.storage().data_ptr().get();
+}
+
+int64_t nbytes_of(const at::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+// How often the live storages are scanned for the DRAM peak: after an op of the graph,
+// at most every 2 ms, and no sooner than 100 times the last scan took after it, which
+// bounds the scans' share of the step.
+constexpr int64_t kPollNs = 2'000'000;
+constexpr int64_t kPollShare = 100;
+// How far ahead of the last match an op may be found: eager runs a few ops the graph
+// folds away (an unsqueeze before an expand), never long stretches.
+constexpr size_t kLookahead = 12;
+
+class Tracker {
+ public:
+  Tracker(std::vector<Kernel> kernels, std::vector<Span> spans, std::vector<int> ends,
+          std::vector<int> update_step, std::unordered_map<std::string, int> targets,
+          std::unordered_map<std::string, std::string> same, int steps, bool emulated,
+          uintptr_t wait_fn, uintptr_t busy_fn, py::object placement, py::object on_step)
+      : kernels_(std::move(kernels)), spans_(std::move(spans)), ends_(std::move(ends)),
+        update_step_(std::move(update_step)), targets_(std::move(targets)),
+        same_(std::move(same)), steps_(steps), emulated_(emulated),
+        wait_(reinterpret_cast<WaitFn>(wait_fn)), busy_(reinterpret_cast<BusyFn>(busy_fn)),
+        placement_(std::move(placement)), on_step_(std::move(on_step)) {
+    // The Placement object stays alive as long as this tracker holds it.
+    placement_ptr_ = reinterpret_cast<const void*>(
+        placement_.attr("address")().cast<uintptr_t>());
+  }
+
+  ~Tracker() { stop(); }
+
+  // A step starts: the counters reset, and the callback sees this thread's ops.
+  void begin(int move_threshold) {
+    if (handle_ != 0) throw std::runtime_error("placer_torch: this plan's step is already running");
+    Tracker* none = nullptr;
+    if (!g_active.compare_exchange_strong(none, this))
+      throw std::runtime_error("placer_torch: another plan's step is running (one `with placed:` at a time)");
+    live_.clear();
+    cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0, polls_ = 0;
+    wait_total_ = 0.0, dram_peak_ = 0, unplaced_peak_ = 0;
+    polled_ns_ = 0, poll_gap_ns_ = kPollNs;
+    threshold_ = move_threshold;
+    error_.clear();
+    internal_ = false;
+    owner_ = std::this_thread::get_id();
+    handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&Tracker::on_start, &Tracker::on_end)
+                                             .needsInputs(true)
+                                             .needsOutputs(true)
+                                             .scopes({at::RecordScope::FUNCTION}));
+  }
+
+  // The step is over: the callback is removed; an error an op met is raised now.
+  void end() {
+    stop();
+    poll();
+    if (!error_.empty()) throw std::runtime_error(error_);
+  }
+
+  void set_internal(bool internal) { internal_ = internal; }
+
+  // The storage behind `t`, registered the first time it is seen (by the name the plan
+  // gives it, or as not placed); a name learnt later completes it.
+  void see(const at::Tensor& t, int name, bool result) {
+    const void* key = storage_key(t);
+    auto it = live_.find(key);
+    if (it == live_.end() || it->second.ref.expired()) {
+      live_.insert_or_assign(key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()), name, {}});
+      return;
+    }
+    Live& v = it->second;
+    if (name < 0 || name == v.name) return;
+    auto has = [&](int n) { return std::find(v.others.begin(), v.others.end(), n) != v.others.end(); };
+    if (v.name < 0) {
+      v.name = name;
+    } else if (result || end_of(v.name) < step_) {
+      // A result written into a storage already seen (an in-place op), or a storage read
+      // under a later name once its own has no reader left (torch views what placer
+      // copies, a reshape): the plan's new tensor from now on.
+      if (!has(v.name)) v.others.push_back(v.name);
+      v.name = name;
+    } else if (!has(name)) {
+      v.others.push_back(name);
+    }
+  }
+
+  // (name, earlier names) of the storage behind `t`, or None when it was not seen.
+  py::object names(const at::Tensor& t) const {
+    auto it = live_.find(storage_key(t));
+    if (it == live_.end() || it->second.ref.expired()) return py::none();
+    return py::make_tuple(it->second.name, it->second.others);
+  }
+
+  // The name whose span decides where the storage behind `t` is counted now, or -1.
+  int counted_name(const at::Tensor& t) const {
+    auto it = live_.find(storage_key(t));
+    if (it == live_.end()) return -1;
+    int decides = -1;
+    counted(it->second, step_, &decides);
+    return decides;
+  }
+
+  // The storage behind `t` is no longer the plan's tensor `name` (torch's own copy of
+  // an activation the plan moved): not placed from now on.
+  void forget(const at::Tensor& t, int name) {
+    auto it = live_.find(storage_key(t));
+    if (it != live_.end() && it->second.name == name) {
+      it->second.name = -1;
+      it->second.others.clear();
+    }
+  }
+
+  // The DRAM in use now: live storages the plan has in DRAM at this step, and every live
+  // storage it does not place.
+  void poll() {
+    int64_t start = now_ns();
+    int64_t dram = 0, unplaced = 0;
+    for (auto it = live_.begin(); it != live_.end();) {
+      const Live& v = it->second;
+      if (v.ref.expired()) {
+        it = live_.erase(it);
+        continue;
+      }
+      const Span* sp = v.name >= 0 ? &spans_[v.name] : nullptr;
+      if (!v.others.empty()) {
+        if (const Span* c = counted(v, step_, nullptr)) sp = c;
+      }
+      if (sp == nullptr)
+        unplaced += v.nbytes;
+      else if (pool_at(*sp, step_) == 0)
+        dram += v.nbytes;
+      ++it;
+    }
+    dram_peak_ = std::max(dram_peak_, dram + unplaced);
+    unplaced_peak_ = std::max(unplaced_peak_, unplaced);
+    ++polls_;
+    polled_ns_ = now_ns();
+    poll_gap_ns_ = std::max(kPollNs, kPollShare * (polled_ns_ - start));
+  }
+
+  py::dict counters() const {
+    py::dict d;
+    d["step"] = step_;
+    d["matched"] = matched_;
+    d["unmatched"] = unmatched_;
+    d["wait_ns"] = wait_total_;
+    d["dram_peak"] = dram_peak_;
+    d["unplaced_peak"] = unplaced_peak_;
+    d["polls"] = polls_;
+    return d;
+  }
+
+  const std::unordered_map<std::string, int64_t>& unmatched_ops() const { return unmatched_ops_; }
+  int step() const { return step_; }
+  void set_threshold(int threshold) { threshold_ = threshold; }
+
+ private:
+  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+    Tracker* t = g_active.load(std::memory_order_acquire);
+    if (t == nullptr || t_depth > 0 || std::this_thread::get_id() != t->owner_) return nullptr;
+    const OpInfo* op = t->info(fn);
+    if (op == nullptr || op->seen == Seen::Decomposed) return nullptr;
+    ++t_depth;
+    auto ctx = std::make_unique<Ctx>();
+    ctx->op = op;
+    ctx->skip = op->seen == Seen::Skipped || t->internal_ || !t->error_.empty();
+    if (!ctx->skip) {
+      // The arguments are boxed only for the start callbacks: kept here for the end.
+      c10::ArrayRef<const c10::IValue> args = fn.inputs();
+      for (const c10::IValue& a : args) flatten(a, ctx->ins);
+      for (size_t i : op->writes)
+        if (i < args.size() && args[i].isTensor()) ctx->written.push_back(storage_key(args[i].toTensor()));
+    }
+    ctx->start = now_ns();
+    return ctx;
+  }
+
+  static void on_end(const at::RecordFunction& fn, at::ObserverContext* c) {
+    if (c == nullptr) return;
+    --t_depth;
+    auto* ctx = static_cast<Ctx*>(c);
+    Tracker* t = g_active.load(std::memory_order_acquire);
+    if (ctx->skip || t == nullptr) return;
+    int64_t kernel_ns = now_ns() - ctx->start;
+    // An end callback runs in a destructor: nothing may be thrown from it.
+    try {
+      t->op(fn, *ctx, kernel_ns);
+    } catch (const std::exception& e) {
+      t->error_ = std::string("placer_torch: while applying the plan to ") + ctx->op->key + ": " + e.what();
+    }
+  }
+
+  // What a seen op is, learnt once per op.
+  const OpInfo* info(const at::RecordFunction& fn) {
+    const char* name = fn.name();
+    auto it = ops_.find(name);
+    if (it != ops_.end()) return &it->second;
+    std::optional<c10::OperatorName> op_name = fn.operator_name();
+    if (!op_name) return nullptr;  // a named scope, not an op: its name is not kept
+    auto handle = c10::Dispatcher::singleton().findSchema(*op_name);
+    OpInfo info{Seen::Yes, -2, {}, {}};
+    std::string base = op_name->name;
+    auto colons = base.find("::");
+    std::string ns = colons == std::string::npos ? "" : base.substr(0, colons);
+    std::string op = colons == std::string::npos ? base : base.substr(colons + 2);
+    std::string overload = op_name->overload_name.empty() ? "default" : op_name->overload_name;
+    info.key = ns + "." + op + "." + overload;
+    if (handle) {
+      if (handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) info.seen = Seen::Decomposed;
+      // A view runs no kernel: it aliases an input and writes none.
+      bool any_alias = false, any_write = false;
+      const auto& arguments = handle->schema().arguments();
+      for (size_t i = 0; i < arguments.size(); ++i) {
+        const c10::AliasInfo* alias = arguments[i].alias_info();
+        if (alias == nullptr) continue;
+        any_alias = true;
+        if (alias->isWrite()) {
+          any_write = true;
+          info.writes.push_back(i);
+        }
+      }
+      if (info.seen == Seen::Yes && any_alias && !any_write) info.seen = Seen::Skipped;
+    }
+    if (ns == "profiler") info.seen = Seen::Skipped;
+    // The captured graph's name for it: `same` pairs, and an in-place op's functional
+    // form (AOTAutograd functionalises: `relu_` is `relu` there).
+    std::string canonical = info.key;
+    if (auto s = same_.find(info.key); s != same_.end()) canonical = s->second;
+    if (op.size() > 1 && op.back() == '_' && op.front() != '_') canonical = ns + "." + op.substr(0, op.size() - 1) + "." + overload;
+    if (auto tg = targets_.find(canonical); tg != targets_.end()) info.target = tg->second;
+    return &ops_.emplace(name, std::move(info)).first->second;
+  }
+
+  void op(const at::RecordFunction& fn, const Ctx& ctx, int64_t kernel_ns) {
+    std::vector<at::Tensor> outs;
+    for (const c10::IValue& o : fn.outputs()) flatten(o, outs);
+    const Kernel* k = match(ctx.op->target, outs);
+    int step;
+    if (k != nullptr) {
+      moves_until(k->step);
+      step = k->step;
+    } else {
+      ++unmatched_;
+      ++unmatched_ops_[ctx.op->key];
+      step = -1;
+    }
+    auto is_written = [&](const void* key) {
+      return std::find(ctx.written.begin(), ctx.written.end(), key) != ctx.written.end();
+    };
+    if (k != nullptr && k->dropout && ctx.ins.size() == 2 && k->outputs.size() > 1) see(ctx.ins[1], k->outputs[1], false);
+    std::vector<Operand> charged;
+    for (size_t i = 0; i < ctx.ins.size(); ++i) {
+      const at::Tensor& t = ctx.ins[i];
+      see(t, k != nullptr && i < k->inputs.size() ? k->inputs[i] : -1, false);
+      int name = live_name(t);
+      uint64_t n = static_cast<uint64_t>(nbytes_of(t));
+      if (name >= 0) charged.push_back(Operand{static_cast<uint32_t>(name), n, is_written(storage_key(t)) ? n : 0});
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const at::Tensor& t = outs[i];
+      see(t, k != nullptr && i < k->outputs.size() ? k->outputs[i] : -1, true);
+      int name = live_name(t);
+      if (name >= 0 && !is_written(storage_key(t)))
+        charged.push_back(Operand{static_cast<uint32_t>(name), 0, static_cast<uint64_t>(nbytes_of(t))});
+    }
+    if (k == nullptr) {
+      // An op outside the graph (the optimizer's, a buffer's): at the step of the update
+      // its tensors belong to, else where the graph has got to.
+      for (const Operand& o : charged) step = std::max(step, update_step_[o.tensor]);
+      if (step < 0) step = step_;
+    }
+    if (emulated_ && !charged.empty()) {
+      double wait = wait_(placement_ptr_, charged.data(), charged.size(),
+                          static_cast<size_t>(std::min(step, steps_ - 1)), static_cast<double>(kernel_ns));
+      if (wait < 0) throw std::runtime_error("the Rust core refused an operand's tensor id");
+      if (wait > 0) wait_total_ += busy_(wait);
+    }
+    if (k != nullptr && now_ns() - polled_ns_ >= poll_gap_ns_) poll();
+  }
+
+  const Kernel* match(int target, const std::vector<at::Tensor>& outs) {
+    if (target == -2) return nullptr;
+    size_t last = std::min(cursor_ + kLookahead, kernels_.size());
+    for (size_t i = cursor_; i < last; ++i) {
+      const Kernel& k = kernels_[i];
+      if (k.target != target && k.also != target) continue;
+      if (k.has_shape && (outs.empty() || outs[0].sizes() != c10::IntArrayRef(k.shape))) continue;
+      cursor_ = i + 1;
+      step_ = k.step;
+      ++matched_;
+      return &k;
+    }
+    return nullptr;
+  }
+
+  // At kernel `step`: the moves due by then, which Python runs (apply.py `_on_step`);
+  // it answers the next step at which one is due.
+  void moves_until(int step) {
+    if (step < threshold_) return;
+    // The moves' own copies are apply's, not the step's: unseen, as ops inside an op.
+    ++t_depth;
+    std::string failed;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        threshold_ = on_step_(step).cast<int>();
+      } catch (py::error_already_set& e) {
+        failed = std::string("a move failed: ") + e.what();
+      }
+    }
+    --t_depth;
+    if (!failed.empty()) throw std::runtime_error(failed);
+  }
+
+  int live_name(const at::Tensor& t) const {
+    auto it = live_.find(storage_key(t));
+    return it == live_.end() ? -1 : it->second.name;
+  }
+
+  int end_of(int name) const { return name >= 0 && name < static_cast<int>(ends_.size()) ? ends_[name] : steps_; }
+
+  // The span that decides where a storage of several of the plan's names is at `step`:
+  // a name still held then in DRAM, else any name still held, else none.
+  const Span* counted(const Live& v, int step, int* decides) const {
+    const Span* held = nullptr;
+    int held_name = -1;
+    auto consider = [&](int name) -> bool {
+      if (name < 0 || end_of(name) < step) return false;
+      const Span& sp = spans_[name];
+      if (pool_at(sp, step) == 0) {
+        held = &sp, held_name = name;
+        return true;
+      }
+      if (held == nullptr) held = &sp, held_name = name;
+      return false;
+    };
+    bool done = consider(v.name);
+    for (size_t i = 0; !done && i < v.others.size(); ++i) done = consider(v.others[i]);
+    if (decides != nullptr) *decides = held_name;
+    return held;
+  }
+
+  // The pool a tensor is in at `step`; before its first span, that span's.
+  static int pool_at(const Span& sp, int step) {
+    if (sp.pools.size() == 1) return sp.pools[0];
+    auto at = std::upper_bound(sp.froms.begin(), sp.froms.end(), step) - sp.froms.begin();
+    return sp.pools[std::max<ptrdiff_t>(0, at - 1)];
+  }
+
+  void stop() {
+    if (handle_ != 0) {
+      at::removeCallback(handle_);
+      handle_ = 0;
+    }
+    Tracker* self = this;
+    g_active.compare_exchange_strong(self, nullptr);
+  }
+
+  std::vector<Kernel> kernels_;
+  std::vector<Span> spans_;
+  std::vector<int> ends_, update_step_;
+  std::unordered_map<std::string, int> targets_;
+  std::unordered_map<std::string, std::string> same_;
+  int steps_;
+  bool emulated_;
+  WaitFn wait_;
+  BusyFn busy_;
+  py::object placement_, on_step_;
+  const void* placement_ptr_ = nullptr;
+
+  std::unordered_map<const char*, OpInfo> ops_;
+  std::unordered_map<const void*, Live> live_;
+  std::unordered_map<std::string, int64_t> unmatched_ops_;
+  at::CallbackHandle handle_ = 0;
+  std::thread::id owner_;
+  size_t cursor_ = 0;
+  int step_ = 0, threshold_ = 0;
+  int64_t matched_ = 0, unmatched_ = 0, polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
+  int64_t polled_ns_ = 0, poll_gap_ns_ = kPollNs;
+  double wait_total_ = 0.0;
+  bool internal_ = false;
+  std::string error_;
+};
+
+// A callback that asks torch for the same inputs and outputs as the tracker's and does
+// nothing with them: what torch's observer path alone costs a step (bench/apply_cost.py).
+class Floor {
+ public:
+  ~Floor() { end(); }
+  void begin() {
+    if (handle_ == 0)
+      handle_ = at::addThreadLocalCallback(at::RecordFunctionCallback(&on_start, &on_end)
+                                               .needsInputs(true)
+                                               .needsOutputs(true)
+                                               .scopes({at::RecordScope::FUNCTION}));
+  }
+  void end() {
+    if (handle_ != 0) at::removeCallback(handle_);
+    handle_ = 0;
+  }
+
+ private:
+  static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction&) { return nullptr; }
+  static void on_end(const at::RecordFunction&, at::ObserverContext*) {}
+  at::CallbackHandle handle_ = 0;
+};
+
+Kernel make_kernel(int target, int also, std::optional<std::vector<int64_t>> shape, std::vector<int> inputs,
+                   std::vector<int> outputs, int step, bool dropout) {
+  Kernel k{target, also, shape.has_value(), shape.value_or(std::vector<int64_t>{}), std::move(inputs),
+           std::move(outputs), step, dropout};
+  return k;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  py::class_<Kernel>(m, "Kernel").def(py::init(&make_kernel));
+  py::class_<Span>(m, "Span").def(py::init([](std::vector<int> froms, std::vector<int> pools) {
+    if (froms.size() != pools.size() || pools.empty()) throw std::invalid_argument("a span needs one pool per first step");
+    return Span{std::move(froms), std::move(pools)};
+  }));
+  py::class_<Floor>(m, "Floor").def(py::init<>()).def("begin", &Floor::begin).def("end", &Floor::end);
+  py::class_<Tracker>(m, "Tracker")
+      .def(py::init<std::vector<Kernel>, std::vector<Span>, std::vector<int>, std::vector<int>,
+                    std::unordered_map<std::string, int>, std::unordered_map<std::string, std::string>, int, bool,
+                    uintptr_t, uintptr_t, py::object, py::object>())
+      .def("begin", &Tracker::begin)
+      .def("end", &Tracker::end)
+      .def("set_internal", &Tracker::set_internal)
+      .def("set_threshold", &Tracker::set_threshold)
+      .def("see", &Tracker::see)
+      .def("names", &Tracker::names)
+      .def("counted_name", &Tracker::counted_name)
+      .def("forget", &Tracker::forget)
+      .def("poll", &Tracker::poll)
+      .def("counters", &Tracker::counters)
+      .def("unmatched_ops", &Tracker::unmatched_ops)
+      .def_property_readonly("step", &Tracker::step);
+}
