@@ -45,6 +45,15 @@ if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/d
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends python3 python3-venv
 fi
 
+# placer_torch's op hook is a C++ torch extension, compiled against python3's headers.
+if ! python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  echo "install-deps: installing python3-dev (placer_torch's op hook includes Python.h)"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends python3-dev
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "install-deps: cargo not found; install the Rust toolchain (rustup) first" >&2
   exit 1
