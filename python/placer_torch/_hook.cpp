@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -62,6 +63,8 @@ struct Live {
   c10::weak_intrusive_ptr<c10::StorageImpl> ref;
   int64_t nbytes;
   int name;
+  // the pool whose memory it is in (apply.py put it there), or -1: torch's, in DRAM
+  int home;
   // the plan's earlier names for this storage (a reshape placer copies and torch views;
   // an in-place op's input): counted while they are read
   std::vector<int> others;
@@ -143,6 +146,7 @@ class Tracker {
     if (!g_active.compare_exchange_strong(none, this))
       throw std::runtime_error("placer_torch: another plan's step is running (one `with placed:` at a time)");
     live_.clear();
+    misplaced_.clear();
     cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0, polls_ = 0;
     wait_total_ = 0.0, dram_peak_ = 0, unplaced_peak_ = 0;
     polled_ns_ = 0, poll_gap_ns_ = kPollNs;
@@ -159,22 +163,24 @@ class Tracker {
   // The step is over: the callback is removed; an error an op met is raised now.
   void end() {
     stop();
-    poll();
     if (!error_.empty()) throw std::runtime_error(error_);
   }
 
   void set_internal(bool internal) { internal_ = internal; }
 
   // The storage behind `t`, registered the first time it is seen (by the name the plan
-  // gives it, or as not placed); a name learnt later completes it.
-  void see(const at::Tensor& t, int name, bool result) {
+  // gives it, or as not placed); a name learnt later completes it. `home` is the pool
+  // whose memory apply put it in, when it did.
+  void see(const at::Tensor& t, int name, bool result, int home = -1) {
     const void* key = storage_key(t);
     auto it = live_.find(key);
     if (it == live_.end() || it->second.ref.expired()) {
-      live_.insert_or_assign(key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()), name, {}});
+      live_.insert_or_assign(
+          key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()), name, home, {}});
       return;
     }
     Live& v = it->second;
+    if (home >= 0) v.home = home;
     if (name < 0 || name == v.name) return;
     auto has = [&](int n) { return std::find(v.others.begin(), v.others.end(), n) != v.others.end(); };
     if (v.name < 0) {
@@ -216,8 +222,10 @@ class Tracker {
     }
   }
 
-  // The DRAM in use now: live storages the plan has in DRAM at this step, and every live
-  // storage it does not place.
+  // The DRAM in use now: every live storage but those in another pool's memory. Of it,
+  // what the plan does not have in DRAM at this step is not placed: torch's storages the
+  // plan has no name for, and the plan's tensors that it keeps elsewhere now but that
+  // stayed in torch's memory (their names are kept for the report).
   void poll() {
     int64_t start = now_ns();
     int64_t dram = 0, unplaced = 0;
@@ -227,17 +235,20 @@ class Tracker {
         it = live_.erase(it);
         continue;
       }
+      ++it;
+      if (v.home > 0) continue;  // pool 0 is DRAM
+      dram += v.nbytes;
+      int decides = v.name;
       const Span* sp = v.name >= 0 ? &spans_[v.name] : nullptr;
       if (!v.others.empty()) {
-        if (const Span* c = counted(v, step_, nullptr)) sp = c;
+        int c = -1;
+        if (const Span* held = counted(v, step_, &c)) sp = held, decides = c;
       }
-      if (sp == nullptr)
-        unplaced += v.nbytes;
-      else if (pool_at(*sp, step_) == 0)
-        dram += v.nbytes;
-      ++it;
+      if (sp != nullptr && pool_at(*sp, step_) == 0) continue;
+      unplaced += v.nbytes;
+      if (decides >= 0) misplaced_.insert(decides);
     }
-    dram_peak_ = std::max(dram_peak_, dram + unplaced);
+    dram_peak_ = std::max(dram_peak_, dram);
     unplaced_peak_ = std::max(unplaced_peak_, unplaced);
     ++polls_;
     polled_ns_ = now_ns();
@@ -257,6 +268,9 @@ class Tracker {
   }
 
   const std::unordered_map<std::string, int64_t>& unmatched_ops() const { return unmatched_ops_; }
+  // The plan's tensors seen in torch's memory at a scan of this step where the plan kept
+  // them outside DRAM.
+  std::vector<int> misplaced() const { return {misplaced_.begin(), misplaced_.end()}; }
   int step() const { return step_; }
   void set_threshold(int threshold) { threshold_ = threshold; }
 
@@ -477,6 +491,7 @@ class Tracker {
   std::unordered_map<const char*, OpInfo> ops_;
   std::unordered_map<const void*, Live> live_;
   std::unordered_map<std::string, int64_t> unmatched_ops_;
+  std::set<int> misplaced_;
   at::CallbackHandle handle_ = 0;
   std::thread::id owner_;
   size_t cursor_ = 0;
@@ -535,7 +550,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("end", &Tracker::end)
       .def("set_internal", &Tracker::set_internal)
       .def("set_threshold", &Tracker::set_threshold)
-      .def("see", &Tracker::see)
+      .def("see", &Tracker::see, py::arg("t"), py::arg("name"), py::arg("result"), py::arg("home") = -1)
+      .def("misplaced", &Tracker::misplaced)
       .def("names", &Tracker::names)
       .def("counted_name", &Tracker::counted_name)
       .def("forget", &Tracker::forget)

@@ -81,6 +81,8 @@ class StepRecord:
     routed: int
     unrouted: int
     saved_placed: int
+    #: the plan's tensors seen in torch's memory (DRAM) at a scan where the plan kept them elsewhere
+    misplaced: list
 
 
 @dataclass
@@ -180,8 +182,8 @@ class Placed:
                               [ids[n] if n is not None else -1 for n in k.outputs], k.step,
                               k.target == "aten.native_dropout.default")
                    for k in self.kernels]
-        pool_id = {name: i for i, (name, _) in enumerate(pools)}
-        spans = [ext.Span(self.spans[n][0], [pool_id[p] for p in self.spans[n][1]]) for n in self.names]
+        self.pool_ids = {name: i for i, (name, _) in enumerate(pools)}
+        spans = [ext.Span(self.spans[n][0], [self.pool_ids[p] for p in self.spans[n][1]]) for n in self.names]
         ends = [self.ends.get(n, self.steps) for n in self.names]
         update = [self.update_step.get(n, -1) for n in self.names]
         wait, spin = _core.entry_points()
@@ -205,12 +207,13 @@ class Placed:
         self._rehome()
         self.tracker.begin(self._threshold())
         for q, p in self.model.named_parameters():
-            self._see(p, q)
+            self._see(p, q, home=self._home_of(q))
             if p.grad is not None:
-                self._see(p.grad, f"{q}.grad")
+                self._see(p.grad, f"{q}.grad", home=self._home_of(f"{q}.grad"))
             buf = self.optimizer.state.get(p, {}).get("momentum_buffer")
             if buf is not None:
-                self._see(buf, f"optimizer.state[{q}].momentum_buffer")
+                state = f"optimizer.state[{q}].momentum_buffer"
+                self._see(buf, state, home=self._home_of(state))
         self.t0 = time.perf_counter()
         self.active = True
         if self.routes_saved:
@@ -229,12 +232,22 @@ class Placed:
         c = self.tracker.counters()
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
                                        self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
-                                       self.routed - self.saved_placed, len(self.unrouted), self.saved_placed))
+                                       self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
+                                       [self.names[i] for i in self.tracker.misplaced()]))
         self.saved = {}
         return False
 
-    def _see(self, t: torch.Tensor, name: str | None, result: bool = False) -> None:
-        self.tracker.see(t, self.ids[name] if name is not None else -1, result)
+    def _see(self, t: torch.Tensor, name: str | None, result: bool = False, home: str | None = None) -> None:
+        """Tells the hook that `t`'s storage is the plan's tensor `name`, in the memory of
+        pool `home` when apply put it there (else torch's, in DRAM). A name the model does
+        not have (a parameter the capture left out) is not placed."""
+        self.tracker.see(t, self.ids.get(name, -1) if name is not None else -1, result,
+                         self.pool_ids[home] if home is not None else -1)
+
+    def _home_of(self, name: str) -> str | None:
+        """The pool whose memory apply re-homed `name` into, if it did."""
+        homed = self.homed.get(name)
+        return homed[0] if homed is not None else None
 
     def _on_step(self, step: int) -> int:
         """From the hook, before kernel `step` when a move is due: runs the moves, and
@@ -317,7 +330,7 @@ class Placed:
             with self._own_ops():
                 home.copy_(g)
                 p.grad = home
-            self._see(home, name, result=True)
+            self._see(home, name, result=True, home=pool)
 
         return hook
 
@@ -410,7 +423,8 @@ class Placed:
         # torch's own copy, while forward still holds it: not placed
         self.tracker.forget(holder.t, self.ids[holder.name])
         holder.t, holder.pool, holder.pending = new, pool, None
-        self._see(new, holder.name, result=True)
+        # In pool memory when the pool is bound and not DRAM; into DRAM through torch's.
+        self._see(new, holder.name, result=True, home=pool if pool in self.bound and pool != self.dram else None)
         self.routed += 1
 
     # -- saved tensors -----------------------------------------------------------------
@@ -485,6 +499,8 @@ class Placed:
             f"plan keeps them in",
             f"DRAM peak  {last.dram_peak} B tracked (budget {self.placement.budget_bytes} B), of which "
             f"{last.unplaced_peak} B not placed by the plan (live storages scanned {last.polls} times in the step)",
+            f"not placed {len(last.misplaced)} of the plan's tensors stayed in torch's memory (DRAM) while the plan kept "
+            f"them elsewhere{_first(last.misplaced)}",
         ]
         for pool, n, nbytes, asked, on, elsewhere, unknown, per_node in self.pages():
             nodes = ",".join(str(x) for x in self.bound.get(pool, []))
@@ -507,6 +523,14 @@ def apply(model, optimizer, model_path, plan_path, capture: Capture | None = Non
     bound to NUMA nodes. A plan for another model, or a missing or malformed capture,
     raises `ModelError` or `CaptureError` in one line."""
     return Placed(model, optimizer, model_path, plan_path, capture, rehome)
+
+
+def _first(names: list, n: int = 5) -> str:
+    """': a, b, c and N more', or nothing for no names."""
+    if not names:
+        return ""
+    more = f" and {len(names) - n} more" if len(names) > n else ""
+    return ": " + ", ".join(sorted(names)[:n]) + more
 
 
 def _pool_at(span, step: int) -> str:

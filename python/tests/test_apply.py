@@ -214,6 +214,31 @@ class Apply(unittest.TestCase):
             self.assertLessEqual(r.dram_peak, budget + r.unplaced_peak, r)
             self.assertGreater(r.unplaced_peak, 0)  # batch norm's running statistics at least
 
+    def test_what_stays_in_torchs_memory_is_counted_in_dram_and_named(self):
+        # Without re-homing, every tensor the all-slow plan keeps outside DRAM stays in
+        # torch's memory: all the DRAM tracked is what the plan did not place, and the
+        # report names the plan's tensors among it.
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.baselines / "all-slow.json", rehome=False)
+        train(m, opt, self.batch, 2, placed)
+        r = placed.records[-1]
+        self.assertGreater(r.dram_peak, 0)
+        self.assertEqual(r.dram_peak, r.unplaced_peak)
+        params = {q for q, _ in m.named_parameters()}
+        self.assertLessEqual(params, set(r.misplaced))
+        self.assertIn(f"not placed {len(r.misplaced)} of the plan's tensors stayed in torch's memory", placed.report())
+        # Re-homed, the parameters are in the slow pool's memory: neither DRAM nor named.
+        m2, opt2 = self.fresh()
+        homed = placer_torch.apply(m2, opt2, self.model_path, self.baselines / "all-slow.json")
+        train(m2, opt2, self.batch, 2, homed)
+        self.assertFalse(params & set(homed.records[-1].misplaced))
+        self.assertLess(homed.records[-1].dram_peak, r.dram_peak)
+        # With every tensor in DRAM, nothing is off the plan.
+        m3, opt3 = self.fresh()
+        dram = placer_torch.apply(m3, opt3, self.model_path, self.all_dram, rehome=False)
+        train(m3, opt3, self.batch, 2, dram)
+        self.assertEqual(dram.records[-1].misplaced, [])
+
     def test_parameters_and_optimizer_state_live_in_their_pools_memory_with_pages_checked(self):
         m, opt = self.fresh()
         placed = placer_torch.apply(m, opt, self.model_path, self.grads_slow)
