@@ -3,9 +3,8 @@ the noise floor), torch under a Python `TorchDispatchMode` that only calls the o
 any per-op Python costs), torch with an op observer that asks for every op's inputs and
 outputs as apply's C++ hook does and does nothing (what torch's observer path alone
 costs), and apply with a plan that pins every tensor to DRAM, with and without
-re-homing. Interleaved step by step in one process,
-each contender on its own copy of the model. scripts/torch/apply-cost.sh runs it with
-the host's FMA peak before and after.
+re-homing. Interleaved step by step in one process, each contender on its own copy of
+the model. scripts/torch/apply-cost.sh runs it with the host's FMA peak before and after.
 
     $(scripts/torch/venv.sh) python/bench/apply_cost.py --placer target/release/placer \
         [--model resnet18] [--batch 8] [--steps 20]

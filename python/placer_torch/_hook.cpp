@@ -208,7 +208,7 @@ class Tracker {
     auto it = live_.find(storage_key(t));
     if (it == live_.end()) return -1;
     int decides = -1;
-    counted(it->second, step_, &decides);
+    span_now(it->second, &decides);
     return decides;
   }
 
@@ -238,12 +238,8 @@ class Tracker {
       ++it;
       if (v.home > 0) continue;  // pool 0 is DRAM
       dram += v.nbytes;
-      int decides = v.name;
-      const Span* sp = v.name >= 0 ? &spans_[v.name] : nullptr;
-      if (!v.others.empty()) {
-        int c = -1;
-        if (const Span* held = counted(v, step_, &c)) sp = held, decides = c;
-      }
+      int decides = -1;
+      const Span* sp = span_now(v, &decides);
       if (sp != nullptr && pool_at(*sp, step_) == 0) continue;
       unplaced += v.nbytes;
       if (decides >= 0) misplaced_.insert(decides);
@@ -257,7 +253,6 @@ class Tracker {
 
   py::dict counters() const {
     py::dict d;
-    d["step"] = step_;
     d["matched"] = matched_;
     d["unmatched"] = unmatched_;
     d["wait_ns"] = wait_total_;
@@ -272,7 +267,6 @@ class Tracker {
   // them outside DRAM.
   std::vector<int> misplaced() const { return {misplaced_.begin(), misplaced_.end()}; }
   int step() const { return step_; }
-  void set_threshold(int threshold) { threshold_ = threshold; }
 
  private:
   static std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
@@ -439,6 +433,17 @@ class Tracker {
 
   int end_of(int name) const { return name >= 0 && name < static_cast<int>(ends_.size()) ? ends_[name] : steps_; }
 
+  // The span that decides where a storage is now, and its name: its own name's, unless
+  // it has several of the plan's names and one of them is still held (`counted`).
+  const Span* span_now(const Live& v, int* decides) const {
+    *decides = v.name;
+    const Span* sp = v.name >= 0 ? &spans_[v.name] : nullptr;
+    if (v.others.empty()) return sp;
+    int held_name = -1;
+    if (const Span* held = counted(v, step_, &held_name)) sp = held, *decides = held_name;
+    return sp;
+  }
+
   // The span that decides where a storage of several of the plan's names is at `step`:
   // a name still held then in DRAM, else any name still held, else none.
   const Span* counted(const Live& v, int step, int* decides) const {
@@ -549,7 +554,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("begin", &Tracker::begin)
       .def("end", &Tracker::end)
       .def("set_internal", &Tracker::set_internal)
-      .def("set_threshold", &Tracker::set_threshold)
       .def("see", &Tracker::see, py::arg("t"), py::arg("name"), py::arg("result"), py::arg("home") = -1)
       .def("misplaced", &Tracker::misplaced)
       .def("names", &Tracker::names)

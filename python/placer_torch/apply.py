@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 import torch
 
 from . import _core, heap, hook
-from .builder import flat as _flat
 from .capture import Capture
 from .saved import PoolMemory, Saved, routable
 
@@ -155,7 +154,6 @@ class Placed:
         self.model, self.optimizer = model, optimizer
         #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
         self.active = self._internal = False
-        self.step = 0
         #: parameter name -> its gradient's memory in its pool (see `_grad_hook`)
         self.grad_homes: dict = {}
         for q, p in model.named_parameters():
@@ -244,6 +242,11 @@ class Placed:
         self.tracker.see(t, self.ids.get(name, -1) if name is not None else -1, result,
                          self.pool_ids[home] if home is not None else -1)
 
+    @property
+    def step(self) -> int:
+        """The step of the graph's kernel the hook matched last."""
+        return self.tracker.step
+
     def _home_of(self, name: str) -> str | None:
         """The pool whose memory apply re-homed `name` into, if it did."""
         homed = self.homed.get(name)
@@ -252,7 +255,6 @@ class Placed:
     def _on_step(self, step: int) -> int:
         """From the hook, before kernel `step` when a move is due: runs the moves, and
         answers the next step at which one is."""
-        self.step = step
         self._moves_until(step)
         return self._threshold()
 
@@ -434,7 +436,6 @@ class Placed:
         plan's moves carry between pools."""
         if self._internal or not self.active:
             return t
-        self.step = self.tracker.step
         seen = self.tracker.names(t)
         name = self.names[seen[0]] if seen is not None and seen[0] >= 0 else None
         span = self.spans.get(name) if name is not None and name not in self.homed else None
@@ -463,7 +464,6 @@ class Placed:
         first (waited for, or run here), and the holder's tensor is what it reads."""
         if not isinstance(packed, Saved):
             return packed
-        self.step = self.tracker.step
         uses = self.uses.get(packed.name, [])
         at = bisect.bisect_right(uses, self.step)
         use = uses[at] if at < len(uses) else self.steps
