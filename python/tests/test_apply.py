@@ -232,7 +232,6 @@ class Apply(unittest.TestCase):
         homed = placer_torch.apply(m2, opt2, self.model_path, self.baselines / "all-slow.json")
         train(m2, opt2, self.batch, 2, homed)
         self.assertFalse(params & set(homed.records[-1].misplaced))
-        self.assertLess(homed.records[-1].dram_peak, r.dram_peak)
         # With every tensor in DRAM, nothing is off the plan.
         m3, opt3 = self.fresh()
         dram = placer_torch.apply(m3, opt3, self.model_path, self.all_dram, rehome=False)
