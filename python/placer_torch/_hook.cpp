@@ -11,15 +11,25 @@
 // hooks stay in Python (apply.py): they run a few times a step, where this runs for
 // every op. A Python dispatch mode spent a fifth of a small model's step only entering
 // Python once per op; this keeps the whole per-op path in C++.
+//
+// Results are placed at birth. While a seen op runs, the tracker tells the CPU
+// allocator (`PoolAllocator`, torch's `SetCPUAllocator`) which results the plan has
+// outside DRAM at that op: their sizes and pools, from the graph's kernel the op is
+// about to match. An allocation of such a size then takes that pool's memory (placer's
+// own pools, through the Rust core: homes.rs), and every other allocation is torch's
+// own allocator's, as before.
 
 #include <torch/extension.h>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 
+#include <c10/core/CPUAllocator.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -44,6 +54,119 @@ struct Operand {
 };
 using WaitFn = double (*)(const void*, const Operand*, size_t, size_t, double);
 using BusyFn = double (*)(double);
+using TakeFn = void* (*)(const void*, uint32_t, uint64_t);
+using GiveFn = void (*)(const void*, void*);
+
+// The results the op running on this thread is planned to have outside DRAM, and the
+// pool memory they come from.
+struct Births {
+  const void* memory = nullptr;
+  TakeFn take = nullptr;
+  GiveFn give = nullptr;
+  std::vector<std::pair<uint64_t, int>> due;  // (bytes, pool), not yet allocated
+  std::vector<const void*> made;              // addresses born during the op
+};
+thread_local Births* t_births = nullptr;
+
+// Where a block born in pool memory came from, by address: its pool, and how to give it
+// back. Any thread may free a tensor, so this is locked.
+struct Born {
+  const void* memory;
+  GiveFn give;
+  int pool;
+};
+// Both are never destroyed: a tensor may be freed after static destructors have run.
+std::mutex& born_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+std::unordered_map<const void*, Born>& born_blocks() {
+  static auto* blocks = new std::unordered_map<const void*, Born>;
+  return *blocks;
+}
+c10::DeleterFnPtr g_base_raw_deleter = nullptr;
+
+// The deleter of every block born in pool memory: back to the pool memory's reuse list.
+void free_born(void* p) {
+  Born b{};
+  {
+    std::lock_guard<std::mutex> lock(born_mutex());
+    auto it = born_blocks().find(p);
+    if (it == born_blocks().end()) return;  // not ours: cannot happen, as only births carry this
+    b = it->second;
+    born_blocks().erase(it);
+  }
+  b.give(b.memory, p);
+}
+
+// The raw deleter for oneDNN's raw_allocate, which may get either kind of block.
+void free_any(void* p) {
+  bool born;
+  {
+    std::lock_guard<std::mutex> lock(born_mutex());
+    born = born_blocks().count(p) != 0;
+  }
+  if (born)
+    free_born(p);
+  else if (g_base_raw_deleter != nullptr)
+    g_base_raw_deleter(p);
+}
+
+// The pool a storage's memory was born in, or -1: torch's own.
+int born_pool(const at::Tensor& t) {
+  const c10::DataPtr& d = t.storage().data_ptr();
+  if (d.get_deleter() != &free_born) return -1;
+  std::lock_guard<std::mutex> lock(born_mutex());
+  auto it = born_blocks().find(d.get());
+  return it == born_blocks().end() ? -1 : it->second.pool;
+}
+
+// torch's CPU allocator, with births: an allocation of a size the running op is planned
+// to make outside DRAM takes that pool's memory; any other is torch's allocator's. A
+// pool that cannot give the bytes leaves the request to torch's allocator (the result
+// is then counted in DRAM, where it is). Installed once, for the process: blocks from
+// either allocator outlive any plan, and each carries its own deleter.
+class PoolAllocator final : public c10::Allocator {
+ public:
+  static void install() {
+    static PoolAllocator* installed = [] {
+      auto* a = new PoolAllocator(c10::GetCPUAllocator());  // never freed: storages keep it
+      g_base_raw_deleter = a->base_->raw_deleter();
+      c10::SetCPUAllocator(a, /*priority=*/1);
+      return a;
+    }();
+    (void)installed;
+  }
+
+  c10::DataPtr allocate(size_t n) override {
+    Births* b = t_births;
+    if (b != nullptr && n > 0) {
+      for (auto it = b->due.begin(); it != b->due.end(); ++it) {
+        if (it->first != n) continue;
+        void* p = b->take(b->memory, static_cast<uint32_t>(it->second), n);
+        if (p == nullptr) break;
+        {
+          std::lock_guard<std::mutex> lock(born_mutex());
+          born_blocks()[p] = Born{b->memory, b->give, it->second};
+        }
+        b->due.erase(it);
+        b->made.push_back(p);
+        return {p, p, &free_born, c10::Device(c10::DeviceType::CPU)};
+      }
+    }
+    return base_->allocate(n);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return g_base_raw_deleter != nullptr ? &free_any : nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  explicit PoolAllocator(c10::Allocator* base) : base_(base) {}
+  c10::Allocator* base_;
+};
 
 struct Kernel {
   int target;
@@ -126,15 +249,26 @@ class Tracker {
   Tracker(std::vector<Kernel> kernels, std::vector<Span> spans, std::vector<int> ends,
           std::vector<int> update_step, std::unordered_map<std::string, int> targets,
           std::unordered_map<std::string, std::string> same, int steps, bool emulated,
-          uintptr_t wait_fn, uintptr_t busy_fn, py::object placement, py::object on_step)
+          uintptr_t wait_fn, uintptr_t busy_fn, py::object placement, py::object on_step,
+          std::vector<uint64_t> sizes, std::vector<bool> bornable, py::object homes, uintptr_t take_fn,
+          uintptr_t give_fn)
       : kernels_(std::move(kernels)), spans_(std::move(spans)), ends_(std::move(ends)),
         update_step_(std::move(update_step)), targets_(std::move(targets)),
         same_(std::move(same)), steps_(steps), emulated_(emulated),
         wait_(reinterpret_cast<WaitFn>(wait_fn)), busy_(reinterpret_cast<BusyFn>(busy_fn)),
-        placement_(std::move(placement)), on_step_(std::move(on_step)) {
+        placement_(std::move(placement)), on_step_(std::move(on_step)), sizes_(std::move(sizes)),
+        bornable_(std::move(bornable)), homes_(std::move(homes)) {
     // The Placement object stays alive as long as this tracker holds it.
     placement_ptr_ = reinterpret_cast<const void*>(
         placement_.attr("address")().cast<uintptr_t>());
+    // Births need pool memory (the Homes object, held here like the placement) and a
+    // pool outside DRAM to place results in.
+    if (!homes_.is_none() && std::find(bornable_.begin(), bornable_.end(), true) != bornable_.end()) {
+      births_.memory = reinterpret_cast<const void*>(homes_.attr("address")().cast<uintptr_t>());
+      births_.take = reinterpret_cast<TakeFn>(take_fn);
+      births_.give = reinterpret_cast<GiveFn>(give_fn);
+      PoolAllocator::install();
+    }
   }
 
   ~Tracker() { stop(); }
@@ -148,6 +282,7 @@ class Tracker {
     live_.clear();
     misplaced_.clear();
     cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0, polls_ = 0;
+    born_ = 0, born_bytes_ = 0, stray_ = 0;
     wait_total_ = 0.0, dram_peak_ = 0, unplaced_peak_ = 0;
     polled_ns_ = 0, poll_gap_ns_ = kPollNs;
     threshold_ = move_threshold;
@@ -175,6 +310,7 @@ class Tracker {
     const void* key = storage_key(t);
     auto it = live_.find(key);
     if (it == live_.end() || it->second.ref.expired()) {
+      if (home < 0) home = born_pool(t);
       live_.insert_or_assign(
           key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()), name, home, {}});
       return;
@@ -259,6 +395,9 @@ class Tracker {
     d["dram_peak"] = dram_peak_;
     d["unplaced_peak"] = unplaced_peak_;
     d["polls"] = polls_;
+    d["born"] = born_;
+    d["born_bytes"] = born_bytes_;
+    d["stray"] = stray_;
     return d;
   }
 
@@ -285,6 +424,7 @@ class Tracker {
       for (size_t i : op->writes)
         if (i < args.size() && args[i].isTensor()) ctx->written.push_back(storage_key(args[i].toTensor()));
     }
+    if (!ctx->skip && t->births_.memory != nullptr) t->plan_births(*op);
     ctx->start = now_ns();
     return ctx;
   }
@@ -292,6 +432,7 @@ class Tracker {
   static void on_end(const at::RecordFunction& fn, at::ObserverContext* c) {
     if (c == nullptr) return;
     --t_depth;
+    t_births = nullptr;
     auto* ctx = static_cast<Ctx*>(c);
     Tracker* t = g_active.load(std::memory_order_acquire);
     if (ctx->skip || t == nullptr) return;
@@ -345,6 +486,48 @@ class Tracker {
     return &ops_.emplace(name, std::move(info)).first->second;
   }
 
+  // The results of the graph's kernel this op is about to match (the next of its target,
+  // as `match` will find it) that the plan has outside DRAM at that kernel: the CPU
+  // allocator places allocations of their sizes in their pools while the op runs.
+  void plan_births(const OpInfo& op) {
+    births_.due.clear();
+    births_.made.clear();
+    if (op.target == -2) return;
+    size_t last = std::min(cursor_ + kLookahead, kernels_.size());
+    for (size_t i = cursor_; i < last; ++i) {
+      const Kernel& k = kernels_[i];
+      if (k.target != op.target && k.also != op.target) continue;
+      for (int id : k.outputs) {
+        if (id < 0) continue;
+        int pool = pool_at(spans_[id], k.step);
+        if (pool > 0 && pool < static_cast<int>(bornable_.size()) && bornable_[pool] && sizes_[id] > 0)
+          births_.due.emplace_back(sizes_[id], pool);
+      }
+      break;
+    }
+    if (!births_.due.empty()) t_births = &births_;
+  }
+
+  // Of the blocks born during the op: a result the plan has in that pool at this step
+  // is placed; any other (a scratch buffer of the same size, a result the op's match
+  // did not predict) is a stray, counted where it is.
+  void count_births(const Kernel* k, const std::vector<at::Tensor>& outs, int step) {
+    if (births_.made.empty()) return;
+    size_t landed = 0;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const void* key = storage_key(outs[i]);
+      if (std::find(births_.made.begin(), births_.made.end(), key) == births_.made.end()) continue;
+      int name = k != nullptr && i < k->outputs.size() ? k->outputs[i] : -1;
+      if (name >= 0 && pool_at(spans_[name], step) == born_pool(outs[i])) {
+        ++landed;
+        born_bytes_ += static_cast<int64_t>(outs[i].storage().nbytes());
+      }
+    }
+    born_ += static_cast<int64_t>(landed);
+    stray_ += static_cast<int64_t>(births_.made.size() - landed);
+    births_.made.clear();
+  }
+
   void op(const at::RecordFunction& fn, const Ctx& ctx, int64_t kernel_ns) {
     std::vector<at::Tensor> outs;
     for (const c10::IValue& o : fn.outputs()) flatten(o, outs);
@@ -358,6 +541,7 @@ class Tracker {
       ++unmatched_ops_[ctx.op->key];
       step = -1;
     }
+    count_births(k, outs, step);
     auto is_written = [&](const void* key) {
       return std::find(ctx.written.begin(), ctx.written.end(), key) != ctx.written.end();
     };
@@ -473,6 +657,7 @@ class Tracker {
   }
 
   void stop() {
+    t_births = nullptr;
     if (handle_ != 0) {
       at::removeCallback(handle_);
       handle_ = 0;
@@ -492,6 +677,10 @@ class Tracker {
   BusyFn busy_;
   py::object placement_, on_step_;
   const void* placement_ptr_ = nullptr;
+  std::vector<uint64_t> sizes_;  // every tensor's bytes, by id
+  std::vector<bool> bornable_;   // by pool: results may be born in its memory
+  py::object homes_;             // the pool memory births come from, or None
+  Births births_;
 
   std::unordered_map<const char*, OpInfo> ops_;
   std::unordered_map<const void*, Live> live_;
@@ -502,6 +691,7 @@ class Tracker {
   size_t cursor_ = 0;
   int step_ = 0, threshold_ = 0;
   int64_t matched_ = 0, unmatched_ = 0, polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
+  int64_t born_ = 0, born_bytes_ = 0, stray_ = 0;
   int64_t polled_ns_ = 0, poll_gap_ns_ = kPollNs;
   double wait_total_ = 0.0;
   bool internal_ = false;
@@ -546,11 +736,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     if (froms.size() != pools.size() || pools.empty()) throw std::invalid_argument("a span needs one pool per first step");
     return Span{std::move(froms), std::move(pools)};
   }));
+  m.def("born_pool", &born_pool, "The pool whose memory a tensor's storage was born in, or -1: torch's own.");
   py::class_<Floor>(m, "Floor").def(py::init<>()).def("begin", &Floor::begin).def("end", &Floor::end);
   py::class_<Tracker>(m, "Tracker")
       .def(py::init<std::vector<Kernel>, std::vector<Span>, std::vector<int>, std::vector<int>,
                     std::unordered_map<std::string, int>, std::unordered_map<std::string, std::string>, int, bool,
-                    uintptr_t, uintptr_t, py::object, py::object>())
+                    uintptr_t, uintptr_t, py::object, py::object, std::vector<uint64_t>, std::vector<bool>,
+                    py::object, uintptr_t, uintptr_t>())
       .def("begin", &Tracker::begin)
       .def("end", &Tracker::end)
       .def("set_internal", &Tracker::set_internal)

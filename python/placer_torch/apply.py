@@ -23,8 +23,9 @@ it (one copy a step, into memory kept from step to step). Activations saved for
 backward that the plan moves go through autograd's saved-tensor hooks to a holder, and
 each of the plan's moves copies the holder's tensor into the destination pool's memory
 at its step (background moves on the copy thread); backward reads whatever the holder
-has by then (`saved.py`). Other activations and the step's temporaries stay where
-torch's allocator puts them.
+has by then (`saved.py`). Results are placed at birth: while an op runs, the hook's CPU
+allocator gives an allocation of the size of a result the plan has outside DRAM at
+that op that pool's memory. The step's other temporaries are torch's allocator's.
 
 What this host can and cannot show: its slow pools are EMULATED (data stays in DRAM and
 each op waits what the device model charges), so apply here changes timing, never data.
@@ -80,6 +81,11 @@ class StepRecord:
     routed: int
     unrouted: int
     saved_placed: int
+    #: results born in the memory of the pool the plan has them in, and their bytes
+    born: int
+    born_bytes: int
+    #: blocks born in pool memory that were not such a result (counted where they are)
+    stray: int
     #: the plan's tensors seen in torch's memory (DRAM) at a scan where the plan kept them elsewhere
     misplaced: list
 
@@ -96,7 +102,8 @@ class _Kernel:
 class Placed:
     """A plan applied to a torch training step; enter it around each step."""
 
-    def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True):
+    def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True,
+                 born: bool = True):
         # The heap the profile timed torch's ops on (heap.py), so that the step runs as
         # predicted.
         self.heap = heap.describe()
@@ -148,8 +155,8 @@ class Placed:
         self.ends = {n: max(s, self.uses.get(n, [s])[-1]) for n, s in made.items()}
         self.names = self.placement.names()
         self.ids = {n: i for i, n in enumerate(self.names)}
-        self.tracker = self._tracker(pools)
         self.routes_saved = bool(self.bound) and any(p != self.dram for p in self.bound)
+        self.tracker = self._tracker(pools, born)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
         #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
@@ -165,9 +172,10 @@ class Placed:
                 p.register_post_accumulate_grad_hook(self._grad_hook(q, span[1][0]))
         self.records: list = []
 
-    def _tracker(self, pools):
-        """The op hook, given the graph's kernels, every tensor's spans, last steps and
-        update steps by id, and the Rust core's wait and spin functions."""
+    def _tracker(self, pools, born: bool):
+        """The op hook, given the graph's kernels, every tensor's spans, last steps,
+        update steps and sizes by id, the Rust core's wait and spin functions, and (with
+        `born`) the pool memory results are born in."""
         ext = hook.load()
         targets: dict = {}
         ids = self.ids
@@ -181,12 +189,16 @@ class Placed:
                               k.target == "aten.native_dropout.default")
                    for k in self.kernels]
         self.pool_ids = {name: i for i, (name, _) in enumerate(pools)}
+        self.pool_names = [name for name, _ in pools]
         spans = [ext.Span(self.spans[n][0], [self.pool_ids[p] for p in self.spans[n][1]]) for n in self.names]
         ends = [self.ends.get(n, self.steps) for n in self.names]
         update = [self.update_step.get(n, -1) for n in self.names]
-        wait, spin = _core.entry_points()
+        wait, spin, take, give = _core.entry_points()
+        # Results are born in the memory of a NUMA-bound pool other than DRAM.
+        bornable = [name in self.bound and name != self.dram for name, _ in pools]
+        homes = self.homes if self.routes_saved and born else None
         return ext.Tracker(kernels, spans, ends, update, targets, _SAME, self.steps, self.emulated, wait, spin,
-                           self.placement, self._on_step)
+                           self.placement, self._on_step, self.placement.sizes(), bornable, homes, take, give)
 
     @property
     def unmatched_ops(self) -> dict:
@@ -231,6 +243,7 @@ class Placed:
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
                                        self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
+                                       c["born"], c["born_bytes"], c["stray"],
                                        [self.names[i] for i in self.tracker.misplaced()]))
         self.saved = {}
         return False
@@ -444,11 +457,16 @@ class Placed:
         pool = _pool_at(span, self.step)
         if name not in self.moved and (pool == self.dram or pool not in self.bound):
             return t
+        born = self._born_in(t)
+        if born == pool and name not in self.moved:
+            return t  # born where the plan keeps it, and it stays there
         if not routable(t):
             self.unrouted.add(name)
             return t
         holder = self.saved.get(name)
-        if holder is None:
+        if holder is None and born == pool:
+            holder = self.saved[name] = Saved(t, name, pool)  # its moves start from where it was born
+        elif holder is None:
             holder = self.saved[name] = Saved(t, name, self.dram)
             if pool != self.dram and pool in self.bound:
                 # Kept outside DRAM now: its saved copy goes into that pool's memory.
@@ -458,6 +476,11 @@ class Placed:
                 self._land(holder, new, pool)
                 self.saved_placed += 1
         return holder
+
+    def _born_in(self, t: torch.Tensor) -> str | None:
+        """The pool whose memory `t`'s storage was born in (the hook's CPU allocator), if any."""
+        pool = hook.load().born_pool(t)
+        return self.pool_names[pool] if pool >= 0 else None
 
     def _unpack(self, packed):
         """Backward needs the tensor now: the moves of it due by its next use are done
@@ -497,6 +520,8 @@ class Placed:
             f"memory not bound; {last.unrouted} saved view(s) left in torch's storage)",
             f"saved      {last.saved_placed} activation(s) saved for backward copied into the memory of the pool the "
             f"plan keeps them in",
+            f"born       {last.born} result(s) born in the memory of the pool the plan has them in, {last.born_bytes} B; "
+            f"{last.stray} other block(s) of those sizes born there (counted where they are)",
             f"DRAM peak  {last.dram_peak} B tracked (budget {self.placement.budget_bytes} B), of which "
             f"{last.unplaced_peak} B not placed by the plan (live storages scanned {last.polls} times in the step)",
             f"not placed {len(last.misplaced)} of the plan's tensors stayed in torch's memory (DRAM) while the plan kept "
@@ -504,25 +529,28 @@ class Placed:
         ]
         for pool, n, nbytes, asked, on, elsewhere, unknown, per_node in self.pages():
             nodes = ",".join(str(x) for x in self.bound.get(pool, []))
-            lines.append(f"pages      pool '{pool}' (bound to node {nodes}): {n} tensor(s) re-homed, {nbytes} B; "
-                         f"{on} of {asked} pages checked are on its nodes, {elsewhere} elsewhere, {unknown} not "
-                         f"placed (per node {per_node or '-'})")
+            lines.append(f"pages      pool '{pool}' (bound to node {nodes}): {n} buffer(s) of pool memory (re-homed, "
+                         f"saved or born; kept for reuse among them), {nbytes} B; {on} of {asked} pages checked are "
+                         f"on its nodes, {elsewhere} elsewhere, {unknown} not placed (per node {per_node or '-'})")
         lines.append(f"heap       {self.heap}")
         if self.homed:
-            lines.append("not homed  activations and the step's temporaries: torch's allocator places them")
+            lines.append("not homed  temporaries, and results the plan has in DRAM: torch's allocator places them")
         for name, label in self.pool_labels.items():
             if label:
                 lines.append(f"EMULATED   pool '{name}' as {label}: data stays in DRAM; ops wait what the model charges")
         return "\n".join(lines)
 
 
-def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True) -> Placed:
+def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True,
+          born: bool = True) -> Placed:
     """The plan at `plan_path` (for the model captured at `model_path`) applied to
     `model` and `optimizer`: enter the result around each training step. With `rehome`,
     parameters and optimizer state move into their planned pool's memory where it is
-    bound to NUMA nodes. A plan for another model, or a missing or malformed capture,
-    raises `ModelError` or `CaptureError` in one line."""
-    return Placed(model, optimizer, model_path, plan_path, capture, rehome)
+    bound to NUMA nodes, and so do the saved activations the plan keeps there; with
+    `born` too, every result the plan has outside DRAM is born in that pool's memory.
+    A plan for another model, or a missing or malformed capture, raises `ModelError` or
+    `CaptureError` in one line."""
+    return Placed(model, optimizer, model_path, plan_path, capture, rehome, born)
 
 
 def _first(names: list, n: int = 5) -> str:

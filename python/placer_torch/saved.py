@@ -18,46 +18,36 @@ import torch
 class PoolMemory:
     """Tensors in pool memory allocated by placer-pools (pages bound to the pool's NUMA
     nodes, placed and checked; `Homes.pages()` asks the kernel again). Memory a tensor
-    no longer uses is used again for the next tensor of that pool and size: a fresh
-    allocation would fault its pages in every step."""
+    no longer uses is kept by the Rust core for the next tensor of that pool and size
+    (homes.rs), as the hook's births are: a fresh allocation would fault its pages in
+    every step."""
 
     def __init__(self, homes):
         self.homes = homes
-        #: (pool, bytes) -> addresses no tensor is over
-        self.free: dict = {}
 
     def tensor(self, pool: str, like: torch.Tensor) -> torch.Tensor:
         """A contiguous tensor shaped as `like`, in `pool`'s memory (contents undefined)."""
         nbytes = like.numel() * like.element_size()
-        key = (pool, nbytes)
-        spare = self.free.get(key)
-        address = spare.pop() if spare else self.homes.allocate(pool, nbytes)
+        address = self.homes.take(pool, nbytes)
         arr = (ctypes.c_ubyte * nbytes).from_address(address)
         # Every tensor over the memory holds the array, and the array its slot: the
         # address is free again only once none of them is left.
-        arr._owner = _Slot(self.free, key, address, self.homes)
+        arr._owner = _Slot(self.homes, address)
         return torch.frombuffer(arr, dtype=like.dtype).view(like.shape)
-
 
     def release(self) -> int:
         """Frees the memory no tensor is over (kept for reuse until now); returns its bytes."""
-        freed = 0
-        for (_, nbytes), addresses in self.free.items():
-            for address in addresses:
-                if self.homes.release(address):
-                    freed += nbytes
-            addresses.clear()
-        return freed
+        return self.homes.release()
 
 
 class _Slot:
-    __slots__ = ("free", "key", "address", "homes")
+    __slots__ = ("homes", "address")
 
-    def __init__(self, free: dict, key, address: int, homes):
-        self.free, self.key, self.address, self.homes = free, key, address, homes
+    def __init__(self, homes, address: int):
+        self.homes, self.address = homes, address
 
     def __del__(self):
-        self.free.setdefault(self.key, []).append(self.address)
+        self.homes.give(self.address)
 
 
 class Saved:

@@ -5,6 +5,7 @@ Needs this build's `placer` (to profile and solve the captured model): tests/tor
 passes it as PLACER_BIN.
 """
 
+import gc
 import json
 import os
 import shutil
@@ -162,11 +163,13 @@ class Apply(unittest.TestCase):
         self.assertIn("moves", plan)
 
     def test_saved_activations_kept_outside_dram_are_in_that_pools_memory(self):
+        # Born in torch's memory (births off), they are copied into the pool's as saved.
         plain = train(*self.fresh(), self.batch, 3)
         m, opt = self.fresh()
-        placed = placer_torch.apply(m, opt, self.model_path, self.baselines / "all-slow.json")
+        placed = placer_torch.apply(m, opt, self.model_path, self.baselines / "all-slow.json", born=False)
         self.assertEqual(train(m, opt, self.batch, 3, placed), plain)
         self.assertGreater(placed.records[-1].saved_placed, 0)
+        self.assertEqual(placed.records[-1].born, 0)
         for pool, tensors, nbytes, asked, on, elsewhere, unknown, per_node in placed.pages():
             self.assertEqual((on, elsewhere, unknown), (asked, 0, 0), pool)
         self.assertIn("saved for backward copied into the memory of the pool", placed.report())
@@ -204,6 +207,50 @@ class Apply(unittest.TestCase):
         # Backward read it back in DRAM's memory: the move home ran before the unpack.
         self.assertIn(placed.dram, seen)
         self.assertNotIn(slow, seen)
+
+    def test_results_the_plan_keeps_outside_dram_are_born_in_that_pools_memory(self):
+        plain = train(*self.fresh(), self.batch, 3)
+        ext = hook.load()
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.baselines / "all-slow.json")
+        slow = next(p for p in placed.bound if p != placed.dram)
+        outs = []
+        handle = m.conv1.register_forward_hook(lambda _m, _a, out: outs.append(out))
+        try:
+            self.assertEqual(train(m, opt, self.batch, 3, placed), plain)
+        finally:
+            handle.remove()
+        # The first convolution's result, born while the op ran, in the slow pool's memory.
+        self.assertEqual([ext.born_pool(t) for t in outs], [placed.pool_ids[slow]] * 3)
+        r = placed.records[-1]
+        self.assertGreater(r.born, 0)
+        self.assertGreaterEqual(r.born_bytes, outs[-1].numel() * 4)
+        # Saved for backward where they were born: none is copied out of torch's memory.
+        self.assertEqual(r.saved_placed, 0)
+        conv = next(k.outputs[0] for k in placed.kernels if k.target == "aten.convolution.default")
+        self.assertNotIn(conv, r.misplaced)
+        self.assertRegex(placed.report(), rf"born       {r.born} result\(s\) born in the memory of the pool")
+        for pool, tensors, nbytes, asked, on, elsewhere, unknown, per_node in placed.pages():
+            self.assertEqual((on, elsewhere, unknown), (asked, 0, 0), pool)
+        # Outside a step every allocation is torch's own.
+        self.assertEqual(ext.born_pool(m.conv1(self.batch[0])), -1)
+        # A result born in pool memory outlives the plan that placed it.
+        kept, want = outs[-1], outs[-1].clone()
+        del placed, outs
+        gc.collect()
+        self.assertTrue(torch.equal(kept, want))
+        del kept
+        # With every tensor in DRAM nothing is born in pool memory.
+        m2, opt2 = self.fresh()
+        dram = placer_torch.apply(m2, opt2, self.model_path, self.all_dram)
+        seen = []
+        handle = m2.conv1.register_forward_hook(lambda _m, _a, out: seen.append(ext.born_pool(out)))
+        try:
+            train(m2, opt2, self.batch, 2, dram)
+        finally:
+            handle.remove()
+        self.assertEqual(seen, [-1, -1])
+        self.assertEqual((dram.records[-1].born, dram.records[-1].stray), (0, 0))
 
     def test_the_dram_peak_stays_within_the_budget_and_what_was_not_placed(self):
         budget = json.loads(self.plan.read_text())["budget_bytes"]

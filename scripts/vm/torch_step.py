@@ -2,8 +2,9 @@
 own torch loop (python/examples/small_cnn.py, captured on the host) for three steps under
 each PLAN in turn, in one process (importing torch takes minutes under the guest's
 software CPU), with parameters and optimizer state re-homed into their planned pools'
-memory. For each plan it prints `== plan FILE`, the losses, apply's report, and one
-`homed` line per pool with its pages as the kernel places them now
+memory, and results the plan has outside DRAM born there. For each plan it prints
+`== plan FILE`, the losses, apply's report, and one `homed` line per pool with its
+pages as the kernel places them now and the parameters and momentum buffers among them
 (scripts/vm/verify.py reads them). Usage: torch_step.py MODEL PLAN...
 """
 
@@ -30,7 +31,13 @@ for plan_path in sys.argv[2:]:
     print(f"== plan {Path(plan_path).name}")
     print("losses " + " ".join(f"{x:.6f}" for x in losses))
     print(placed.report())
+    params = {q for q, _ in model.named_parameters()}
     for pool, n, nbytes, asked, on, elsewhere, unknown, per_node in placed.pages():
         nodes = ",".join(str(x) for x in placed.bound[pool])
+        # Of the tensors re-homed there: parameters, and their momentum buffers. The
+        # pool's buffers also hold gradients, saved activations and results born there.
+        homed = [name for name, (p, _) in placed.homed.items() if p == pool]
+        n_params = sum(name in params for name in homed)
+        n_states = sum(name.startswith("optimizer.state[") for name in homed)
         print(f"homed {pool} nodes={nodes} tensors={n} bytes={nbytes} asked={asked} on={on} "
-              f"elsewhere={elsewhere} unknown={unknown} per_node={per_node}")
+              f"elsewhere={elsewhere} unknown={unknown} per_node={per_node} params={n_params} states={n_states}")

@@ -151,17 +151,19 @@ for line in plan_pools:
 timing = next((l.strip() for l in plan.splitlines() if l.strip().startswith("timing")), "")
 check("plan: the timing is labelled EMULATED", "EMULATED" in timing, timing)
 
-HOMED = re.compile(r"homed (\S+) nodes=([\d,]+) tensors=(\d+) bytes=(\d+) asked=(\d+) on=(\d+) elsewhere=(\d+)")
+HOMED = re.compile(r"homed (\S+) nodes=([\d,]+) tensors=(\d+) bytes=(\d+) asked=(\d+) on=(\d+) elsewhere=(\d+)"
+                   r".* params=(\d+) states=(\d+)")
 
 
 def torch_runs():
-    """torch_step.py's runs, by plan file: the losses line, and per pool (nodes, tensors,
-    pages asked, on the pool's nodes, elsewhere)."""
+    """torch_step.py's runs, by plan file: the losses line, and per pool (nodes, parameters
+    and momentum buffers re-homed there, pages asked, on the pool's nodes, elsewhere)."""
     runs = {}
     for section in text("torch-apply").split("== plan ")[1:]:
         name, body = section.split("\n", 1)
         losses = next((l for l in body.splitlines() if l.startswith("losses ")), "")
-        rows = {m.group(1): (m.group(2), *map(int, m.group(3, 5, 6, 7))) for m in HOMED.finditer(body)}
+        rows = {m.group(1): (m.group(2), int(m.group(8)) + int(m.group(9)), *map(int, m.group(5, 6, 7)))
+                for m in HOMED.finditer(body)}
         runs[name.strip()] = (losses, rows)
     return runs
 
@@ -175,14 +177,14 @@ if "torch-apply" in status:
     pmem_losses, rows = runs.get("cnn-pmem.json", ("", {}))
     nodes, tensors, asked, on, elsewhere = rows.get("pmem", ("-", 0, 0, 0, 0))
     # The small CNN: 7 parameters and 7 momentum buffers. The plan places the rest freely:
-    # gradients and saved activations it keeps in another pool are in that pool's memory,
-    # on its own nodes.
+    # gradients, saved activations and results it keeps in another pool are in that
+    # pool's memory, on its own nodes (the pmem pool's pages count theirs too).
     others = {p: r for p, r in rows.items() if p != "pmem"}
     rest_ok = all(a > 0 and o == a and not e for _, _, a, o, e in others.values())
     check(
         "torch + plan pinned to pmem: parameters and optimizer state on the kmem-DAX node",
         nodes == "2" and tensors == 14 and asked > 0 and on == asked and elsewhere == 0 and rest_ok,
-        f"pools {sorted(rows)}; pmem: node {nodes}, {tensors} tensors, {on} of {asked} pages on it, {elsewhere} "
+        f"pools {sorted(rows)}; pmem: node {nodes}, {tensors} parameters and buffers, {on} of {asked} pages on it, {elsewhere} "
         f"elsewhere; others {others or '-'}",
     )
     check("torch: the same losses under both plans", pmem_losses == plan_losses, f"{plan_losses} | {pmem_losses}")

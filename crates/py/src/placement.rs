@@ -110,6 +110,12 @@ impl Placement {
         self.model.tensors().iter().map(|t| t.name.clone()).collect()
     }
 
+    /// Every tensor's bytes, in the order of their ids: the sizes the op hook's CPU
+    /// allocator places at birth.
+    fn sizes(&self) -> Vec<u64> {
+        self.model.tensors().iter().map(|t| t.bytes).collect()
+    }
+
     /// This object's address, for the op hook's calls into `kernel_wait_ns` (hook.rs);
     /// valid while the object lives.
     fn address(&self) -> usize {
