@@ -63,7 +63,7 @@ struct Births {
   const void* memory = nullptr;
   TakeFn take = nullptr;
   GiveFn give = nullptr;
-  std::vector<std::pair<uint64_t, int>> due;  // (bytes, pool), not yet allocated
+  std::vector<std::pair<uint64_t, int>> due;  // (bytes, pool)
   std::vector<const void*> made;              // addresses born during the op
 };
 thread_local Births* t_births = nullptr;
@@ -122,10 +122,13 @@ int born_pool(const at::Tensor& t) {
 }
 
 // torch's CPU allocator, with births: an allocation of a size the running op is planned
-// to make outside DRAM takes that pool's memory; any other is torch's allocator's. A
-// pool that cannot give the bytes leaves the request to torch's allocator (the result
-// is then counted in DRAM, where it is). Installed once, for the process: blocks from
-// either allocator outlive any plan, and each carries its own deleter.
+// to make outside DRAM takes that pool's memory; any other is torch's allocator's. Every
+// allocation of that size during the op does, not only the first: oneDNN's convolution
+// allocates a block of its result's size before the result itself (ResNet-18 here), and
+// which of the two the op returns is known only at its end. A pool that cannot give
+// the bytes leaves the request to torch's allocator (the result is then counted in
+// DRAM, where it is). Installed once, for the process: blocks from either allocator
+// outlive any plan, and each carries its own deleter.
 class PoolAllocator final : public c10::Allocator {
  public:
   static void install() {
@@ -149,7 +152,6 @@ class PoolAllocator final : public c10::Allocator {
           std::lock_guard<std::mutex> lock(born_mutex());
           born_blocks()[p] = Born{b->memory, b->give, it->second};
         }
-        b->due.erase(it);
         b->made.push_back(p);
         return {p, p, &free_born, c10::Device(c10::DeviceType::CPU)};
       }
@@ -257,7 +259,7 @@ class Tracker {
         same_(std::move(same)), steps_(steps), emulated_(emulated),
         wait_(reinterpret_cast<WaitFn>(wait_fn)), busy_(reinterpret_cast<BusyFn>(busy_fn)),
         placement_(std::move(placement)), on_step_(std::move(on_step)), sizes_(std::move(sizes)),
-        bornable_(std::move(bornable)), homes_(std::move(homes)) {
+        bornable_(std::move(bornable)), renamed_(sizes_.size(), -1), homes_(std::move(homes)) {
     // The Placement object stays alive as long as this tracker holds it.
     placement_ptr_ = reinterpret_cast<const void*>(
         placement_.attr("address")().cast<uintptr_t>());
@@ -326,6 +328,9 @@ class Tracker {
       // under a later name once its own has no reader left (torch views what placer
       // copies, a reshape): the plan's new tensor from now on.
       if (!has(v.name)) v.others.push_back(v.name);
+      // An in-place op's result is born as its input: later steps give the input's
+      // storage the pool of the result (plan_births).
+      if (result && v.name >= 0 && v.name < static_cast<int>(renamed_.size())) renamed_[v.name] = name;
       v.name = name;
     } else if (!has(name)) {
       v.others.push_back(name);
@@ -499,13 +504,23 @@ class Tracker {
       if (k.target != op.target && k.also != op.target) continue;
       for (int id : k.outputs) {
         if (id < 0) continue;
-        int pool = pool_at(spans_[id], k.step);
+        int pool = birth_pool(id, k.step);
         if (pool > 0 && pool < static_cast<int>(bornable_.size()) && bornable_[pool] && sizes_[id] > 0)
           births_.due.emplace_back(sizes_[id], pool);
       }
       break;
     }
     if (!births_.due.empty()) t_births = &births_;
+  }
+
+  // The pool a result is born in: where the plan has it at its kernel, or, when eager
+  // torch wrote an in-place op's result into its storage in an earlier step (relu_ over
+  // batch norm's result), where the plan has the last such result when it is made: one
+  // storage carries both, and the later one is the one kept (for backward, mostly).
+  int birth_pool(int id, int step) const {
+    int last = id;
+    for (size_t hops = 0; hops < renamed_.size() && renamed_[last] >= 0; ++hops) last = renamed_[last];
+    return last == id ? pool_at(spans_[id], step) : spans_[last].pools[0];
   }
 
   // Of the blocks born during the op: a result the plan has in that pool at this step
@@ -518,7 +533,7 @@ class Tracker {
       const void* key = storage_key(outs[i]);
       if (std::find(births_.made.begin(), births_.made.end(), key) == births_.made.end()) continue;
       int name = k != nullptr && i < k->outputs.size() ? k->outputs[i] : -1;
-      if (name >= 0 && pool_at(spans_[name], step) == born_pool(outs[i])) {
+      if (name >= 0 && birth_pool(name, step) == born_pool(outs[i])) {
         ++landed;
         born_bytes_ += static_cast<int64_t>(outs[i].storage().nbytes());
       }
@@ -679,6 +694,7 @@ class Tracker {
   const void* placement_ptr_ = nullptr;
   std::vector<uint64_t> sizes_;  // every tensor's bytes, by id
   std::vector<bool> bornable_;   // by pool: results may be born in its memory
+  std::vector<int> renamed_;     // by id: the in-place result eager torch wrote over it, or -1
   py::object homes_;             // the pool memory births come from, or None
   Births births_;
 

@@ -334,6 +334,62 @@ class Apply(unittest.TestCase):
             placer_torch.apply(m, opt, bare, self.plan)
 
 
+class InPlaceNet(nn.Module):
+    """Batch norm, then an in-place relu: eager torch writes the relu's result over batch
+    norm's, where the captured graph has two tensors the plan may place apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.relu = nn.ReLU(inplace=True)
+        self.fc = nn.Linear(8 * 16 * 16, 10)
+
+    def forward(self, x):
+        return self.fc(self.relu(self.bn(self.conv(x))).flatten(1))
+
+
+class InPlace(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        d, env = placer_workdir(cls)
+        torch.manual_seed(0)
+        cls.model = InPlaceNet()
+        cls.batch = small_batch(4)
+        cls.opt = torch.optim.SGD(cls.model.parameters(), lr=0.05)
+        cls.model_path = d / "inplace.json"
+        placer_torch.capture(cls.model, cls.batch, nn.CrossEntropyLoss(), cls.opt, cls.model_path)
+        kernels = {k["target"]: k for k in placer_torch.Capture.load(cls.model_path).kernels}
+        cls.bn_out = kernels["aten._native_batch_norm_legit_functional.default"]["outputs"][0]
+        cls.relu = kernels["aten.relu.default"]["outputs"][0]
+        # Batch norm's result in DRAM, the relu's in the slow pool, the rest in DRAM.
+        pins = [x for r in ("input", "weight", "optimizer_state", "workspace", "gradient", "weight_gradient")
+                for x in ("--pin", f"role={r}:dram")]
+        pins += ["--pin", f"tensor={cls.bn_out}:dram", "--pin", f"tensor={cls.relu}:pmem"]
+        cls.plan = d / "plan.json"
+        placer("solve", str(cls.model_path), "--budget", "16GiB", "-o", str(cls.plan), *pins, env=env)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.dir.cleanup()
+
+    def test_an_in_place_result_is_born_in_its_pool_from_the_second_step(self):
+        placed = placer_torch.apply(self.model, self.opt, self.model_path, self.plan)
+        slow = placed.pool_ids["pmem"]
+        self.assertEqual(placed.placement.pool_at(self.bn_out, placed.steps - 1), placed.dram)
+        ext = hook.load()
+        born = []
+        handle = self.model.relu.register_forward_hook(lambda _m, _a, out: born.append(ext.born_pool(out)))
+        try:
+            train(self.model, self.opt, self.batch, 3, placed)
+        finally:
+            handle.remove()
+        # The first step learns that the relu writes over batch norm's result; from then
+        # on that storage is born where the plan keeps the relu's, and counts as placed.
+        self.assertEqual(born, [-1, slow, slow])
+        self.assertEqual([r.born - placed.records[0].born for r in placed.records], [0, 1, 1])
+
+
 class ViewNet(nn.Module):
     """A reshape whose input nothing else reads: placer copies it into a tensor of its
     own, torch views the same storage (and keeps it for backward)."""
