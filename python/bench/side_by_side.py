@@ -99,7 +99,8 @@ class Contender:
             if s > 0:  # the first step of a round warms the caches
                 self.times.append(dt)
                 if self.placed is not None:
-                    self.peaks.append(self.placed.records[-1].dram_peak)
+                    r = self.placed.records[-1]
+                    self.peaks.append((r.dram_peak, r.unplaced_peak))
             losses.append(loss)
         self.losses.append(losses)
         if self.placed is not None:
@@ -208,16 +209,21 @@ def main() -> None:
     base = med_mad([t * 1e3 for t in contenders[0].times])[0]
     print(f"\n{a.model} b{a.batch}, budgets {', '.join(budgets)} of peak live memory, {a.rounds} rounds of "
           f"{a.steps} steps (the first of each round not timed)")
-    print("| contender | step ms (median ± MAD) | vs torch all-DRAM | DRAM peak tracked | losses, step 1..N, round 1 |")
-    print("|---|---|---|---|---|")
+    print("| contender | step ms (median ± MAD) | vs torch all-DRAM | DRAM peak tracked (of it not placed) "
+          "| budget | losses, step 1..N, round 1 |")
+    print("|---|---|---|---|---|---|")
     for c in contenders:
         m, d = med_mad([t * 1e3 for t in c.times])
-        peak = f"{max(c.peaks) / 2**20:.1f} MiB" if c.peaks else "-"
+        peak, budget = "-", "-"
+        if c.peaks:
+            top = max(c.peaks)
+            peak = f"{top[0] / 2**20:.1f} MiB ({top[1] / 2**20:.1f})"
+            budget = f"{c.placed.placement.budget_bytes / 2**20:.1f} MiB"
         losses = ", ".join(f"{x:.6f}" for x in c.losses[0])
-        print(f"| {c.label} | {m:.2f} ± {d:.2f} | {m / base:.3f}× | {peak} | {losses} |")
+        print(f"| {c.label} | {m:.2f} ± {d:.2f} | {m / base:.3f}× | {peak} | {budget} | {losses} |")
     for p, runs in executor.items():
         ex = statistics.median(r[0]["step_ns"]["median"] / 1e6 for r in runs)
-        print(f"| placer's executor, plan of {p.name} (subprocess) | {ex:.2f} | {ex / base:.3f}× | - | "
+        print(f"| placer's executor, plan of {p.name} (subprocess) | {ex:.2f} | {ex / base:.3f}× | - | - | "
               f"placer's own kernels and data |")
     same = all(c.losses == contenders[0].losses for c in contenders[1:])
     print(f"\nlosses identical across torch contenders, every step of every round: {same}")

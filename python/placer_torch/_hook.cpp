@@ -24,17 +24,28 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 
-#include <c10/core/CPUAllocator.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+// Births (_births.cpp): torch's CPU allocator with pool memory for the results the
+// running op is planned to have outside DRAM. Declared here as they are defined there;
+// a declaration that drifts from its definition fails to link (C++ mangles the types).
+namespace placer_births {
+using TakeFn = void* (*)(const void*, uint32_t, uint64_t);
+using GiveFn = void (*)(const void*, void*);
+using Due = std::vector<std::pair<uint64_t, int>>;
+void install();
+void begin(const void* memory, TakeFn take, GiveFn give, const Due* due, std::vector<const void*>* made);
+void end();
+int born_pool(const at::Tensor& t);
+}  // namespace placer_births
+using placer_births::born_pool;
 
 namespace py = pybind11;
 
@@ -54,121 +65,7 @@ struct Operand {
 };
 using WaitFn = double (*)(const void*, const Operand*, size_t, size_t, double);
 using BusyFn = double (*)(double);
-using TakeFn = void* (*)(const void*, uint32_t, uint64_t);
-using GiveFn = void (*)(const void*, void*);
 
-// The results the op running on this thread is planned to have outside DRAM, and the
-// pool memory they come from.
-struct Births {
-  const void* memory = nullptr;
-  TakeFn take = nullptr;
-  GiveFn give = nullptr;
-  std::vector<std::pair<uint64_t, int>> due;  // (bytes, pool)
-  std::vector<const void*> made;              // addresses born during the op
-};
-thread_local Births* t_births = nullptr;
-
-// Where a block born in pool memory came from, by address: its pool, and how to give it
-// back. Any thread may free a tensor, so this is locked.
-struct Born {
-  const void* memory;
-  GiveFn give;
-  int pool;
-};
-// Both are never destroyed: a tensor may be freed after static destructors have run.
-std::mutex& born_mutex() {
-  static auto* m = new std::mutex;
-  return *m;
-}
-std::unordered_map<const void*, Born>& born_blocks() {
-  static auto* blocks = new std::unordered_map<const void*, Born>;
-  return *blocks;
-}
-c10::DeleterFnPtr g_base_raw_deleter = nullptr;
-
-// The deleter of every block born in pool memory: back to the pool memory's reuse list.
-void free_born(void* p) {
-  Born b{};
-  {
-    std::lock_guard<std::mutex> lock(born_mutex());
-    auto it = born_blocks().find(p);
-    if (it == born_blocks().end()) return;  // not ours: cannot happen, as only births carry this
-    b = it->second;
-    born_blocks().erase(it);
-  }
-  b.give(b.memory, p);
-}
-
-// The raw deleter for oneDNN's raw_allocate, which may get either kind of block.
-void free_any(void* p) {
-  bool born;
-  {
-    std::lock_guard<std::mutex> lock(born_mutex());
-    born = born_blocks().count(p) != 0;
-  }
-  if (born)
-    free_born(p);
-  else if (g_base_raw_deleter != nullptr)
-    g_base_raw_deleter(p);
-}
-
-// The pool a storage's memory was born in, or -1: torch's own.
-int born_pool(const at::Tensor& t) {
-  const c10::DataPtr& d = t.storage().data_ptr();
-  if (d.get_deleter() != &free_born) return -1;
-  std::lock_guard<std::mutex> lock(born_mutex());
-  auto it = born_blocks().find(d.get());
-  return it == born_blocks().end() ? -1 : it->second.pool;
-}
-
-// torch's CPU allocator, with births: an allocation of a size the running op is planned
-// to make outside DRAM takes that pool's memory; any other is torch's allocator's. Every
-// allocation of that size during the op does, not only the first: oneDNN's convolution
-// allocates a block of its result's size before the result itself (ResNet-18 here), and
-// which of the two the op returns is known only at its end. A pool that cannot give
-// the bytes leaves the request to torch's allocator (the result is then counted in
-// DRAM, where it is). Installed once, for the process: blocks from either allocator
-// outlive any plan, and each carries its own deleter.
-class PoolAllocator final : public c10::Allocator {
- public:
-  static void install() {
-    static PoolAllocator* installed = [] {
-      auto* a = new PoolAllocator(c10::GetCPUAllocator());  // never freed: storages keep it
-      g_base_raw_deleter = a->base_->raw_deleter();
-      c10::SetCPUAllocator(a, /*priority=*/1);
-      return a;
-    }();
-    (void)installed;
-  }
-
-  c10::DataPtr allocate(size_t n) override {
-    Births* b = t_births;
-    if (b != nullptr && n > 0) {
-      for (auto it = b->due.begin(); it != b->due.end(); ++it) {
-        if (it->first != n) continue;
-        void* p = b->take(b->memory, static_cast<uint32_t>(it->second), n);
-        if (p == nullptr) break;
-        {
-          std::lock_guard<std::mutex> lock(born_mutex());
-          born_blocks()[p] = Born{b->memory, b->give, it->second};
-        }
-        b->made.push_back(p);
-        return {p, p, &free_born, c10::Device(c10::DeviceType::CPU)};
-      }
-    }
-    return base_->allocate(n);
-  }
-
-  c10::DeleterFnPtr raw_deleter() const override { return g_base_raw_deleter != nullptr ? &free_any : nullptr; }
-
-  void copy_data(void* dest, const void* src, std::size_t count) const override {
-    default_copy_data(dest, src, count);
-  }
-
- private:
-  explicit PoolAllocator(c10::Allocator* base) : base_(base) {}
-  c10::Allocator* base_;
-};
 
 struct Kernel {
   int target;
@@ -266,10 +163,10 @@ class Tracker {
     // Births need pool memory (the Homes object, held here like the placement) and a
     // pool outside DRAM to place results in.
     if (!homes_.is_none() && std::find(bornable_.begin(), bornable_.end(), true) != bornable_.end()) {
-      births_.memory = reinterpret_cast<const void*>(homes_.attr("address")().cast<uintptr_t>());
-      births_.take = reinterpret_cast<TakeFn>(take_fn);
-      births_.give = reinterpret_cast<GiveFn>(give_fn);
-      PoolAllocator::install();
+      memory_ = reinterpret_cast<const void*>(homes_.attr("address")().cast<uintptr_t>());
+      take_ = reinterpret_cast<placer_births::TakeFn>(take_fn);
+      give_ = reinterpret_cast<placer_births::GiveFn>(give_fn);
+      placer_births::install();
     }
   }
 
@@ -429,7 +326,7 @@ class Tracker {
       for (size_t i : op->writes)
         if (i < args.size() && args[i].isTensor()) ctx->written.push_back(storage_key(args[i].toTensor()));
     }
-    if (!ctx->skip && t->births_.memory != nullptr) t->plan_births(*op);
+    if (!ctx->skip && t->memory_ != nullptr) t->plan_births(*op);
     ctx->start = now_ns();
     return ctx;
   }
@@ -437,7 +334,7 @@ class Tracker {
   static void on_end(const at::RecordFunction& fn, at::ObserverContext* c) {
     if (c == nullptr) return;
     --t_depth;
-    t_births = nullptr;
+    placer_births::end();
     auto* ctx = static_cast<Ctx*>(c);
     Tracker* t = g_active.load(std::memory_order_acquire);
     if (ctx->skip || t == nullptr) return;
@@ -495,8 +392,8 @@ class Tracker {
   // as `match` will find it) that the plan has outside DRAM at that kernel: the CPU
   // allocator places allocations of their sizes in their pools while the op runs.
   void plan_births(const OpInfo& op) {
-    births_.due.clear();
-    births_.made.clear();
+    due_.clear();
+    made_.clear();
     if (op.target == -2) return;
     size_t last = std::min(cursor_ + kLookahead, kernels_.size());
     for (size_t i = cursor_; i < last; ++i) {
@@ -506,11 +403,11 @@ class Tracker {
         if (id < 0) continue;
         int pool = birth_pool(id, k.step);
         if (pool > 0 && pool < static_cast<int>(bornable_.size()) && bornable_[pool] && sizes_[id] > 0)
-          births_.due.emplace_back(sizes_[id], pool);
+          due_.emplace_back(sizes_[id], pool);
       }
       break;
     }
-    if (!births_.due.empty()) t_births = &births_;
+    if (!due_.empty()) placer_births::begin(memory_, take_, give_, &due_, &made_);
   }
 
   // The pool a result is born in: where the plan has it at its kernel, or, when eager
@@ -527,11 +424,11 @@ class Tracker {
   // is placed; any other (a scratch buffer of the same size, a result the op's match
   // did not predict) is a stray, counted where it is.
   void count_births(const Kernel* k, const std::vector<at::Tensor>& outs, int step) {
-    if (births_.made.empty()) return;
+    if (made_.empty()) return;
     size_t landed = 0;
     for (size_t i = 0; i < outs.size(); ++i) {
       const void* key = storage_key(outs[i]);
-      if (std::find(births_.made.begin(), births_.made.end(), key) == births_.made.end()) continue;
+      if (std::find(made_.begin(), made_.end(), key) == made_.end()) continue;
       int name = k != nullptr && i < k->outputs.size() ? k->outputs[i] : -1;
       if (name >= 0 && birth_pool(name, step) == born_pool(outs[i])) {
         ++landed;
@@ -539,8 +436,8 @@ class Tracker {
       }
     }
     born_ += static_cast<int64_t>(landed);
-    stray_ += static_cast<int64_t>(births_.made.size() - landed);
-    births_.made.clear();
+    stray_ += static_cast<int64_t>(made_.size() - landed);
+    made_.clear();
   }
 
   void op(const at::RecordFunction& fn, const Ctx& ctx, int64_t kernel_ns) {
@@ -672,7 +569,7 @@ class Tracker {
   }
 
   void stop() {
-    t_births = nullptr;
+    placer_births::end();
     if (handle_ != 0) {
       at::removeCallback(handle_);
       handle_ = 0;
@@ -696,7 +593,13 @@ class Tracker {
   std::vector<bool> bornable_;   // by pool: results may be born in its memory
   std::vector<int> renamed_;     // by id: the in-place result eager torch wrote over it, or -1
   py::object homes_;             // the pool memory births come from, or None
-  Births births_;
+  // Births: the pool memory and its entry points (none without births), the running
+  // op's planned results outside DRAM, and the blocks born during it.
+  const void* memory_ = nullptr;
+  placer_births::TakeFn take_ = nullptr;
+  placer_births::GiveFn give_ = nullptr;
+  placer_births::Due due_;
+  std::vector<const void*> made_;
 
   std::unordered_map<const char*, OpInfo> ops_;
   std::unordered_map<const void*, Live> live_;

@@ -1,7 +1,8 @@
-"""The op hook (`_hook.cpp`), compiled against the installed torch the first time a plan
-is applied, and cached by torch's extension builder (TORCH_EXTENSIONS_DIR, by default
-~/.cache/torch_extensions) until its source or torch changes. It needs a C++ compiler
-and ninja; without them `load` says so in one line rather than running the step unseen.
+"""The op hook (`_hook.cpp`, and its CPU allocator in `_births.cpp`), compiled against
+the installed torch the first time a plan is applied, and cached by torch's extension
+builder (TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions) until its sources
+or torch change. It needs a C++ compiler and ninja; without them `load` says so in one
+line rather than running the step unseen.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ def load():
         raise HookError(f"placer_torch: cannot build its op hook: {' and '.join(missing)} not found on PATH "
                         f"(scripts/install-deps.sh installs a compiler; the venv's ninja comes from PyPI)")
     source = Path(__file__).with_name("_hook.cpp")
+    sources = [str(source), str(source.with_name("_births.cpp"))]
     try:
         # NDEBUG as torch's own build: RecordFunction's debug checks read a member that
         # only a debug build of torch sets.
-        return cpp_extension.load(name="placer_torch_hook", sources=[str(source)], extra_cflags=["-O2", "-DNDEBUG"],
+        return cpp_extension.load(name="placer_torch_hook", sources=sources, extra_cflags=["-O2", "-DNDEBUG"],
                                   verbose=False)
     except Exception as e:  # the builder raises several kinds; the user needs one line
         # The compiler's first error, not the command line the builder leads with.
