@@ -7,7 +7,7 @@ results born in their pool and the strays, and whether the losses equal torch's.
 scripts/torch/births.sh runs it with the host's FMA peak before and after.
 
     $(scripts/torch/venv.sh) python/bench/births.py --placer target/release/placer \
-        [--model resnet18] [--batch 8] [--budget 25%] [--steps 10]
+        [--model resnet18] [--batch 8] [--budget 25%] [--steps 10] [--release]
 
 The plan is solved from the cost model alone (no profile): what is compared is where
 the bytes are and what placing them costs, not the plan's quality.
@@ -40,6 +40,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--budget", default="25%")
     ap.add_argument("--steps", type=int, default=10)
+    # ResNet-50 b32's four contenders, each apply one keeping its pool memory for its next
+    # step, did not fit in 24 GiB. Released after every step, that memory faults in
+    # again inside the next step's timing, which slows the apply contenders alone.
+    ap.add_argument("--release", action="store_true", help="free apply's kept pool memory after every step")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
     model, batch = build(a.model, a.batch)
@@ -61,6 +65,7 @@ def main() -> None:
 
     def step(c) -> float:
         m, opt, placed, times, losses = c
+        torch.manual_seed(1000 + len(losses))  # dropout draws the same masks in every contender
         t0 = time.perf_counter()
         if placed is not None:
             placed.__enter__()
@@ -74,6 +79,8 @@ def main() -> None:
                 placed.__exit__(None, None, None)
         times.append(time.perf_counter() - t0)
         losses.append(loss.item())
+        if a.release and placed is not None:
+            placed.release()
 
     for c in contenders:  # two untimed steps each: pages, caches, the optimizer's state
         step(c)
@@ -101,6 +108,9 @@ def main() -> None:
         r = placed.records[-1]
         print(row + f" {r.dram_peak / 2**20:.1f} | {r.unplaced_peak / 2**20:.1f} | {len(r.misplaced)} "
                     f"| {r.born} ({r.born_bytes / 2**20:.1f}) | {r.stray} | {same} |")
+    for kind, (_, _, placed, _, _) in zip(kinds, contenders):
+        if placed is not None:
+            print(f"\n{kind}:\n{placed.report()}")
 
 
 if __name__ == "__main__":

@@ -90,6 +90,9 @@ struct Live {
   // the plan's earlier names for this storage (a reshape placer copies and torch views;
   // an in-place op's input): counted while they are read
   std::vector<int> others;
+  // the op whose result it was when first seen (its key), or null: first seen as an
+  // op's input, or told by apply
+  const std::string* origin = nullptr;
 };
 
 enum class Seen : uint8_t { Decomposed, Skipped, Yes };
@@ -182,6 +185,7 @@ class Tracker {
     misplaced_.clear();
     cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0, polls_ = 0;
     born_ = 0, born_bytes_ = 0, stray_ = 0;
+    unplaced_by_.clear();
     wait_total_ = 0.0, dram_peak_ = 0, unplaced_peak_ = 0;
     polled_ns_ = 0, poll_gap_ns_ = kPollNs;
     threshold_ = move_threshold;
@@ -210,8 +214,8 @@ class Tracker {
     auto it = live_.find(key);
     if (it == live_.end() || it->second.ref.expired()) {
       if (home < 0) home = born_pool(t);
-      live_.insert_or_assign(
-          key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()), name, home, {}});
+      live_.insert_or_assign(key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()),
+                                       name, home, {}, result ? current_op_ : nullptr});
       return;
     }
     Live& v = it->second;
@@ -283,10 +287,25 @@ class Tracker {
       if (decides >= 0) misplaced_.insert(decides);
     }
     dram_peak_ = std::max(dram_peak_, dram);
+    if (unplaced > unplaced_peak_) unplaced_by_ = unnamed_by_origin();
     unplaced_peak_ = std::max(unplaced_peak_, unplaced);
     ++polls_;
     polled_ns_ = now_ns();
     poll_gap_ns_ = std::max(kPollNs, kPollShare * (polled_ns_ - start));
+  }
+
+  // Of the DRAM not placed now: the bytes of the storages the plan has no name for, by
+  // the op that first saw them (the five largest), for the report.
+  std::vector<std::pair<std::string, int64_t>> unnamed_by_origin() const {
+    std::unordered_map<std::string, int64_t> by;
+    for (const auto& [key, v] : live_) {
+      if (v.home > 0 || v.name >= 0 || v.ref.expired()) continue;
+      by[v.origin != nullptr ? *v.origin : "an input"] += v.nbytes;
+    }
+    std::vector<std::pair<std::string, int64_t>> top(by.begin(), by.end());
+    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (top.size() > 5) top.resize(5);
+    return top;
   }
 
   py::dict counters() const {
@@ -300,6 +319,7 @@ class Tracker {
     d["born"] = born_;
     d["born_bytes"] = born_bytes_;
     d["stray"] = stray_;
+    d["unplaced_by"] = unplaced_by_;
     return d;
   }
 
@@ -441,6 +461,11 @@ class Tracker {
   }
 
   void op(const at::RecordFunction& fn, const Ctx& ctx, int64_t kernel_ns) {
+    current_op_ = &ctx.op->key;
+    struct Done {
+      const std::string*& op;
+      ~Done() { op = nullptr; }
+    } done{current_op_};
     std::vector<at::Tensor> outs;
     for (const c10::IValue& o : fn.outputs()) flatten(o, outs);
     const Kernel* k = match(ctx.op->target, outs);
@@ -611,6 +636,8 @@ class Tracker {
   int step_ = 0, threshold_ = 0;
   int64_t matched_ = 0, unmatched_ = 0, polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
   int64_t born_ = 0, born_bytes_ = 0, stray_ = 0;
+  std::vector<std::pair<std::string, int64_t>> unplaced_by_;  // at the not-placed peak
+  const std::string* current_op_ = nullptr;                  // the op being seen
   int64_t polled_ns_ = 0, poll_gap_ns_ = kPollNs;
   double wait_total_ = 0.0;
   bool internal_ = false;

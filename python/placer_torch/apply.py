@@ -86,6 +86,8 @@ class StepRecord:
     born_bytes: int
     #: blocks born in pool memory that were not such a result (counted where they are)
     stray: int
+    #: at the not-placed peak: bytes of storages the plan has no name for, by the op that made them
+    unplaced_by: list
     #: the plan's tensors seen in torch's memory (DRAM) at a scan where the plan kept them elsewhere
     misplaced: list
 
@@ -243,7 +245,7 @@ class Placed:
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
                                        self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
-                                       c["born"], c["born_bytes"], c["stray"],
+                                       c["born"], c["born_bytes"], c["stray"], c["unplaced_by"],
                                        [self.names[i] for i in self.tracker.misplaced()]))
         self.saved = {}
         return False
@@ -526,6 +528,8 @@ class Placed:
             f"{last.unplaced_peak} B not placed by the plan (live storages scanned {last.polls} times in the step)",
             f"not placed {len(last.misplaced)} of the plan's tensors stayed in torch's memory (DRAM) while the plan kept "
             f"them elsewhere{_first(last.misplaced)}",
+            f"not named  at the not-placed peak, storages the plan has no name for, by the op that made them (the "
+            f"largest five): {', '.join(f'{op} {b} B' for op, b in last.unplaced_by) or '-'}",
         ]
         for pool, n, nbytes, asked, on, elsewhere, unknown, per_node in self.pages():
             nodes = ",".join(str(x) for x in self.bound.get(pool, []))

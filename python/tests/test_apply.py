@@ -260,6 +260,12 @@ class Apply(unittest.TestCase):
         for r in placed.records:
             self.assertLessEqual(r.dram_peak, budget + r.unplaced_peak, r)
             self.assertGreater(r.unplaced_peak, 0)  # batch norm's running statistics at least
+            # What the plan has no name for, by the op that made it, largest first; batch
+            # norm's running statistics are buffers, first seen as an op's input.
+            self.assertIn("an input", dict(r.unplaced_by))
+            self.assertEqual(r.unplaced_by, sorted(r.unplaced_by, key=lambda x: -x[1]))
+            self.assertLessEqual(sum(b for _, b in r.unplaced_by), r.unplaced_peak)
+        self.assertIn("not named  at the not-placed peak, storages the plan has no name for", placed.report())
 
     def test_what_stays_in_torchs_memory_is_counted_in_dram_and_named(self):
         # Without re-homing, every tensor the all-slow plan keeps outside DRAM stays in

@@ -4,7 +4,7 @@
 # after: step time against torch alone (twice: the noise floor), the DRAM peak apply
 # tracked and how much of it the plan did not place.
 #
-# Usage: scripts/torch/births.sh [--model resnet18|resnet50|bert-tiny|...] [--batch N] [--budget B] [--steps N]
+# Usage: scripts/torch/births.sh [--model resnet18|resnet50|bert-tiny|...] [--batch N] [--budget B] [--steps N] [--release]
 set -Eeuo pipefail
 trap 'echo "births.sh: error: \"$BASH_COMMAND\" failed (exit $?) at line $LINENO" >&2' ERR
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
