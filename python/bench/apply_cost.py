@@ -22,14 +22,13 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import placer_torch
 from placer_torch import hook
 
 sys.path.insert(0, str(Path(__file__).parent))
-from side_by_side import build  # noqa: E402  (the bench's models)
+from side_by_side import captured  # noqa: E402  (the bench's models)
 
 ROLES = ("input", "weight", "optimizer_state", "activation", "workspace", "gradient", "weight_gradient")
 
@@ -49,10 +48,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
-    model, batch = build(a.model, a.batch)
-    loss_fn = nn.CrossEntropyLoss()
     mpath = work / "model.json"
-    placer_torch.capture(model, batch, loss_fn, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), mpath)
+    model, batch, loss_fn, _ = captured(a.model, a.batch, mpath)
     plan = work / "all-dram.json"
     pins = [x for r in ROLES for x in ("--pin", f"role={r}:dram")]
     subprocess.run([a.placer, "solve", str(mpath), "--budget", "16GiB", "-o", str(plan), *pins], check=True,

@@ -25,12 +25,11 @@ import time
 from pathlib import Path
 
 import torch
-from torch import nn
 
 import placer_torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from side_by_side import build  # noqa: E402  (the bench's models)
+from side_by_side import captured  # noqa: E402  (the bench's models)
 
 
 def main() -> None:
@@ -46,10 +45,8 @@ def main() -> None:
     ap.add_argument("--release", action="store_true", help="free apply's kept pool memory after every step")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp())
-    model, batch = build(a.model, a.batch)
-    loss_fn = nn.CrossEntropyLoss()
     mpath = work / "model.json"
-    placer_torch.capture(model, batch, loss_fn, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), mpath)
+    model, batch, loss_fn, _ = captured(a.model, a.batch, mpath)
     plan = work / "plan.json"
     subprocess.run([a.placer, "solve", str(mpath), "--budget", a.budget, "--checkpoint-dir", str(work / "none"),
                     "-o", str(plan)], check=True, capture_output=True)

@@ -64,6 +64,15 @@ def build(name: str, batch: int):
     sys.exit(f"side_by_side: unknown model '{name}' (small-cnn, resnet18, resnet50, bert-tiny, bert-base)")
 
 
+def captured(name: str, batch: int, path: Path):
+    """The bench's model `name` at `batch`, its step (cross-entropy, SGD with momentum)
+    captured at `path`: (model, batch, loss_fn, Capture)."""
+    model, data = build(name, batch)
+    loss_fn = nn.CrossEntropyLoss()
+    cap = placer_torch.capture(model, data, loss_fn, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), path)
+    return model, data, loss_fn, cap
+
+
 def placer(bin_: str, *args, env=None) -> str:
     out = subprocess.run([bin_, *args], capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -137,12 +146,9 @@ def main() -> None:
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
-    model, batch = build(a.model, a.batch)
-    loss_fn = nn.CrossEntropyLoss()
     mpath = work / f"{a.model}-b{a.batch}.json"
     t0 = time.perf_counter()
-    cap = placer_torch.capture(model, batch, loss_fn, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9),
-                               mpath)
+    model, batch, loss_fn, cap = captured(a.model, a.batch, mpath)
     print(f"capture    {time.perf_counter() - t0:.1f} s: {cap.summary['nodes']} nodes, "
           f"{cap.summary['parameters']} parameters, peak live {cap.summary['peak_live_bytes'] / 2**20:.1f} MiB")
     ckdir = work / "checkpoints"

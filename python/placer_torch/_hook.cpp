@@ -257,10 +257,12 @@ class Tracker {
   // The storage behind `t` is no longer the plan's tensor `name` (torch's own copy of
   // an activation the plan moved): not placed from now on.
   void forget(const at::Tensor& t, int name) {
+    static const std::string kMovedCopy = "torch's copy of a moved activation";
     auto it = live_.find(storage_key(t));
     if (it != live_.end() && it->second.name == name) {
       it->second.name = -1;
       it->second.others.clear();
+      it->second.origin = &kMovedCopy;
     }
   }
 

@@ -355,16 +355,24 @@ class InPlaceNet(nn.Module):
         return self.fc(self.relu(self.bn(self.conv(x))).flatten(1))
 
 
+def _captured(cls, net, name: str):
+    """For a suite's setUpClass: `net` (built after seeding), a batch of 4, plain SGD, and
+    the step captured as NAME.json in the suite's directory; returns the directory and
+    the environment `placer` runs in."""
+    d, env = placer_workdir(cls)
+    torch.manual_seed(0)
+    cls.model = net()
+    cls.batch = small_batch(4)
+    cls.opt = torch.optim.SGD(cls.model.parameters(), lr=0.05)
+    cls.model_path = d / f"{name}.json"
+    placer_torch.capture(cls.model, cls.batch, nn.CrossEntropyLoss(), cls.opt, cls.model_path)
+    return d, env
+
+
 class InPlace(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        d, env = placer_workdir(cls)
-        torch.manual_seed(0)
-        cls.model = InPlaceNet()
-        cls.batch = small_batch(4)
-        cls.opt = torch.optim.SGD(cls.model.parameters(), lr=0.05)
-        cls.model_path = d / "inplace.json"
-        placer_torch.capture(cls.model, cls.batch, nn.CrossEntropyLoss(), cls.opt, cls.model_path)
+        d, env = _captured(cls, InPlaceNet, "inplace")
         kernels = {k["target"]: k for k in placer_torch.Capture.load(cls.model_path).kernels}
         cls.bn_out = kernels["aten._native_batch_norm_legit_functional.default"]["outputs"][0]
         cls.relu = kernels["aten.relu.default"]["outputs"][0]
@@ -412,13 +420,7 @@ class ViewNet(nn.Module):
 class ViewNames(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        d, env = placer_workdir(cls)
-        torch.manual_seed(0)
-        cls.model = ViewNet()
-        cls.batch = small_batch(4)
-        cls.opt = torch.optim.SGD(cls.model.parameters(), lr=0.05)
-        cls.model_path = d / "viewnet.json"
-        placer_torch.capture(cls.model, cls.batch, nn.CrossEntropyLoss(), cls.opt, cls.model_path)
+        d, env = _captured(cls, ViewNet, "viewnet")
         placer("profile", str(cls.model_path), env=env)
         cls.plan = d / "plan.json"
         placer("solve", "--budget", "50%", "-o", str(cls.plan), env=env)

@@ -4,11 +4,4 @@
 # a Python dispatch mode that only calls the op, and apply's C++ op hook.
 #
 # Usage: scripts/torch/apply-cost.sh [--model resnet18|bert-tiny|...] [--batch N] [--steps N]
-set -Eeuo pipefail
-trap 'echo "apply-cost.sh: error: \"$BASH_COMMAND\" failed (exit $?) at line $LINENO" >&2' ERR
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-cargo build --release -q
-PY=$(PLACER_TORCH_PROFILE=release scripts/torch/venv.sh)
-echo "host FMA peak before: $(scripts/fma-peak.sh) GFLOP/s"
-"$PY" python/bench/apply_cost.py --placer target/release/placer "$@"
-echo "host FMA peak after: $(scripts/fma-peak.sh) GFLOP/s"
+exec "$(dirname "${BASH_SOURCE[0]}")/pybench.sh" apply_cost.py "$@"
