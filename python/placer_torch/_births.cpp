@@ -56,30 +56,27 @@ std::unordered_map<const void*, Born>& born_blocks() {
 }
 c10::DeleterFnPtr g_base_raw_deleter = nullptr;
 
-// The deleter of every block born in pool memory: back to the pool memory's reuse list.
-void free_born(void* p) {
+// Gives a block born in pool memory back to that memory's reuse list; whether `p` was
+// such a block.
+bool give_back(void* p) {
   Born b{};
   {
     std::lock_guard<std::mutex> lock(born_mutex());
     auto it = born_blocks().find(p);
-    if (it == born_blocks().end()) return;  // not ours: cannot happen, as only births carry this
+    if (it == born_blocks().end()) return false;
     b = it->second;
     born_blocks().erase(it);
   }
   b.give(b.memory, p);
+  return true;
 }
+
+// The deleter of every block born in pool memory (only births carry it).
+void free_born(void* p) { give_back(p); }
 
 // The raw deleter for oneDNN's raw_allocate, which may get either kind of block.
 void free_any(void* p) {
-  bool born;
-  {
-    std::lock_guard<std::mutex> lock(born_mutex());
-    born = born_blocks().count(p) != 0;
-  }
-  if (born)
-    free_born(p);
-  else if (g_base_raw_deleter != nullptr)
-    g_base_raw_deleter(p);
+  if (!give_back(p) && g_base_raw_deleter != nullptr) g_base_raw_deleter(p);
 }
 
 // torch's CPU allocator, with births: an allocation of a size the running op is planned

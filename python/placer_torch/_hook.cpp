@@ -66,7 +66,6 @@ struct Operand {
 using WaitFn = double (*)(const void*, const Operand*, size_t, size_t, double);
 using BusyFn = double (*)(double);
 
-
 struct Kernel {
   int target;
   int also;  // the other op eager torch runs for it (dropout's mul), or -1
@@ -416,18 +415,13 @@ class Tracker {
   void plan_births(const OpInfo& op) {
     due_.clear();
     made_.clear();
-    if (op.target == -2) return;
-    size_t last = std::min(cursor_ + kLookahead, kernels_.size());
-    for (size_t i = cursor_; i < last; ++i) {
-      const Kernel& k = kernels_[i];
-      if (k.target != op.target && k.also != op.target) continue;
-      for (int id : k.outputs) {
-        if (id < 0) continue;
-        int pool = birth_pool(id, k.step);
-        if (pool > 0 && pool < static_cast<int>(bornable_.size()) && bornable_[pool] && sizes_[id] > 0)
-          due_.emplace_back(sizes_[id], pool);
-      }
-      break;
+    const Kernel* k = next_kernel(op.target, nullptr);
+    if (k == nullptr) return;
+    for (int id : k->outputs) {
+      if (id < 0) continue;
+      int pool = birth_pool(id, k->step);
+      if (pool > 0 && pool < static_cast<int>(bornable_.size()) && bornable_[pool] && sizes_[id] > 0)
+        due_.emplace_back(sizes_[id], pool);
     }
     if (!due_.empty()) placer_births::begin(memory_, take_, give_, &due_, &made_);
   }
@@ -515,19 +509,29 @@ class Tracker {
     if (k != nullptr && now_ns() - polled_ns_ >= poll_gap_ns_) poll();
   }
 
-  const Kernel* match(int target, const std::vector<at::Tensor>& outs) {
+  // The next kernel of the graph, at most kLookahead ahead of the last match, with
+  // `target` (or eager torch's other op for it) and, given `outs`, their first result's
+  // shape; null when there is none.
+  const Kernel* next_kernel(int target, const std::vector<at::Tensor>* outs) const {
     if (target == -2) return nullptr;
     size_t last = std::min(cursor_ + kLookahead, kernels_.size());
     for (size_t i = cursor_; i < last; ++i) {
       const Kernel& k = kernels_[i];
       if (k.target != target && k.also != target) continue;
-      if (k.has_shape && (outs.empty() || outs[0].sizes() != c10::IntArrayRef(k.shape))) continue;
-      cursor_ = i + 1;
-      step_ = k.step;
-      ++matched_;
+      if (outs != nullptr && k.has_shape && (outs->empty() || (*outs)[0].sizes() != c10::IntArrayRef(k.shape)))
+        continue;
       return &k;
     }
     return nullptr;
+  }
+
+  const Kernel* match(int target, const std::vector<at::Tensor>& outs) {
+    const Kernel* k = next_kernel(target, &outs);
+    if (k == nullptr) return nullptr;
+    cursor_ = static_cast<size_t>(k - kernels_.data()) + 1;
+    step_ = k->step;
+    ++matched_;
+    return k;
   }
 
   // At kernel `step`: the moves due by then, which Python runs (apply.py `_on_step`);
