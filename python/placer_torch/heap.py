@@ -15,13 +15,19 @@ step at a time, left the heap trimmed before about half their timings, and `add`
 the same kernels inside whole steps to 1,521 ms. Held steady, the two came to 1,513 and
 1,444 ms, and torch's whole step fell from 1,667 to 1,435 ms.
 
-`steady()` fixes both thresholds for the process: blocks up to glibc's own ceiling of
-32 MiB come from the heap, and the heap is never trimmed. A loop that has run a few steps
-reaches that state anyway unless something trims its heap in between; larger blocks are
-still mapped afresh and fault in every step, in the profile and in the loop alike.
-`profile()` and `apply()` both call it, so that the kernels the profile times and the
-step the plan runs see the same heap. The cost is resident memory: freed heap stays
-mapped, up to the step's own peak of temporaries.
+`steady()` makes every block come from the heap and keeps the heap from being trimmed.
+glibc's dynamic mmap threshold cannot be raised past 32 MiB, so larger blocks would
+still be mapped afresh and fault in every step: at ResNet-50 b32, where most activations
+and their gradients are 51-103 MB, that was 0.16-2.4 million page faults and 0.3-4.3 s
+of system time in a 5-7.7 s step, falling over the first steps as the heap grew, and
+different again after other work in the process (the profile's passes, a held buffer).
+So `steady()` also turns glibc's use of `mmap` for blocks off (M_MMAP_MAX 0); glibc
+still maps memory when the heap cannot grow. Measured here, ResNet-50 b32's step then
+faults nothing from its fourth step on and takes 4.95-5.1 s (docs/BENCHMARKS.md, "Every
+block from the heap"). `profile()` and `apply()` both call it, so that the kernels the
+profile times, the step whose overhead it measures and the step the plan runs see the
+same heap. The cost is resident memory: freed memory stays mapped, up to the step's own
+peak of temporaries and what fragmentation adds.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ import ctypes.util
 #: threshold on 64-bit hosts (DEFAULT_MMAP_THRESHOLD_MAX: 4 MiB x sizeof(long)).
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_MMAP_MAX = -4
 MMAP_THRESHOLD = 32 * 2**20
 #: The largest value `mallopt` takes (an int): the heap's top is never this free.
 _NEVER_TRIM = 2**31 - 1
@@ -67,6 +74,8 @@ def _set() -> tuple[bool, str]:
         return False, f"C heap left as it is: {name or 'the C library'} has no glibc mallopt"
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     # mallopt returns 1 on success, 0 on a value it refuses.
-    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, _NEVER_TRIM) != 1:
-        return False, f"C heap left as it is: glibc {version}'s mallopt refused the thresholds"
-    return True, f"C heap held steady (glibc {version}: blocks up to {MMAP_THRESHOLD >> 20} MiB from the heap, never trimmed)"
+    # The threshold still matters where glibc maps anyway (a heap that cannot grow).
+    settings = [(_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, _NEVER_TRIM), (_M_MMAP_MAX, 0)]
+    if any(mallopt(p, v) != 1 for p, v in settings):
+        return False, f"C heap left as it is: glibc {version}'s mallopt refused the settings"
+    return True, f"C heap held steady (glibc {version}: every block from the heap, never trimmed)"
