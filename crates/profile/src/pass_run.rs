@@ -212,8 +212,7 @@ pub fn run_pass(
     for _ in 0..protocol.warmup {
         engine.step(&step.run)?;
     }
-    let mut corrected: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
-    let mut raw: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
+    let mut kept = Kept::new(picks.len());
     let mut drifts = Vec::new();
     loop {
         let times = engine.step(&step.run)?;
@@ -223,21 +222,15 @@ pub fn run_pass(
             1.0
         };
         drifts.push(drift);
-        for ((c, r), pos) in corrected.iter_mut().zip(raw.iter_mut()).zip(&step.picks) {
-            if let Some(pos) = *pos {
-                c.push(times[pos] / drift);
-                r.push(times[pos]);
-            }
-        }
-        let done: Vec<bool> = raw.iter().map(|s| done(s, protocol)).collect();
-        if done.iter().all(|&d| d) {
+        if kept.record(&times, &step.picks, drift, protocol) {
             break;
         }
-        if picked && done.iter().zip(&active).any(|(&d, &a)| d && a) {
-            active = done.iter().map(|&d| !d).collect();
+        if picked && kept.finished.iter().zip(&active).any(|(&d, &a)| d && a) {
+            active = kept.finished.iter().map(|&d| !d).collect();
             step = layout(&active);
         }
     }
+    let Kept { raw, corrected, .. } = kept;
     let measurements = picks
         .iter()
         .zip(corrected)
@@ -245,6 +238,39 @@ pub fn run_pass(
         .filter_map(|((pick, c), r)| measurement(model, &tasks[pick.task], pick.node, &r, &c, pass))
         .collect();
     Ok(PassResult { measurements, drift: Stats::of(&drifts).map_or(1.0, |s| s.median) })
+}
+
+/// The samples a pass keeps of each pick, as timed and divided by their step's drift.
+///
+/// A pick keeps no samples once its median is known, whether or not its step still
+/// runs it (whole and live steps run every kernel), so its samples are the same steps
+/// after the warm-up whatever else the pass picked. When every pick kept samples until
+/// the pass's last one was known, a simultaneous pass's kernels got up to the cap and a
+/// single pass's as few as `reps`: the two modes' medians then differed by however the
+/// steps' times trended over a pass.
+struct Kept {
+    raw: Vec<Vec<f64>>,
+    corrected: Vec<Vec<f64>>,
+    finished: Vec<bool>,
+}
+
+impl Kept {
+    fn new(picks: usize) -> Kept {
+        Kept { raw: vec![Vec::new(); picks], corrected: vec![Vec::new(); picks], finished: vec![false; picks] }
+    }
+
+    /// Takes one step's times (`positions`: each pick's place in the step, `None` when
+    /// the step did not run it); whether every pick is done.
+    fn record(&mut self, times: &[f64], positions: &[Option<usize>], drift: f64, protocol: &Protocol) -> bool {
+        for (i, pos) in positions.iter().enumerate() {
+            if let (Some(pos), false) = (*pos, self.finished[i]) {
+                self.raw[i].push(times[pos]);
+                self.corrected[i].push(times[pos] / drift);
+                self.finished[i] = done(&self.raw[i], protocol);
+            }
+        }
+        self.finished.iter().all(|&d| d)
+    }
 }
 
 /// A pick is done once its median is known to the precision, or at the cap.
@@ -315,4 +341,40 @@ fn run_alone(
         measurements.extend(measurement(cx.model, task, pick.node, &raw, &raw, pass));
     }
     Ok(PassResult { measurements, drift: 1.0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pick_keeps_no_samples_once_its_median_is_known() {
+        let protocol = Protocol {
+            warmup: 1,
+            reps: 3,
+            max_reps: 5,
+            precision: 0.02,
+            seed: 0,
+            rounds: 1,
+            round_noise: 0.0,
+            steps: Steps::Live,
+        };
+        let mut kept = Kept::new(3);
+        // Pick 0 repeats exactly and is known after `reps`; pick 1 cycles through 1, 2, 3 ms
+        // and runs to the cap; pick 2 is not in the step (a picked step dropped it), so
+        // the pass is never done.
+        let positions = [Some(0), Some(1), None];
+        for i in 0..7 {
+            let slow = [1e6, 2e6, 3e6][i % 3];
+            assert!(!kept.record(&[2e6, slow], &positions, 2.0, &protocol));
+        }
+        assert_eq!(kept.raw[0], vec![2e6; 3], "a known median takes no more samples, whatever its neighbours need");
+        assert_eq!(kept.corrected[0], vec![1e6; 3]);
+        assert_eq!(kept.raw[1].len(), 5, "an unsettled pick runs to the cap");
+        assert!(kept.raw[2].is_empty());
+        assert_eq!(kept.finished, vec![true, true, false]);
+        let last = Protocol { reps: 1, ..protocol };
+        assert!(kept.record(&[2e6, 1e6, 5e6], &[Some(0), Some(1), Some(2)], 1.0, &last), "every pick is done");
+        assert_eq!((kept.raw[0].len(), kept.raw[1].len(), kept.raw[2].len()), (3, 5, 1));
+    }
 }

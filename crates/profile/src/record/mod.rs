@@ -80,7 +80,8 @@ pub struct Protocol {
     pub max_reps: u32,
     /// A pass stops (after `reps` steps at least) once every picked kernel's median is
     /// known to this relative standard error, or to 1 µs ([`PRECISION_FLOOR_NS`]),
-    /// whichever is looser: 1.2533·1.4826·MAD/√n ≤ max(precision·median, 1 µs).
+    /// whichever is looser: 1.2533·1.4826·MAD/√n ≤ max(precision·median, 1 µs). A
+    /// kernel keeps no samples after its own median is known.
     pub precision: f64,
     /// Seed of the data every pass starts from.
     pub seed: u64,
