@@ -11,6 +11,10 @@
 //!   simultaneous mode. When B's reference pass ran as much faster or slower than A's as
 //!   its kernels did, the host changed speed between the two (frequency, neighbours on
 //!   a shared host), not the packing;
+//! - **rounds**: one profile measured its kernels in a single round (its round check
+//!   was quiet) and the other in several. A round's medians share one moment of the
+//!   host's pace; on this project's VM a simultaneous LeNet profile of one round sat
+//!   1.9% off a single one, and two of three rounds each 0.1%;
 //! - **neighbours in the pass**: the two differ in how many configurations share a pass,
 //!   and nothing above explains the shift;
 //! - otherwise, not known.
@@ -33,6 +37,7 @@ pub enum BiasCause {
     CopyThread,
     StepContext,
     HostPace,
+    Rounds,
     Neighbours,
     Unknown,
 }
@@ -62,6 +67,7 @@ pub(super) fn judge(a: &Profile, b: &Profile, median: f64, floor: Option<f64>, m
     }
     let pace_ratio = pace(a, b, min_us);
     let (ha, hb) = (&a.header, &b.header);
+    let (ra, rb) = (rounds(a), rounds(b));
     let (cause, why) = if ha.protocol.steps != hb.protocol.steps {
         let why = format!(
             "step context: A ran {} steps and B {} steps, so kernels read inputs in different cache states",
@@ -72,6 +78,12 @@ pub(super) fn judge(a: &Profile, b: &Profile, median: f64, floor: Option<f64>, m
     } else if let Some(p) = pace_ratio.filter(|p| (p.ln() - median.ln()).abs() < off / 2.0) {
         let why = format!("the host's pace: B's reference pass, the same placement in both, ran {p:.3}x A's too");
         (BiasCause::HostPace, why)
+    } else if ra != rb && ra.min(rb) == 1 {
+        let why = format!(
+            "rounds: A's kernels were measured in {ra} round(s) and B's in {rb}, and one round's medians share one \
+             moment of the host's pace (`--round-noise 0` runs every round)"
+        );
+        (BiasCause::Rounds, why)
     } else if ha.mode.max_simultaneous != hb.mode.max_simultaneous {
         let pace = pace_ratio.map_or_else(String::new, |p| format!(" (their reference passes ran {p:.3}x)"));
         let why = format!("neighbours in the pass: A is {}, B {}{pace}", ha.mode.label(), hb.mode.label());
@@ -83,6 +95,19 @@ pub(super) fn judge(a: &Profile, b: &Profile, median: f64, floor: Option<f64>, m
     let text =
         format!("B's kernels ran {} {shift} than A's {}", off_by(median), because("median B/A", median, floor, &why));
     Some(Bias { median_ratio: median, floor_ratio: floor, pace_ratio, cause, text })
+}
+
+/// In how many rounds a profile measured its kernels: the median over its (signature,
+/// configuration) keys of how many measurements each has (a round check's re-run adds
+/// one to a few keys, and a pass's instances of one signature are one measurement each).
+fn rounds(p: &Profile) -> usize {
+    let mut per_key: std::collections::HashMap<(u64, &[u16]), usize> = std::collections::HashMap::new();
+    for m in &p.measurements {
+        *per_key.entry((m.signature, m.config.as_slice())).or_default() += 1;
+    }
+    let mut counts: Vec<usize> = per_key.into_values().collect();
+    counts.sort_unstable();
+    counts.get(counts.len() / 2).copied().unwrap_or(0)
 }
 
 /// Median over nodes of B's reference-pass time over A's, for nodes of at least

@@ -295,6 +295,16 @@ fn a_shift_beyond_the_floor_is_named_with_its_cause() {
     let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
     assert_eq!(c.bias.expect("beyond the floor").cause, BiasCause::Neighbours);
     assert!(c.verdict.contains("neighbours in the pass: A is single"), "{}", c.verdict);
+    // A measured in three rounds and B in one: B's medians are one moment's.
+    let once = a.measurements.clone();
+    a.measurements.extend(once.iter().cloned().chain(once.iter().cloned()));
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
+    assert_eq!(c.bias.expect("beyond the floor").cause, BiasCause::Rounds);
+    assert!(c.verdict.contains("A's kernels were measured in 3 round(s) and B's in 1"), "{}", c.verdict);
+    // Both in several rounds, if not as many: the packing again.
+    b.measurements.extend(b.measurements.clone());
+    let c = compare_with_repeat(&a, &b, Some(&repeat), None, &o).expect("same model");
+    assert_eq!(c.bias.expect("beyond the floor").cause, BiasCause::Neighbours);
 }
 
 #[test]
