@@ -29,6 +29,7 @@ fn no_reuse(model: &Model) -> ExecPlan {
         arena_bytes: vec![at + scratch],
         budget_bytes: u64::MAX,
         side_cache: None,
+        one_packing: false,
     }
 }
 

@@ -105,6 +105,7 @@ impl ExecPlan {
             scratch_offsets,
             budget_bytes: arena_bytes[0],
             arena_bytes,
+            one_packing: true,
             side_cache: None,
         }
     }

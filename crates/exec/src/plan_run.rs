@@ -12,7 +12,7 @@ use crate::planned::{CopyKind, ExecPlan, PlannedMove, reserved_bytes};
 use crate::runner::SharedRunner;
 use placer_ir::ops::{Traffic, node_traffic};
 use placer_ir::{DType, Model, NodeId, Op, TensorId};
-use placer_pools::{Arenas, CopyTicket, PoolError, PoolSet, Slot};
+use placer_pools::{Arenas, CopyTicket, PoolError, PoolId, PoolSet, Slot};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::time::Instant;
@@ -97,6 +97,11 @@ pub struct PlanExecutor<'m> {
     warm_pool: bool,
     /// See `Executor::set_runner`.
     runner: Option<SharedRunner>,
+    /// Per pool, the pool whose arena holds its items' bytes: itself, or DRAM's for a
+    /// pool that shares DRAM's memory in a plan of one packing (`ExecPlan::one_packing`;
+    /// the DRAM in use a step reports then counts that pool's items too: only the
+    /// profiler runs such plans, and it reads no DRAM peak).
+    memory: Vec<PoolId>,
 }
 
 impl<'m> PlanExecutor<'m> {
@@ -110,7 +115,16 @@ impl<'m> PlanExecutor<'m> {
             return Err(ExecError::UnsupportedType { tensor: t.name.clone(), dtype: t.dtype });
         }
         let events = events(model, &plan)?;
-        let arenas = Arenas::reserve(&mut pools, &plan.arena_bytes)
+        let memory: Vec<PoolId> = pools
+            .ids()
+            .map(|p| if plan.one_packing && pools.same_memory(p, PoolId(0)) { PoolId(0) } else { p })
+            .collect();
+        let mut reserve = vec![0u64; plan.arena_bytes.len()];
+        for (p, &bytes) in plan.arena_bytes.iter().enumerate() {
+            let into = memory[p].index();
+            reserve[into] = reserve[into].max(bytes);
+        }
+        let arenas = Arenas::reserve(&mut pools, &reserve)
             .map_err(|source| ExecError::Pool { tensor: "(arena)".into(), error: source })?;
         let traffic = (0..model.nodes().len()).map(|n| node_traffic(model, NodeId(n as u32))).collect();
         let broadcast_ns = if pools.any_emulated() { broadcast_cost_ns() } else { 0.0 };
@@ -133,6 +147,7 @@ impl<'m> PlanExecutor<'m> {
             pools,
             warm_pool: false,
             runner: None,
+            memory,
         };
         exec.fill(seed)?;
         Ok(exec)
@@ -159,8 +174,10 @@ impl<'m> PlanExecutor<'m> {
         Ok(())
     }
 
+    /// Where tensor `t`'s span is in memory: its pool's arena, or DRAM's (`memory`).
     fn slot(&self, t: TensorId, span: usize) -> Slot {
-        self.plan.slot(self.model, t, span)
+        let slot = self.plan.slot(self.model, t, span);
+        Slot { pool: self.memory[slot.pool.index()], ..slot }
     }
 
     /// Places tensor `t`'s span in its arena (whole pages, as planned); returns its slot.
@@ -252,14 +269,14 @@ impl<'m> PlanExecutor<'m> {
         let reads: Vec<Slot> = node.inputs.iter().map(at).collect();
         let mut writes: Vec<Slot> = node.updates.iter().chain(&node.outputs).map(at).collect();
         let scratch_len = scratch_bytes(model, n);
-        let scratch = Slot { pool: placer_pools::PoolId(0), offset: self.plan.scratch_offsets[step], len: scratch_len };
+        let scratch = Slot { pool: PoolId(0), offset: self.plan.scratch_offsets[step], len: scratch_len };
         if scratch_len > 0 {
             self.arenas
                 .place(Slot { len: reserved_bytes(scratch_len), ..scratch })
                 .map_err(|source| ExecError::Scratch { bytes: scratch_len, error: source })?;
             writes.push(scratch);
         }
-        let dram = self.arenas.in_use_of(placer_pools::PoolId(0));
+        let dram = self.arenas.in_use_of(PoolId(0));
         // Another framework's kernels do not run on this pool: woken, its threads would
         // only spin beside them.
         if self.warm_pool && self.runner.is_none() {

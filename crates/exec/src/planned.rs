@@ -54,6 +54,16 @@ pub struct ExecPlan {
     /// An emulated memory-side cache (2LM) in front of a pool: operands there are
     /// charged its per-step waits instead of the pool's per-byte charge.
     pub side_cache: Option<SideWaits>,
+    /// Every item's offset comes from one packing across the pools
+    /// ([`ExecPlan::resident`]), so no two items live at once share an offset whichever
+    /// pools they are in. A pool that shares memory with DRAM's (an emulated one) then
+    /// keeps its items in DRAM's arena, at the bytes they would have in DRAM, as the
+    /// resident executor only retags such a tensor: moving a tensor to an emulated pool
+    /// changes its waits, not which bytes it and later tensors occupy. With separate
+    /// arenas, a kernel whose output reused bytes a moved tensor left cold in DRAM's
+    /// arena ran 10-20% slower in simultaneous passes than in single ones
+    /// (docs/BENCHMARKS.md, "One arena for memory the pools share").
+    pub one_packing: bool,
 }
 
 /// What an emulated memory-side cache charges, step by step (computed by the solver's

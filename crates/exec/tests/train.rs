@@ -170,6 +170,12 @@ fn a_resident_plan_holds_only_live_tensors_and_computes_the_same_steps() {
         resident.step().expect("resident step");
         assert_eq!(live.loss(), resident.loss().expect("loss"), "tensors that share bytes never meet");
     }
+    // The two pools share memory (both the heap), so the second's tensors sit in the
+    // first's arena, at the bytes they have when all are there: step by step, the first
+    // pool holds as much as it does with every tensor in it.
+    let mut all_in_first = PlanExecutor::new(&model, two_pools(), one, 9).expect("reserves");
+    let (split, whole) = (live.step().expect("live step"), all_in_first.step().expect("step"));
+    assert_eq!(split.dram_bytes, whole.dram_bytes, "one packing, one arena for memory the pools share");
 }
 
 /// x → matmul → · scale → RMS norm → sigmoid, clip → dropout → + bias → · gate →

@@ -79,6 +79,8 @@ pub fn exec_plan(plan: &Plan, model: &Model, pools: &PoolSet) -> Result<ExecPlan
         arena_bytes,
         budget_bytes: plan.inputs.budget_bytes,
         side_cache,
+        // Each pool's offsets are packed on their own: two pools' tensors may share one.
+        one_packing: false,
     })
 }
 
