@@ -15,7 +15,6 @@ step index; its figures are the median over the rounds.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import resource
 import statistics
@@ -28,16 +27,12 @@ HEAPS = ("as found", "thresholds only", "steady")
 
 
 def child(model_name: str, batch: int, steps: int, heap_kind: str) -> None:
-    if heap_kind == "thresholds only":
-        libc = ctypes.CDLL(None)
-        # M_MMAP_THRESHOLD (-3) at glibc's ceiling, M_TRIM_THRESHOLD (-1) never
-        if libc.mallopt(-3, 32 * 2**20) != 1 or libc.mallopt(-1, 2**31 - 1) != 1:
-            sys.exit("heap.py: mallopt refused the thresholds")
-    elif heap_kind == "steady":
-        from placer_torch import heap
+    from placer_torch import heap
 
-        if not heap.steady():
-            sys.exit(f"heap.py: {heap.describe()}")
+    if heap_kind != "as found":
+        ok, why = heap.set_mallopt(heap.THRESHOLDS_ONLY if heap_kind == "thresholds only" else heap.STEADY)
+        if not ok:
+            sys.exit(f"heap.py: {why}")
     import torch
 
     sys.path.insert(0, str(Path(__file__).parent))

@@ -23,11 +23,12 @@ of system time in a 5-7.7 s step, falling over the first steps as the heap grew,
 different again after other work in the process (the profile's passes, a held buffer).
 So `steady()` also turns glibc's use of `mmap` for blocks off (M_MMAP_MAX 0); glibc
 still maps memory when the heap cannot grow. Measured here, ResNet-50 b32's step then
-faults nothing from its fourth step on and takes 4.95-5.1 s (docs/BENCHMARKS.md, "Every
-block from the heap"). `profile()` and `apply()` both call it, so that the kernels the
-profile times, the step whose overhead it measures and the step the plan runs see the
-same heap. The cost is resident memory: freed memory stays mapped, up to the step's own
-peak of temporaries and what fragmentation adds.
+took 0-20,385 faults from its third step on, and a median of 5,659 ms against 7,592 ms
+on glibc as found (docs/BENCHMARKS.md, "Every block from the heap"). `profile()` and
+`apply()` both call it, so that the kernels the profile times, the step whose overhead
+it measures and the step the plan runs see the same heap. The cost is resident memory:
+freed memory stays mapped, up to the step's own peak of temporaries and what
+fragmentation adds.
 """
 
 from __future__ import annotations
@@ -44,6 +45,13 @@ MMAP_THRESHOLD = 32 * 2**20
 #: The largest value `mallopt` takes (an int): the heap's top is never this free.
 _NEVER_TRIM = 2**31 - 1
 
+#: What `steady()` sets, in order. The threshold still matters where glibc maps anyway
+#: (a heap that cannot grow).
+STEADY = ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, _NEVER_TRIM), (_M_MMAP_MAX, 0))
+#: What `steady()` set before every block came from the heap (python/bench/heap.py's
+#: "thresholds only").
+THRESHOLDS_ONLY = STEADY[:2]
+
 _state: tuple[bool, str] | None = None
 
 
@@ -53,7 +61,7 @@ def steady() -> bool:
     on its allocator's own history, and `describe()` says so."""
     global _state
     if _state is None:
-        _state = _set()
+        _state = set_mallopt(STEADY)
     return _state[0]
 
 
@@ -63,7 +71,9 @@ def describe() -> str:
     return _state[1]
 
 
-def _set() -> tuple[bool, str]:
+def set_mallopt(settings) -> tuple[bool, str]:
+    """Sets glibc's `mallopt` (parameter, value) pairs in order for the process; whether
+    all were taken, and what was done, in words. `steady()` is `set_mallopt(STEADY)` once."""
     name = ctypes.util.find_library("c")
     try:
         libc = ctypes.CDLL(name)
@@ -73,9 +83,11 @@ def _set() -> tuple[bool, str]:
     except (OSError, AttributeError):
         return False, f"C heap left as it is: {name or 'the C library'} has no glibc mallopt"
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    # mallopt returns 1 on success, 0 on a value it refuses.
-    # The threshold still matters where glibc maps anyway (a heap that cannot grow).
-    settings = [(_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, _NEVER_TRIM), (_M_MMAP_MAX, 0)]
-    if any(mallopt(p, v) != 1 for p, v in settings):
-        return False, f"C heap left as it is: glibc {version}'s mallopt refused the settings"
-    return True, f"C heap held steady (glibc {version}: every block from the heap, never trimmed)"
+    for i, (param, value) in enumerate(settings):
+        # mallopt returns 1 on success, 0 on a value it refuses.
+        if mallopt(param, value) != 1:
+            return False, (f"C heap not held steady: glibc {version}'s mallopt refused parameter {param} = {value} "
+                           f"({i} setting(s) before it taken)")
+    if tuple(settings) == STEADY:
+        return True, f"C heap held steady (glibc {version}: every block from the heap, never trimmed)"
+    return True, f"C heap: glibc {version}'s mallopt took {list(settings)}"
