@@ -117,6 +117,8 @@ class Placed:
         self.bound = {pool: nodes for pool, nodes in self.homes.nodes() if nodes} if self.homes else {}
         #: placer tensor name -> (pool, bytes) of every tensor re-homed into pool memory
         self.homed: dict = {}
+        #: the plan's tensors autograd has saved in any step so far (a move of one waits for its holder)
+        self.ever_saved: set = set()
         schedule = self.placement.schedule()
         step_of = {name: i for i, name in enumerate(schedule)}
         self.steps = len(schedule)
@@ -212,6 +214,9 @@ class Placed:
     def __enter__(self):
         self.moves_done, self.next_move = 0, 0
         self.started: dict = {}
+        #: background moves due to start before the kernel that saves their tensor: started
+        #: when it is saved (by name, and the moves' indices)
+        self.awaiting: dict = {}
         #: moves done ahead of their turn, when backward unpacked their tensor
         self.done_early: set = set()
         self.saved: dict = {}
@@ -268,8 +273,8 @@ class Placed:
         return homed[0] if homed is not None else None
 
     def _on_step(self, step: int) -> int:
-        """From the hook, before kernel `step` when a move is due: runs the moves, and
-        answers the next step at which one is."""
+        """From the hook, once the kernel before `step` is done (and has paid its wait),
+        when a move is due: runs the moves, and answers the next step at which one is."""
         self._moves_until(step)
         return self._threshold()
 
@@ -283,7 +288,8 @@ class Placed:
                 break
             if i in self.done_early:
                 continue
-            due = min(due, before - 1 if background and i not in self.started else before)
+            waiting = i in self.started or i in self.awaiting.values()
+            due = min(due, before - 1 if background and not waiting else before)
         return due
 
     # -- moves and memory --------------------------------------------------------------
@@ -382,13 +388,20 @@ class Placed:
             before, background = self.moves[i][5], self.moves[i][4]
             if before > step + 1:
                 break
-            if background and before == step + 1 and i not in self.started and i not in self.done_early:
+            if background and before == step + 1 and i not in self.started and i not in self.done_early and \
+                    i not in self.awaiting.values():
                 self._start(i)
         while self.next_move < len(self.moves) and self.moves[self.next_move][5] <= step:
             self._finish(self.next_move)
             self.next_move += 1
 
     def _start(self, i: int) -> None:
+        tensor = self.moves[i][0]
+        if tensor not in self.saved and tensor in self.ever_saved:
+            # The kernel beside the copy saves the tensor (autograd's hook runs as the op
+            # ends): the copy starts from its holder then, rather than as scratch bytes.
+            self.awaiting[tensor] = i
+            return
         job, holder = self._move_job(i)
         fut = self._copier.submit(job)
         self.started[i] = (fut, holder)
@@ -400,6 +413,8 @@ class Placed:
         copy from then on."""
         if i in self.done_early:
             return
+        if self.awaiting.get(self.moves[i][0]) == i:
+            del self.awaiting[self.moves[i][0]]  # never saved after all: run here
         if i in self.started:
             fut, holder = self.started.pop(i)
             new = fut.result()
@@ -477,6 +492,10 @@ class Placed:
                     new.copy_(t)
                 self._land(holder, new, pool)
                 self.saved_placed += 1
+        self.ever_saved.add(name)
+        waiting = self.awaiting.pop(name, None)
+        if waiting is not None:
+            self._start(waiting)
         return holder
 
     def _born_in(self, t: torch.Tensor) -> str | None:

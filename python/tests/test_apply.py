@@ -208,6 +208,36 @@ class Apply(unittest.TestCase):
         self.assertIn(placed.dram, seen)
         self.assertNotIn(slow, seen)
 
+    def test_a_move_runs_before_the_kernel_it_is_due_at_and_beside_the_one_it_overlaps(self):
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        slow = next(p for p in placed.bound if p != placed.dram)
+        x = next(n for n in placed.kernels[0].outputs if n and placed.uses[n][-1] - placed.uses[n][0] > 3)
+        first, last = placed.uses[x][0], placed.uses[x][-1]
+        nbytes = next(t["bytes"] for t in json.loads(self.all_dram.read_text())["tensors"] if t["name"] == x)
+        # A blocking move out after its first use, a background one home before its last.
+        placed._set_moves([(x, placed.dram, slow, nbytes, False, first + 1),
+                           (x, slow, placed.dram, nbytes, True, last)])
+        # The kernel the hook matched last when each move started and when it was done.
+        at = {"start": [], "finish": []}
+        start, finish = placed._start, placed._finish
+
+        def watch_start(i):
+            at["start"].append((i, placed.step))
+            start(i)
+
+        def watch_finish(i):
+            if i not in placed.done_early:
+                at["finish"].append((i, placed.step))
+            finish(i)
+
+        placed._start, placed._finish = watch_start, watch_finish
+        train(m, opt, self.batch, 1, placed)
+        # The blocking one once kernel `first` is done; the background one once the kernel
+        # before the one it overlaps is done, and waited for before the kernel that reads it.
+        self.assertEqual(at["start"], [(1, last - 2)])
+        self.assertEqual(at["finish"], [(0, first), (1, last - 1)])
+
     def test_results_the_plan_keeps_outside_dram_are_born_in_that_pools_memory(self):
         plain = train(*self.fresh(), self.batch, 3)
         ext = hook.load()
