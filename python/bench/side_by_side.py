@@ -138,9 +138,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--budget", default="25%", help="one budget, or several separated by commas (25%%,10%%)")
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="0: capture, profile and solve only, leaving them in --work (python/bench/plans.py runs them)")
     ap.add_argument("--work", required=True)
     ap.add_argument("--baselines", default="first-touch,interleave,greedy")
+    ap.add_argument("--formulation", choices=["static", "sync", "async"],
+                    help="the ILP's formulation for the plans (default: placer solve's own)")
     ap.add_argument("--kernels", choices=["torch", "placer", "both"], default="both",
                     help="whose kernels the profiles time; the plan applied first is torch's when profiled")
     a = ap.parse_args()
@@ -195,8 +198,9 @@ def main() -> None:
         for k, ck in profiles.items():
             plans[budget, k] = work / f"plan-{tag}-{k}-kernels.json"
             extra = ["--baseline-plans", str(bdir)] if k == first else []
+            form = ["--formulation", a.formulation] if a.formulation else []
             placer(a.placer, "solve", str(mpath), "--budget", budget, "--profile", ck, "-o",
-                   str(plans[budget, k]), *extra, env=env)
+                   str(plans[budget, k]), *extra, *form, env=env)
             planned[budget, k] = len(contenders)
             contenders.append(Contender(f"{budget}: torch + placer plan ({k}-kernel profile)", model, batch, loss_fn,
                                         plans[budget, k], mpath))
@@ -204,6 +208,9 @@ def main() -> None:
             if (bdir / f"{b}.json").exists():
                 contenders.append(Contender(f"{budget}: torch + {b}", model, batch, loss_fn, bdir / f"{b}.json",
                                             mpath))
+    if a.rounds == 0:
+        print(f"rounds 0: the captured model, its profile and its plans are in {work}")
+        return
     ex_plans = [plans.get((b, "placer"), plans[b, first]) for b in budgets]
     executor = {p: [] for p in ex_plans}
     for r in range(a.rounds):

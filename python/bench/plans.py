@@ -1,0 +1,66 @@
+"""Given plans of one captured model, run in torch side by side: unmodified torch all in
+DRAM twice (A and A′, the noise floor), then torch under each plan, interleaved in rounds
+in one process, each from the same starting weights on the same batches. Reports step
+time ± MAD against A, each plan's prediction against its measured step, the DRAM peak
+tracked (and of it not placed), whether the losses agree, and each plan's report.
+
+The work directory is one `side_by_side.py --rounds 0 --work DIR` left (the captured
+model and its plans); plans solved there again with other options go beside them.
+Run through scripts/torch/pybench.sh, which prints the host's FMA peak:
+
+    scripts/torch/pybench.sh plans.py --work DIR --model resnet50 --batch 32 \\
+        DIR/plan-25-async.json DIR/plan-25-torch-kernels.json DIR/baselines-25/greedy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import torch
+
+from side_by_side import Contender, build, med_mad
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--placer", help="unused: pybench.sh passes it to every script")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("plans", nargs="+")
+    a = ap.parse_args()
+    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
+    model, data = build(a.model, a.batch)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    cs = [Contender("torch, all in DRAM (A)", model, data, loss_fn),
+          Contender("torch, all in DRAM, again (A′)", model, data, loss_fn)]
+    cs += [Contender(p, model, data, loss_fn, Path(p), mpath) for p in a.plans]
+    for _ in range(a.rounds):
+        for c in cs:
+            c.round(a.steps)
+    base = med_mad([t * 1e3 for t in cs[0].times])[0]
+    print(f"\n{a.model} b{a.batch}: {a.rounds} rounds of {a.steps} steps (the first of each round not timed)")
+    print("| contender | step ms (median ± MAD) | vs A | predicted ms | measured vs predicted | DRAM peak tracked "
+          "(of it not placed) |")
+    print("|---|---|---|---|---|---|")
+    for c in cs:
+        m, d = med_mad([t * 1e3 for t in c.times])
+        pred, err, peak = "-", "-", "-"
+        if c.placed is not None:
+            p = json.loads(Path(c.label).read_text())["predicted"]["step_ns"] / 1e6
+            pred, err = f"{p:.1f}", f"{(m / p - 1) * 100:+.1f}%"
+            top = max(c.peaks)
+            peak = f"{top[0] / 2**20:.1f} MiB ({top[1] / 2**20:.1f})"
+        print(f"| {c.label} | {m:.1f} ± {d:.1f} | {m / base:.3f}× | {pred} | {err} | {peak} |")
+    print(f"\nlosses identical across contenders, every step of every round: "
+          f"{all(c.losses == cs[0].losses for c in cs)}")
+    for c in cs[2:]:
+        print(f"\n{c.label}:\n{c.placed.report()}")
+
+
+if __name__ == "__main__":
+    main()
