@@ -179,18 +179,23 @@ class Apply(unittest.TestCase):
         m2, opt2 = self.fresh()
         self.assertEqual(train(m2, opt2, self.batch, 3), plain)
 
-    def test_a_saved_activation_rides_its_moves_between_pools_memory(self):
-        plain = train(*self.fresh(), self.batch, 3)
-        m, opt = self.fresh()
-        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+    def out_and_home(self, placed):
+        """Gives `placed` two moves of the first forward result that backward reads again,
+        well after: a blocking one out to the slow pool after its first use, a background
+        one home before its last. Returns the slow pool and the two uses' steps."""
         slow = next(p for p in placed.bound if p != placed.dram)
-        # The first forward result that backward reads again, well after: out to the slow
-        # pool after its first use, back (in the background) before its last.
         x = next(n for n in placed.kernels[0].outputs if n and placed.uses[n][-1] - placed.uses[n][0] > 3)
         first, last = placed.uses[x][0], placed.uses[x][-1]
         nbytes = next(t["bytes"] for t in json.loads(self.all_dram.read_text())["tensors"] if t["name"] == x)
         placed._set_moves([(x, placed.dram, slow, nbytes, False, first + 1),
                            (x, slow, placed.dram, nbytes, True, last)])
+        return slow, first, last
+
+    def test_a_saved_activation_rides_its_moves_between_pools_memory(self):
+        plain = train(*self.fresh(), self.batch, 3)
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        slow, _, _ = self.out_and_home(placed)
         seen = []
         unpack = placed._unpack
 
@@ -211,13 +216,7 @@ class Apply(unittest.TestCase):
     def test_a_move_runs_before_the_kernel_it_is_due_at_and_beside_the_one_it_overlaps(self):
         m, opt = self.fresh()
         placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
-        slow = next(p for p in placed.bound if p != placed.dram)
-        x = next(n for n in placed.kernels[0].outputs if n and placed.uses[n][-1] - placed.uses[n][0] > 3)
-        first, last = placed.uses[x][0], placed.uses[x][-1]
-        nbytes = next(t["bytes"] for t in json.loads(self.all_dram.read_text())["tensors"] if t["name"] == x)
-        # A blocking move out after its first use, a background one home before its last.
-        placed._set_moves([(x, placed.dram, slow, nbytes, False, first + 1),
-                           (x, slow, placed.dram, nbytes, True, last)])
+        _, first, last = self.out_and_home(placed)
         # The kernel the hook matched last when each move started and when it was done.
         at = {"start": [], "finish": []}
         start, finish = placed._start, placed._finish
