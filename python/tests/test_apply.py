@@ -237,6 +237,37 @@ class Apply(unittest.TestCase):
         self.assertEqual(at["start"], [(1, last - 2)])
         self.assertEqual(at["finish"], [(0, first), (1, last - 1)])
 
+    def test_a_background_move_beside_the_kernel_that_saves_its_tensor_carries_it(self):
+        plain = train(*self.fresh(), self.batch, 3)
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        slow, _, _ = self.out_and_home(placed)
+        x = placed.moves[0][0]
+        # The kernel that saves x: the one running when autograd's hook gets it.
+        saved_at = []
+        pack = placed._pack
+
+        def watch(t):
+            h = pack(t)
+            if getattr(h, "name", None) == x:
+                saved_at.append(placed.step + 1)
+            return h
+
+        placed._pack = watch
+        placed._hooks = torch.autograd.graph.saved_tensors_hooks(placed._pack, placed._unpack)
+        train(m, opt, self.batch, 1, placed)
+        k = saved_at[0]
+        # Out in the background beside that kernel: before it saves x there is no holder.
+        nbytes = placed.moves[0][3]
+        placed._set_moves([(x, placed.dram, slow, nbytes, True, k + 1)])
+        m2, opt2 = self.fresh()
+        placed2 = placer_torch.apply(m2, opt2, self.model_path, self.all_dram)
+        placed2._set_moves(placed.moves)
+        self.assertEqual(train(m2, opt2, self.batch, 3, placed2), plain)
+        # The first step knows no tensor autograd saves: scratch bytes; then the holder's.
+        self.assertEqual([r.routed for r in placed2.records], [0, 1, 1])
+        self.assertEqual([r.moves for r in placed2.records], [1, 1, 1])
+
     def test_results_the_plan_keeps_outside_dram_are_born_in_that_pools_memory(self):
         plain = train(*self.fresh(), self.batch, 3)
         ext = hook.load()
