@@ -187,10 +187,9 @@ def main() -> None:
                            "weight_gradient") for x in ("--pin", f"role={role}:dram")]
     placer(a.placer, "solve", str(mpath), "--budget", "16GiB", "--profile", profiles[first], "-o", str(all_dram),
            *pins, env=env)
-    contenders = [Contender("torch, all in DRAM", model, batch, loss_fn),
-                  Contender("torch, all in DRAM, again (A′: the noise floor)", model, batch, loss_fn),
-                  Contender("torch + apply, every tensor in DRAM (apply's overhead)", model, batch, loss_fn,
-                            all_dram, mpath)]
+    # (label, plan or None): made contenders only once every plan is solved and rounds run.
+    runs = [("torch, all in DRAM", None), ("torch, all in DRAM, again (A′: the noise floor)", None),
+            ("torch + apply, every tensor in DRAM (apply's overhead)", all_dram)]
     plans, planned = {}, {}
     for budget in budgets:
         tag = budget.rstrip("%")
@@ -201,16 +200,15 @@ def main() -> None:
             form = ["--formulation", a.formulation] if a.formulation else []
             placer(a.placer, "solve", str(mpath), "--budget", budget, "--profile", ck, "-o",
                    str(plans[budget, k]), *extra, *form, env=env)
-            planned[budget, k] = len(contenders)
-            contenders.append(Contender(f"{budget}: torch + placer plan ({k}-kernel profile)", model, batch, loss_fn,
-                                        plans[budget, k], mpath))
+            planned[budget, k] = len(runs)
+            runs.append((f"{budget}: torch + placer plan ({k}-kernel profile)", plans[budget, k]))
         for b in a.baselines.split(","):
             if (bdir / f"{b}.json").exists():
-                contenders.append(Contender(f"{budget}: torch + {b}", model, batch, loss_fn, bdir / f"{b}.json",
-                                            mpath))
+                runs.append((f"{budget}: torch + {b}", bdir / f"{b}.json"))
     if a.rounds == 0:
         print(f"rounds 0: the captured model, its profile and its plans are in {work}")
         return
+    contenders = [Contender(label, model, batch, loss_fn, plan, mpath) for label, plan in runs]
     ex_plans = [plans.get((b, "placer"), plans[b, first]) for b in budgets]
     executor = {p: [] for p in ex_plans}
     for r in range(a.rounds):

@@ -288,8 +288,7 @@ class Placed:
                 break
             if i in self.done_early:
                 continue
-            waiting = i in self.started or i in self.awaiting.values()
-            due = min(due, before - 1 if background and not waiting else before)
+            due = min(due, before - 1 if background and not self._begun(i) else before)
         return due
 
     # -- moves and memory --------------------------------------------------------------
@@ -388,12 +387,15 @@ class Placed:
             before, background = self.moves[i][5], self.moves[i][4]
             if before > step + 1:
                 break
-            if background and before == step + 1 and i not in self.started and i not in self.done_early and \
-                    i not in self.awaiting.values():
+            if background and before == step + 1 and not self._begun(i) and i not in self.done_early:
                 self._start(i)
         while self.next_move < len(self.moves) and self.moves[self.next_move][5] <= step:
             self._finish(self.next_move)
             self.next_move += 1
+
+    def _begun(self, i: int) -> bool:
+        """Whether background move `i` has started, or waits for its tensor's holder."""
+        return i in self.started or i in self.awaiting.values()
 
     def _start(self, i: int) -> None:
         tensor = self.moves[i][0]
