@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import ctypes
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -90,6 +91,10 @@ class StepRecord:
     unplaced_by: list
     #: the plan's tensors seen in torch's memory (DRAM) at a scan where the plan kept them elsewhere
     misplaced: list
+    #: ns the step waited for background copies still running when their kernel came,
+    #: and ns it spent in blocking moves (and background ones run in line)
+    copy_wait_ns: float
+    in_line_ns: float
 
 
 @dataclass
@@ -213,6 +218,7 @@ class Placed:
 
     def __enter__(self):
         self.moves_done, self.next_move = 0, 0
+        self.copy_wait_ns = self.in_line_ns = 0.0
         self.started: dict = {}
         #: background moves due to start before the kernel that saves their tensor: started
         #: when it is saved (by name, and the moves' indices)
@@ -251,7 +257,8 @@ class Placed:
                                        self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
                                        c["born"], c["born_bytes"], c["stray"], c["unplaced_by"],
-                                       [self.names[i] for i in self.tracker.misplaced()]))
+                                       [self.names[i] for i in self.tracker.misplaced()], self.copy_wait_ns,
+                                       self.in_line_ns))
         self.saved = {}
         return False
 
@@ -404,7 +411,7 @@ class Placed:
             # ends): the copy starts from its holder then, rather than as scratch bytes.
             self.awaiting[tensor] = i
             return
-        job, holder = self._move_job(i)
+        job, holder = self._move_job(i, beside=True)
         fut = self._copier.submit(job)
         self.started[i] = (fut, holder)
         if holder is not None:
@@ -417,28 +424,32 @@ class Placed:
             return
         if self.awaiting.get(self.moves[i][0]) == i:
             del self.awaiting[self.moves[i][0]]  # never saved after all: run here
+        t0 = time.perf_counter_ns()
         if i in self.started:
             fut, holder = self.started.pop(i)
             new = fut.result()
+            self.copy_wait_ns += time.perf_counter_ns() - t0
         else:
-            job, holder = self._move_job(i)
+            job, holder = self._move_job(i, beside=False)
             new = job()
+            self.in_line_ns += time.perf_counter_ns() - t0
         if holder is not None:
             self._land(holder, new, self.moves[i][2])
         self.moves_done += 1
 
-    def _move_job(self, i: int):
+    def _move_job(self, i: int, beside: bool):
         """The copy of move `i`: the saved tensor itself, into the destination pool's
         memory, when a holder has it in the move's source pool; else the move's bytes
         between scratch buffers (a tensor that is not saved, or a view of one). Either
-        then waits what the emulated pools charge beyond the memcpy."""
+        then waits what the emulated pools charge beyond the memcpy: `beside` the step's
+        kernels, on the copy thread, as `_copy_beside` does, else in line."""
         tensor, src, dst, nbytes, _, _ = self.moves[i]
         extra = self.placement.copy_extra_ns(src, dst, nbytes)
+        copy_into = _copy_beside if beside else _copy_in_line
         holder = self.saved.get(tensor)
         if holder is None or holder.pool != src or holder.pending is not None:
             def scratch():
-                self._dst[:nbytes].copy_(self._src[:nbytes])
-                _core.busy_wait(extra)
+                copy_into(self._dst[:nbytes], self._src[:nbytes], extra)
 
             return scratch, None
         t = holder.t
@@ -447,8 +458,7 @@ class Placed:
             # Into DRAM through torch's allocator: pool memory kept for reuse would hold
             # DRAM between steps.
             new = self.memory.tensor(dst, t) if dst in self.bound and dst != self.dram else torch.empty_like(t)
-            new.copy_(t)
-            _core.busy_wait(extra)
+            copy_into(new, t, extra)
             return new
 
         return copy, holder
@@ -541,6 +551,8 @@ class Placed:
             f"moves      {last.moves} per step: {last.routed} carried a saved activation into its pool's memory, "
             f"{last.moves - last.routed} copied as many scratch bytes (a tensor not saved for backward, a view, or "
             f"memory not bound; {last.unrouted} saved view(s) left in torch's storage)",
+            f"copies     the step waited {last.copy_wait_ns / 1e6:.3f} ms for background copies still running at "
+            f"their kernel, and spent {last.in_line_ns / 1e6:.3f} ms in moves run in line",
             f"saved      {last.saved_placed} activation(s) saved for backward copied into the memory of the pool the "
             f"plan keeps them in",
             f"born       {last.born} result(s) born in the memory of the pool the plan has them in, {last.born_bytes} B; "
@@ -576,6 +588,25 @@ def apply(model, optimizer, model_path, plan_path, capture: Capture | None = Non
     A plan for another model, or a missing or malformed capture, raises `ModelError` or
     `CaptureError` in one line."""
     return Placed(model, optimizer, model_path, plan_path, capture, rehome, born)
+
+
+def _copy_in_line(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:
+    """A move the step waits for: every intra-op thread copies, then the emulated wait
+    is spun, as placer's executor runs a blocking move."""
+    dst.copy_(src)
+    _core.busy_wait(extra_ns)
+
+
+def _copy_beside(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:
+    """A move beside the step's kernels, as placer's executor's copy thread runs one: one
+    thread's memcpy, then the emulated wait slept until `extra_ns` after the copy began.
+    The solver charges a background copy's kernels for a single memcpy's CPU time
+    (measured by the profile); torch's `copy_` here would start a second team of
+    intra-op threads beside the step's, and a spun wait would take a core for the
+    device's whole time. Both tensors are contiguous, of the same bytes."""
+    start = time.perf_counter_ns()
+    ctypes.memmove(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())
+    _core.sleep_wait(extra_ns - (time.perf_counter_ns() - start))
 
 
 def _first(names: list, n: int = 5) -> str:

@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 from unittest import mock
@@ -509,6 +510,24 @@ class ViewNames(unittest.TestCase):
         # Read by the linear under the copy's name: the storage is counted where the plan
         # keeps the copy, not where it kept the reshape's input, which is no longer held.
         self.assertEqual(seen, [(copy, [first], copy)])
+
+
+class CopyBeside(unittest.TestCase):
+    """A background move's copy keeps the step's cores as placer's executor's copy thread
+    does: the emulated device's time is slept, not spun."""
+
+    def test_the_emulated_wait_beside_the_kernels_takes_no_core(self):
+        from placer_torch.apply import _copy_beside
+
+        src = torch.arange(1 << 20, dtype=torch.float32)
+        dst = torch.empty_like(src)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        _copy_beside(dst, src, 200e6)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        self.assertTrue(torch.equal(dst, src))
+        self.assertGreaterEqual(wall, 0.2)
+        # The memcpy of 4 MiB and the last 50 µs' spin: a spun wait would cost its 200 ms.
+        self.assertLess(cpu, 0.05, f"the copy used {cpu * 1e3:.1f} ms of CPU in {wall * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_model, m)?)?;
     m.add_function(wrap_pyfunction!(save_model, m)?)?;
     m.add_function(wrap_pyfunction!(placement::busy_wait, m)?)?;
+    m.add_function(wrap_pyfunction!(placement::sleep_wait, m)?)?;
     m.add_function(wrap_pyfunction!(hook::entry_points, m)?)?;
     m.add_class::<placement::Placement>()?;
     m.add_class::<homes::Homes>()?;

@@ -167,3 +167,17 @@ impl Placement {
 pub fn busy_wait(py: Python<'_>, ns: f64) -> f64 {
     py.detach(|| placer_pools::busy_wait_ns(ns).as_nanos() as f64)
 }
+
+/// Sleeps for `ns` nanoseconds with the GIL released, spinning only the last 50 µs: an
+/// emulated device's time beside running kernels, as the plan executor's copy thread
+/// waits it, so that the wait keeps no core from them. Returns the time waited.
+#[pyfunction]
+pub fn sleep_wait(py: Python<'_>, ns: f64) -> f64 {
+    py.detach(|| {
+        let start = std::time::Instant::now();
+        if ns > 0.0 {
+            placer_pools::sleep_until(start + std::time::Duration::from_nanos(ns as u64));
+        }
+        start.elapsed().as_nanos() as f64
+    })
+}
