@@ -149,6 +149,9 @@ class Placed:
                     self.update_step[q] = i
                     self.update_step[f"{q}.grad"] = i
                     self.update_step[f"optimizer.state[{q}].momentum_buffer"] = i
+        #: the steps of the graph's kernels, in order: a kernel that runs several of the
+        #: schedule's nodes (a folded one) has the step of its last
+        self.kernel_steps = sorted({k.step for k in self.kernels})
         self._set_moves(self.placement.moves())
         #: tensor name -> the steps of the graph's kernels that read it, in order
         self.uses: dict = {}
@@ -228,7 +231,7 @@ class Placed:
         self.saved: dict = {}
         self.routed, self.unrouted, self.saved_placed = 0, set(), 0
         self._rehome()
-        self.tracker.begin(self._threshold())
+        self.tracker.begin(self._hook_step(self._threshold()))
         for q, p in self.model.named_parameters():
             self._see(p, q, home=self._home_of(q))
             if p.grad is not None:
@@ -281,13 +284,26 @@ class Placed:
 
     def _on_step(self, step: int) -> int:
         """From the hook, once the kernel before `step` is done (and has paid its wait),
-        when a move is due: runs the moves, and answers the next step at which one is."""
-        self._moves_until(step)
-        return self._threshold()
+        when a move is due: runs the moves due by the next kernel, and answers the hook's
+        step at which the next are."""
+        self._moves_until(self._kernel_at(step))
+        return self._hook_step(self._threshold())
+
+    def _kernel_at(self, step: int) -> int:
+        """The step of the graph's kernel that runs schedule step `step`."""
+        i = bisect.bisect_left(self.kernel_steps, step)
+        return self.kernel_steps[i] if i < len(self.kernel_steps) else step
+
+    def _hook_step(self, step: int) -> int:
+        """The step the hook passes `_on_step` as the kernel before the one that runs
+        `step` ends (that kernel's step + 1): a folded kernel's first nodes are not
+        kernels of their own, and the moves due at them are due before it."""
+        i = bisect.bisect_left(self.kernel_steps, step)
+        return self.kernel_steps[i - 1] + 1 if 0 < i < len(self.kernel_steps) else step
 
     def _threshold(self) -> int:
         """The first step at which `_moves_until` has work: a background move starts a
-        step before its own, any other is finished at its step."""
+        step before its own, any move is finished at its step."""
         due = _NEVER
         for i in range(self.next_move, len(self.moves)):
             before, background = self.moves[i][5], self.moves[i][4]

@@ -238,6 +238,28 @@ class Apply(unittest.TestCase):
         self.assertEqual(at["start"], [(1, last - 2)])
         self.assertEqual(at["finish"], [(0, first), (1, last - 1)])
 
+    def test_a_background_move_beside_a_folded_kernel_starts_before_it(self):
+        # A kernel that runs two of the schedule's nodes has the later one's step; the
+        # kernel before it ends at a step the folded kernel's first node has.
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        steps = placed.kernel_steps
+        folded = [s for p, s in zip(steps, steps[1:]) if s - p > 1]
+        self.assertTrue(folded, f"the small CNN has no folded kernel: {steps}")
+        s = folded[0]
+        p = steps[steps.index(s) - 1]
+        x = next(n for n in placed.names if n in placed.spans and n.endswith(".weight"))
+        slow = next(q for q in placed.bound if q != placed.dram)
+        placed._set_moves([(x, placed.dram, slow, 4096, True, s + 1)])
+        at = {"start": [], "finish": []}
+        start, finish = placed._start, placed._finish
+        placed._start = lambda i: (at["start"].append(placed.step), start(i))
+        placed._finish = lambda i: (at["finish"].append((placed.step, i in placed.started)), finish(i))
+        train(m, opt, self.batch, 1, placed)
+        # Started once the kernel before the folded one is done, waited for after it.
+        self.assertEqual(at["start"], [p])
+        self.assertEqual(at["finish"], [(s, True)])
+
     def test_a_background_move_beside_the_kernel_that_saves_its_tensor_carries_it(self):
         plain = train(*self.fresh(), self.batch, 3)
         m, opt = self.fresh()
