@@ -1,0 +1,83 @@
+"""What a plan's background copies cost torch's step: torch all in DRAM twice (A and A′,
+the noise floor), torch under the plan, and torch under the same plan with every
+background copy's memcpy left out (its emulated wait still slept, every move still
+waited for where the plan waits), interleaved in rounds in one process. The last
+contender's numbers are wrong by design (copies are not made), so its losses are not
+compared; its step against the plan's is the CPU time the copies take from torch's
+kernels, which the solver predicts as "slowed by copies beside them".
+
+Run through scripts/torch/pybench.sh, which prints the host's FMA peak; DIR is a
+`side_by_side.py --rounds 0 --work DIR` directory:
+
+    scripts/torch/pybench.sh copies.py --work DIR --model resnet50 --batch 32 DIR/async25.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+from pathlib import Path
+from unittest import mock
+
+import torch
+
+from placer_torch import _core
+from side_by_side import Contender, build, med_mad
+
+#: the module (the package's `apply` is its function)
+_APPLY = importlib.import_module("placer_torch.apply")
+
+
+def _no_memcpy(dst, src, extra_ns):
+    _core.sleep_wait(extra_ns)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--placer", help="unused: pybench.sh passes it to every script")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("plan")
+    a = ap.parse_args()
+    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
+    model, data = build(a.model, a.batch)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    plain = [Contender("torch, all in DRAM (A)", model, data, loss_fn),
+             Contender("torch, all in DRAM, again (A′)", model, data, loss_fn)]
+    planned = Contender("the plan", model, data, loss_fn, Path(a.plan), mpath)
+    bare = Contender("the plan, background copies without their memcpy", model, data, loss_fn, Path(a.plan), mpath)
+    cs = plain + [planned, bare]
+    for _ in range(a.rounds):
+        for c in cs:
+            patch = mock.patch.object(_APPLY, "_copy_beside", _no_memcpy) if c is bare else contextlib.nullcontext()
+            with patch:
+                c.round(a.steps)
+    base = med_mad([t * 1e3 for t in cs[0].times])[0]
+    doc = json.loads(Path(a.plan).read_text())
+    predicted = doc["predicted"]
+    print(f"\n{a.model} b{a.batch}, {Path(a.plan).name}: {a.rounds} rounds of {a.steps} steps (the first of each "
+          f"round not timed); predicted step {predicted['step_ns'] / 1e6:.1f} ms, of it "
+          f"{predicted['interference_ns'] / 1e6:.1f} ms by which copies slow the kernels beside them")
+    print("| contender | step ms (median ± MAD) | vs A | copies waited ms | moves in line ms |")
+    print("|---|---|---|---|---|")
+    for c in cs:
+        m, d = med_mad([t * 1e3 for t in c.times])
+        waited = inline = "-"
+        if c.placed is not None:
+            r = c.placed.records[-1]
+            waited, inline = f"{r.copy_wait_ns / 1e6:.1f}", f"{r.in_line_ns / 1e6:.1f}"
+        print(f"| {c.label} | {m:.1f} ± {d:.1f} | {m / base:.3f}× | {waited} | {inline} |")
+    mp, mb = med_mad([t * 1e3 for t in planned.times])[0], med_mad([t * 1e3 for t in bare.times])[0]
+    print(f"\nthe copies' memcpy cost the step {mp - mb:.1f} ms (the plan against the plan without it); "
+          f"A against A′: {med_mad([t * 1e3 for t in cs[1].times])[0] - base:+.1f} ms")
+    print(f"losses of A, A′ and the plan identical, every step of every round: "
+          f"{all(c.losses == cs[0].losses for c in cs[:3])}")
+
+
+if __name__ == "__main__":
+    main()
