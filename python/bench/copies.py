@@ -14,7 +14,6 @@ Run through scripts/torch/pybench.sh, which prints the host's FMA peak; DIR is a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib
 import json
@@ -24,7 +23,7 @@ from unittest import mock
 import torch
 
 from placer_torch import _core
-from side_by_side import Contender, build, med_mad
+from side_by_side import Contender, build, floor, med_mad, work_args
 
 #: the module (the package's `apply` is its function)
 _APPLY = importlib.import_module("placer_torch.apply")
@@ -35,20 +34,13 @@ def _no_memcpy(dst, src, extra_ns):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--placer", help="unused: pybench.sh passes it to every script")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=4)
+    ap = work_args()
     ap.add_argument("plan")
     a = ap.parse_args()
     mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
     model, data = build(a.model, a.batch)
     loss_fn = torch.nn.CrossEntropyLoss()
-    plain = [Contender("torch, all in DRAM (A)", model, data, loss_fn),
-             Contender("torch, all in DRAM, again (A′)", model, data, loss_fn)]
+    plain = floor(model, data, loss_fn)
     planned = Contender("the plan", model, data, loss_fn, Path(a.plan), mpath)
     bare = Contender("the plan, background copies without their memcpy", model, data, loss_fn, Path(a.plan), mpath)
     cs = plain + [planned, bare]

@@ -14,31 +14,22 @@ Run through scripts/torch/pybench.sh, which prints the host's FMA peak:
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import torch
 
-from side_by_side import Contender, build, med_mad
+from side_by_side import Contender, build, floor, med_mad, work_args
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--placer", help="unused: pybench.sh passes it to every script")
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--model", default="resnet50")
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=4)
+    ap = work_args()
     ap.add_argument("plans", nargs="+")
     a = ap.parse_args()
     mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
     model, data = build(a.model, a.batch)
     loss_fn = torch.nn.CrossEntropyLoss()
-    cs = [Contender("torch, all in DRAM (A)", model, data, loss_fn),
-          Contender("torch, all in DRAM, again (A′)", model, data, loss_fn)]
-    cs += [Contender(p, model, data, loss_fn, Path(p), mpath) for p in a.plans]
+    cs = floor(model, data, loss_fn) + [Contender(p, model, data, loss_fn, Path(p), mpath) for p in a.plans]
     for _ in range(a.rounds):
         for c in cs:
             c.round(a.steps)

@@ -126,6 +126,25 @@ class Contender:
         return loss.item()
 
 
+def work_args() -> argparse.ArgumentParser:
+    """The options of a script run on a `--rounds 0 --work DIR` directory (plans.py,
+    copies.py): the directory, the captured model and batch, rounds and steps."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--placer", help="unused: pybench.sh passes it to every script")
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--model", default="resnet50")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=4)
+    return ap
+
+
+def floor(model, batch, loss_fn) -> list:
+    """Unmodified torch with every tensor in DRAM twice: A, and A′ for the noise floor."""
+    return [Contender("torch, all in DRAM (A)", model, batch, loss_fn),
+            Contender("torch, all in DRAM, again (A′)", model, batch, loss_fn)]
+
+
 def med_mad(xs):
     m = statistics.median(xs)
     return m, statistics.median(abs(x - m) for x in xs)
