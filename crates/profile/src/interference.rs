@@ -16,8 +16,8 @@
 //! fixed(op) + share(op) × min(the copy's CPU time, the kernel's all-DRAM time)
 //! ```
 //!
-//! where the copy's CPU time is its bytes at the host's memcpy speed (an emulated pool's
-//! wait is a sleep and costs no CPU), and the cap says a kernel cannot lose more than it
+//! where the copy's CPU time is its bytes at the host's memcpy speed from memory to memory
+//! (an emulated pool's wait is a sleep and costs no CPU), and the cap says a kernel cannot lose more than it
 //! overlaps. Both are measured here for every op of the model from pairs of one of its
 //! kernels alone and with a copy handed to a copy thread just before it (as the plan
 //! executor hands its copies), alternating:
@@ -28,6 +28,11 @@
 //!   kernel's time, where the loss is largest against the noise and below the cap, less
 //!   the op's fixed part, [`PAIRS`] pairs.
 //!
+//! Every measured copy streams from and to memory, its buffers evicted from the caches
+//! beforehand (untimed), as a plan's tensor is when it moves: a copy over cached buffers
+//! takes the core but leaves the memory bus to the kernel, and on this project's VM it
+//! cost torch's kernels half what the plan's real copies did.
+//!
 //! A plan's copy to or from an emulated pool wakes its thread a second time, when the
 //! emulated wait ends, often beside a later kernel; that is not measured here.
 
@@ -36,7 +41,7 @@ use crate::engine::Engine;
 use crate::record::{Interference, KernelPairs, OpInterference};
 use placer_exec::Stats;
 use placer_ir::{Model, NodeId};
-use placer_pools::CopyCores;
+use placer_pools::{CopyCores, evict_from_cache};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -45,12 +50,15 @@ use std::time::{Duration, Instant};
 
 /// Alone/with pairs per op.
 pub const PAIRS: usize = 11;
-/// The copy thread's buffers; a longer copy repeats over them.
-const BUFFER: usize = 16 << 20;
+/// The copy that times the host's memcpy: well past any last-level cache this project
+/// has met once its buffers are evicted.
+const SPEED_COPY: usize = 64 << 20;
+/// The copy thread's largest buffers; a longer copy repeats over them.
+const MAX_BUFFER: usize = 128 << 20;
 /// The smallest copy measured: smaller ones are timer noise.
 const MIN_COPY: usize = 64 << 10;
 /// The largest: a kernel of seconds gets a copy of about a second at most.
-const MAX_COPY: usize = 64 * BUFFER;
+const MAX_COPY: usize = 8 * MAX_BUFFER;
 /// The shortest kernel the fixed part is measured on.
 pub const FIXED_MIN_NS: f64 = 20e3;
 /// Alone/with pairs for the fixed part: it is tens of µs, about the noise of one pair,
@@ -81,8 +89,13 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     engine.set_warm_pool(false);
     let measured = placer_exec::as_launcher(|launcher| {
         let copier = CopyBench::start(launcher)?;
+        // An untimed copy grows the buffers and faults them in.
+        copier.copy(SPEED_COPY)?;
         let alone: Vec<f64> = (0..5)
-            .map(|_| copier.copy(BUFFER).map(|d| d.as_nanos() as f64 / BUFFER as f64))
+            .map(|_| {
+                copier.evict()?;
+                copier.copy(SPEED_COPY).map(|d| d.as_nanos() as f64 / SPEED_COPY as f64)
+            })
             .collect::<Result<_, _>>()?;
         let memcpy_ns_per_byte = median(&alone);
         let mut ops = Vec::with_capacity(nodes.len());
@@ -97,12 +110,28 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
     Ok(Interference { memcpy_ns_per_byte, pairs: PAIRS as u32, ops, seconds: started.elapsed().as_secs_f64() })
 }
 
+/// What the copy thread is handed.
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    /// A memcpy of this many bytes.
+    Copy(usize),
+    /// Write the buffers back and out of the caches, so that the next copy streams
+    /// from and to memory.
+    Evict,
+}
+
 /// A copy thread with two DRAM buffers of its own, as a plan's copy thread memcpys
 /// before it sleeps an emulated pool's wait, kept off the launcher's core as a plan's is.
-/// Copies longer than its buffers repeat over them. Dropping it stops the thread.
+///
+/// A plan's copy moves a tensor written or read long before, which is in memory rather
+/// than in cache, so its memcpy loads the memory bus as well as the core: on this
+/// project's VM, a cached copy cost torch's kernels half what the plan's real copies did.
+/// So the buffers grow to the largest copy handed over (up to [`MAX_BUFFER`] each;
+/// longer copies repeat over them), and [`CopyBench::evict`] empties the caches of them
+/// between measurements. Dropping it stops the thread.
 #[derive(Debug)]
 pub struct CopyBench {
-    jobs: Option<Sender<usize>>,
+    jobs: Option<Sender<Job>>,
     finished: Receiver<Duration>,
     thread: Option<JoinHandle<()>>,
 }
@@ -110,21 +139,34 @@ pub struct CopyBench {
 impl CopyBench {
     /// Starts the thread, kept off core `launcher` (from [`placer_exec::as_launcher`]).
     pub fn start(launcher: Option<usize>) -> Result<CopyBench, ProfileError> {
-        let (jobs, inbox) = channel::<usize>();
+        let (jobs, inbox) = channel::<Job>();
         let (done, finished) = channel::<Duration>();
         let thread = std::thread::Builder::new()
             .name("placer-copy-bench".into())
             .spawn(move || {
                 CopyCores::of_this_thread().keep_off(launcher);
-                let (src, mut dst) = (vec![1u8; BUFFER], vec![0u8; BUFFER]);
-                for bytes in inbox {
+                let (mut src, mut dst): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
+                for job in inbox {
                     let start = Instant::now();
-                    let mut left = bytes;
-                    while left > 0 {
-                        let n = left.min(BUFFER);
-                        dst[..n].copy_from_slice(&src[..n]);
-                        black_box(&dst[..n]);
-                        left -= n;
+                    match job {
+                        Job::Copy(bytes) => {
+                            let wanted = bytes.min(MAX_BUFFER);
+                            if src.len() < wanted {
+                                // Written now, so that the timed copy faults no page in.
+                                (src, dst) = (vec![1u8; wanted], vec![0u8; wanted]);
+                            }
+                            let mut left = bytes;
+                            while left > 0 {
+                                let n = left.min(src.len());
+                                dst[..n].copy_from_slice(&src[..n]);
+                                black_box(&dst[..n]);
+                                left -= n;
+                            }
+                        }
+                        Job::Evict => {
+                            evict_from_cache(&src);
+                            evict_from_cache(&dst);
+                        }
                     }
                     if done.send(start.elapsed()).is_err() {
                         break;
@@ -137,7 +179,7 @@ impl CopyBench {
 
     /// Hands the thread a copy of `bytes` and returns at once.
     pub fn hand(&self, bytes: usize) -> Result<(), ProfileError> {
-        self.jobs.as_ref().ok_or_else(thread_gone)?.send(bytes).map_err(|_| thread_gone())
+        self.send(Job::Copy(bytes))
     }
 
     /// Waits for the oldest copy handed over, and says how long it took.
@@ -149,6 +191,18 @@ impl CopyBench {
     pub fn copy(&self, bytes: usize) -> Result<Duration, ProfileError> {
         self.hand(bytes)?;
         self.done()
+    }
+
+    /// Empties the caches of the thread's buffers, and waits until that is done, so that
+    /// the next copy starts from memory as a plan's does. Call it outside any timing: it
+    /// takes the copy thread's core for about as long as a copy.
+    pub fn evict(&self) -> Result<(), ProfileError> {
+        self.send(Job::Evict)?;
+        self.done().map(drop)
+    }
+
+    fn send(&self, job: Job) -> Result<(), ProfileError> {
+        self.jobs.as_ref().ok_or_else(thread_gone)?.send(job).map_err(|_| thread_gone())
     }
 }
 
@@ -198,6 +252,11 @@ fn pairs_of(
 ) -> Result<KernelPairs, ProfileError> {
     let nodes = [n];
     engine.step(&nodes)?;
+    if bytes > 0 {
+        // Grows the copy thread's buffers, untimed.
+        copier.copy(bytes.min(MAX_BUFFER))?;
+        copier.evict()?;
+    }
     // Timed from before the hand-over to the kernel's end, as a plan's step pays for
     // whatever the hand-over costs the launcher.
     let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
@@ -210,6 +269,9 @@ fn pairs_of(
         engine.step(&nodes)?;
         with.push(start.elapsed().as_nanos() as f64);
         copies.push(copier.done()?.as_nanos() as f64);
+        if bytes > 0 {
+            copier.evict()?;
+        }
     }
     Ok(KernelPairs {
         node: model.node(n).name.clone(),

@@ -8,8 +8,10 @@ use std::collections::BTreeMap;
 /// The calibration a profile records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Interference {
-    /// A copy thread's memcpy time per byte (DRAM to DRAM, 16 MiB copies
-    /// alone, median): the CPU time of a copy whose pools are emulated.
+    /// A copy thread's memcpy time per byte (DRAM to DRAM, 64 MiB copies from and to
+    /// memory, their buffers evicted from the caches before each, alone, median): the
+    /// CPU time of a copy whose pools are emulated. (Profiles before 2026-12-02 copied
+    /// 16 MiB over cached buffers, which read up to twice as fast.)
     pub memcpy_ns_per_byte: f64,
     pub pairs: u32,
     pub ops: Vec<OpInterference>,
