@@ -146,15 +146,18 @@ impl CopyBench {
             .spawn(move || {
                 CopyCores::of_this_thread().keep_off(launcher);
                 let (mut src, mut dst): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
+                // How much of the buffers the copies since the last eviction touched.
+                let mut touched = 0;
                 for job in inbox {
                     let start = Instant::now();
                     match job {
                         Job::Copy(bytes) => {
                             let wanted = bytes.min(MAX_BUFFER);
                             if src.len() < wanted {
-                                // Written now, so that the timed copy faults no page in.
+                                // Callers grow the buffers with an untimed copy first.
                                 (src, dst) = (vec![1u8; wanted], vec![0u8; wanted]);
                             }
+                            touched = touched.max(wanted);
                             let mut left = bytes;
                             while left > 0 {
                                 let n = left.min(src.len());
@@ -164,8 +167,9 @@ impl CopyBench {
                             }
                         }
                         Job::Evict => {
-                            evict_from_cache(&src);
-                            evict_from_cache(&dst);
+                            evict_from_cache(&src[..touched]);
+                            evict_from_cache(&dst[..touched]);
+                            touched = 0;
                         }
                     }
                     if done.send(start.elapsed()).is_err() {
