@@ -9,7 +9,7 @@
 // frees it. Every other allocation, and every allocation outside a seen op, is torch's
 // own allocator's, untouched.
 
-#include <torch/extension.h>
+#include "_hook.h"
 
 #include <c10/core/CPUAllocator.h>
 
@@ -21,10 +21,6 @@
 
 namespace placer_births {
 
-using TakeFn = void* (*)(const void*, uint32_t, uint64_t);
-using GiveFn = void (*)(const void*, void*);
-using Due = std::vector<std::pair<uint64_t, int>>;
-
 namespace {
 
 // The results the op running on this thread is planned to have outside DRAM (the
@@ -33,7 +29,7 @@ struct Births {
   const void* memory = nullptr;
   TakeFn take = nullptr;
   GiveFn give = nullptr;
-  const Due* due = nullptr;                // (bytes, pool)
+  const Due* due = nullptr;
   std::vector<const void*>* made = nullptr;  // addresses born during the op
 };
 thread_local Births t_births;

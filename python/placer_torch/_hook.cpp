@@ -18,44 +18,32 @@
 // about to match. An allocation of such a size then takes that pool's memory (placer's
 // own pools, through the Rust core: homes.rs), and every other allocation is torch's
 // own allocator's, as before.
+//
+// The storages the step holds, and the DRAM they take, are the live set's (_live.cpp);
+// what the three parts share is declared in _hook.h.
 
-#include <torch/extension.h>
+#include "_hook.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
-// Births (_births.cpp): torch's CPU allocator with pool memory for the results the
-// running op is planned to have outside DRAM. Declared here as they are defined there;
-// a declaration that drifts from its definition fails to link (C++ mangles the types).
-namespace placer_births {
-using TakeFn = void* (*)(const void*, uint32_t, uint64_t);
-using GiveFn = void (*)(const void*, void*);
-using Due = std::vector<std::pair<uint64_t, int>>;
-void install();
-void begin(const void* memory, TakeFn take, GiveFn give, const Due* due, std::vector<const void*>* made);
-void end();
-int born_pool(const at::Tensor& t);
-}  // namespace placer_births
 using placer_births::born_pool;
+using placer_live::LiveSet;
+using placer_live::now_ns;
+using placer_live::pool_at;
+using placer_live::Span;
+using placer_live::storage_key;
 
 namespace py = pybind11;
 
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // One operand as the Rust core reads it (crates/py/src/hook.rs, #[repr(C)]).
 struct Operand {
@@ -74,24 +62,6 @@ struct Kernel {
   std::vector<int> inputs, outputs;  // tensor ids, -1 for an operand without a name
   int step;
   bool dropout;  // eager dropout's noise is the graph's mask
-};
-
-struct Span {
-  std::vector<int> froms, pools;
-};
-
-struct Live {
-  c10::weak_intrusive_ptr<c10::StorageImpl> ref;
-  int64_t nbytes;
-  int name;
-  // the pool whose memory it is in (apply.py put it there), or -1: torch's, in DRAM
-  int home;
-  // the plan's earlier names for this storage (a reshape placer copies and torch views;
-  // an in-place op's input): counted while they are read
-  std::vector<int> others;
-  // the op whose result it was when first seen (its key), or null: first seen as an
-  // op's input, or told by apply
-  const std::string* origin = nullptr;
 };
 
 enum class Seen : uint8_t { Decomposed, Skipped, Yes };
@@ -128,19 +98,10 @@ void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   }
 }
 
-const void* storage_key(const at::Tensor& t) {
-  return t.storage().data_ptr().get();
-}
-
 int64_t nbytes_of(const at::Tensor& t) {
   return t.numel() * static_cast<int64_t>(t.element_size());
 }
 
-// How often the live storages are scanned for the DRAM peak: after an op of the graph,
-// at most every 2 ms, and no sooner than 100 times the last scan took after it, which
-// bounds the scans' share of the step.
-constexpr int64_t kPollNs = 2'000'000;
-constexpr int64_t kPollShare = 100;
 // How far ahead of the last match an op may be found: eager runs a few ops the graph
 // folds away (an unsqueeze before an expand), never long stretches.
 constexpr size_t kLookahead = 12;
@@ -153,12 +114,12 @@ class Tracker {
           uintptr_t wait_fn, uintptr_t busy_fn, py::object placement, py::object on_step,
           std::vector<uint64_t> sizes, std::vector<bool> bornable, py::object homes, uintptr_t take_fn,
           uintptr_t give_fn)
-      : kernels_(std::move(kernels)), spans_(std::move(spans)), ends_(std::move(ends)),
-        update_step_(std::move(update_step)), targets_(std::move(targets)),
+      : kernels_(std::move(kernels)), update_step_(std::move(update_step)), targets_(std::move(targets)),
         same_(std::move(same)), steps_(steps), emulated_(emulated),
         wait_(reinterpret_cast<WaitFn>(wait_fn)), busy_(reinterpret_cast<BusyFn>(busy_fn)),
         placement_(std::move(placement)), on_step_(std::move(on_step)), sizes_(std::move(sizes)),
-        bornable_(std::move(bornable)), renamed_(sizes_.size(), -1), homes_(std::move(homes)) {
+        bornable_(std::move(bornable)), renamed_(sizes_.size(), -1), homes_(std::move(homes)),
+        live_(std::move(spans), std::move(ends), steps) {
     // The Placement object stays alive as long as this tracker holds it.
     placement_ptr_ = reinterpret_cast<const void*>(
         placement_.attr("address")().cast<uintptr_t>());
@@ -181,12 +142,9 @@ class Tracker {
     if (!g_active.compare_exchange_strong(none, this))
       throw std::runtime_error("placer_torch: another plan's step is running (one `with placed:` at a time)");
     live_.clear();
-    misplaced_.clear();
-    cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0, polls_ = 0;
+    cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0;
     born_ = 0, born_bytes_ = 0, stray_ = 0;
-    unplaced_by_.clear();
-    wait_total_ = 0.0, dram_peak_ = 0, unplaced_peak_ = 0;
-    polled_ns_ = 0, poll_gap_ns_ = kPollNs;
+    wait_total_ = 0.0;
     threshold_ = move_threshold;
     error_.clear();
     internal_ = false;
@@ -205,129 +163,38 @@ class Tracker {
 
   void set_internal(bool internal) { internal_ = internal; }
 
-  // The storage behind `t`, registered the first time it is seen (by the name the plan
-  // gives it, or as not placed); a name learnt later completes it. `home` is the pool
-  // whose memory apply put it in, when it did.
+  // The storage behind `t`, by the plan's name (or -1) (LiveSet::see). An in-place
+  // op's result is born as its input: later steps give the input's storage the pool of
+  // the result (plan_births).
   void see(const at::Tensor& t, int name, bool result, int home = -1) {
-    const void* key = storage_key(t);
-    auto it = live_.find(key);
-    if (it == live_.end() || it->second.ref.expired()) {
-      if (home < 0) home = born_pool(t);
-      live_.insert_or_assign(key, Live{t.storage().getWeakStorageImpl(), static_cast<int64_t>(t.storage().nbytes()),
-                                       name, home, {}, result ? current_op_ : nullptr});
-      return;
-    }
-    Live& v = it->second;
-    if (home >= 0) v.home = home;
-    if (name < 0 || name == v.name) return;
-    auto has = [&](int n) { return std::find(v.others.begin(), v.others.end(), n) != v.others.end(); };
-    if (v.name < 0) {
-      v.name = name;
-    } else if (result || end_of(v.name) < step_) {
-      // A result written into a storage already seen (an in-place op), or a storage read
-      // under a later name once its own has no reader left (torch views what placer
-      // copies, a reshape): the plan's new tensor from now on.
-      if (!has(v.name)) v.others.push_back(v.name);
-      // An in-place op's result is born as its input: later steps give the input's
-      // storage the pool of the result (plan_births).
-      if (result && v.name >= 0 && v.name < static_cast<int>(renamed_.size())) renamed_[v.name] = name;
-      v.name = name;
-    } else if (!has(name)) {
-      v.others.push_back(name);
-    }
+    int replaced = live_.see(t, name, result, home, step_, current_op_);
+    if (replaced >= 0 && replaced < static_cast<int>(renamed_.size())) renamed_[replaced] = name;
   }
 
-  // (name, earlier names) of the storage behind `t`, or None when it was not seen.
-  py::object names(const at::Tensor& t) const {
-    auto it = live_.find(storage_key(t));
-    if (it == live_.end() || it->second.ref.expired()) return py::none();
-    return py::make_tuple(it->second.name, it->second.others);
-  }
-
-  // The name whose span decides where the storage behind `t` is counted now, or -1.
-  int counted_name(const at::Tensor& t) const {
-    auto it = live_.find(storage_key(t));
-    if (it == live_.end()) return -1;
-    int decides = -1;
-    span_now(it->second, &decides);
-    return decides;
-  }
-
-  // The storage behind `t` is no longer the plan's tensor `name` (torch's own copy of
-  // an activation the plan moved): not placed from now on.
-  void forget(const at::Tensor& t, int name) {
-    static const std::string kMovedCopy = "torch's copy of a moved activation";
-    auto it = live_.find(storage_key(t));
-    if (it != live_.end() && it->second.name == name) {
-      it->second.name = -1;
-      it->second.others.clear();
-      it->second.origin = &kMovedCopy;
-    }
-  }
-
-  // The DRAM in use now: every live storage but those in another pool's memory. Of it,
-  // what the plan does not have in DRAM at this step is not placed: torch's storages the
-  // plan has no name for, and the plan's tensors that it keeps elsewhere now but that
-  // stayed in torch's memory (their names are kept for the report).
-  void poll() {
-    int64_t start = now_ns();
-    int64_t dram = 0, unplaced = 0;
-    for (auto it = live_.begin(); it != live_.end();) {
-      const Live& v = it->second;
-      if (v.ref.expired()) {
-        it = live_.erase(it);
-        continue;
-      }
-      ++it;
-      if (v.home > 0) continue;  // pool 0 is DRAM
-      dram += v.nbytes;
-      int decides = -1;
-      const Span* sp = span_now(v, &decides);
-      if (sp != nullptr && pool_at(*sp, step_) == 0) continue;
-      unplaced += v.nbytes;
-      if (decides >= 0) misplaced_.insert(decides);
-    }
-    dram_peak_ = std::max(dram_peak_, dram);
-    if (unplaced > unplaced_peak_) unplaced_by_ = unnamed_by_origin();
-    unplaced_peak_ = std::max(unplaced_peak_, unplaced);
-    ++polls_;
-    polled_ns_ = now_ns();
-    poll_gap_ns_ = std::max(kPollNs, kPollShare * (polled_ns_ - start));
-  }
-
-  // Of the DRAM not placed now: the bytes of the storages the plan has no name for, by
-  // the op that first saw them (the five largest), for the report.
-  std::vector<std::pair<std::string, int64_t>> unnamed_by_origin() const {
-    std::unordered_map<std::string, int64_t> by;
-    for (const auto& [key, v] : live_) {
-      if (v.home > 0 || v.name >= 0 || v.ref.expired()) continue;
-      by[v.origin != nullptr ? *v.origin : "an input"] += v.nbytes;
-    }
-    std::vector<std::pair<std::string, int64_t>> top(by.begin(), by.end());
-    std::sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-    if (top.size() > 5) top.resize(5);
-    return top;
-  }
+  py::object names(const at::Tensor& t) const { return live_.names(t); }
+  int counted_name(const at::Tensor& t) const { return live_.counted_name(t, step_); }
+  void forget(const at::Tensor& t, int name) { live_.forget(t, name); }
+  void poll() { live_.poll(step_); }
 
   py::dict counters() const {
     py::dict d;
     d["matched"] = matched_;
     d["unmatched"] = unmatched_;
     d["wait_ns"] = wait_total_;
-    d["dram_peak"] = dram_peak_;
-    d["unplaced_peak"] = unplaced_peak_;
-    d["polls"] = polls_;
+    d["dram_peak"] = live_.dram_peak();
+    d["unplaced_peak"] = live_.unplaced_peak();
+    d["polls"] = live_.polls();
     d["born"] = born_;
     d["born_bytes"] = born_bytes_;
     d["stray"] = stray_;
-    d["unplaced_by"] = unplaced_by_;
+    d["unplaced_by"] = live_.unplaced_by();
     return d;
   }
 
   const std::unordered_map<std::string, int64_t>& unmatched_ops() const { return unmatched_ops_; }
   // The plan's tensors seen in torch's memory at a scan of this step where the plan kept
   // them outside DRAM.
-  std::vector<int> misplaced() const { return {misplaced_.begin(), misplaced_.end()}; }
+  std::vector<int> misplaced() const { return live_.misplaced(); }
   int step() const { return step_; }
 
  private:
@@ -433,7 +300,7 @@ class Tracker {
   int birth_pool(int id, int step) const {
     int last = id;
     for (size_t hops = 0; hops < renamed_.size() && renamed_[last] >= 0; ++hops) last = renamed_[last];
-    return last == id ? pool_at(spans_[id], step) : spans_[last].pools[0];
+    return last == id ? pool_at(live_.span(id), step) : live_.span(last).pools[0];
   }
 
   // Of the blocks born during the op: a result the plan has in that pool at this step
@@ -482,14 +349,14 @@ class Tracker {
     for (size_t i = 0; i < ctx.ins.size(); ++i) {
       const at::Tensor& t = ctx.ins[i];
       see(t, k != nullptr && i < k->inputs.size() ? k->inputs[i] : -1, false);
-      int name = live_name(t);
+      int name = live_.live_name(t);
       uint64_t n = static_cast<uint64_t>(nbytes_of(t));
       if (name >= 0) charged.push_back(Operand{static_cast<uint32_t>(name), n, is_written(storage_key(t)) ? n : 0});
     }
     for (size_t i = 0; i < outs.size(); ++i) {
       const at::Tensor& t = outs[i];
       see(t, k != nullptr && i < k->outputs.size() ? k->outputs[i] : -1, true);
-      int name = live_name(t);
+      int name = live_.live_name(t);
       if (name >= 0 && !is_written(storage_key(t)))
         charged.push_back(Operand{static_cast<uint32_t>(name), 0, static_cast<uint64_t>(nbytes_of(t))});
     }
@@ -513,7 +380,7 @@ class Tracker {
     // is, is known only from its results (an optimizer's `add_` is not the graph's next
     // `add`).
     if (k != nullptr) moves_until(k->step + 1);
-    if (k != nullptr && now_ns() - polled_ns_ >= poll_gap_ns_) poll();
+    if (k != nullptr && live_.poll_due()) poll();
   }
 
   // The next kernel of the graph, at most kLookahead ahead of the last match, with
@@ -560,52 +427,6 @@ class Tracker {
     if (!failed.empty()) throw std::runtime_error(failed);
   }
 
-  int live_name(const at::Tensor& t) const {
-    auto it = live_.find(storage_key(t));
-    return it == live_.end() ? -1 : it->second.name;
-  }
-
-  int end_of(int name) const { return name >= 0 && name < static_cast<int>(ends_.size()) ? ends_[name] : steps_; }
-
-  // The span that decides where a storage is now, and its name: its own name's, unless
-  // it has several of the plan's names and one of them is still held (`counted`).
-  const Span* span_now(const Live& v, int* decides) const {
-    *decides = v.name;
-    const Span* sp = v.name >= 0 ? &spans_[v.name] : nullptr;
-    if (v.others.empty()) return sp;
-    int held_name = -1;
-    if (const Span* held = counted(v, step_, &held_name)) sp = held, *decides = held_name;
-    return sp;
-  }
-
-  // The span that decides where a storage of several of the plan's names is at `step`:
-  // a name still held then in DRAM, else any name still held, else none.
-  const Span* counted(const Live& v, int step, int* decides) const {
-    const Span* held = nullptr;
-    int held_name = -1;
-    auto consider = [&](int name) -> bool {
-      if (name < 0 || end_of(name) < step) return false;
-      const Span& sp = spans_[name];
-      if (pool_at(sp, step) == 0) {
-        held = &sp, held_name = name;
-        return true;
-      }
-      if (held == nullptr) held = &sp, held_name = name;
-      return false;
-    };
-    bool done = consider(v.name);
-    for (size_t i = 0; !done && i < v.others.size(); ++i) done = consider(v.others[i]);
-    if (decides != nullptr) *decides = held_name;
-    return held;
-  }
-
-  // The pool a tensor is in at `step`; before its first span, that span's.
-  static int pool_at(const Span& sp, int step) {
-    if (sp.pools.size() == 1) return sp.pools[0];
-    auto at = std::upper_bound(sp.froms.begin(), sp.froms.end(), step) - sp.froms.begin();
-    return sp.pools[std::max<ptrdiff_t>(0, at - 1)];
-  }
-
   void stop() {
     placer_births::end();
     if (handle_ != 0) {
@@ -617,8 +438,7 @@ class Tracker {
   }
 
   std::vector<Kernel> kernels_;
-  std::vector<Span> spans_;
-  std::vector<int> ends_, update_step_;
+  std::vector<int> update_step_;
   std::unordered_map<std::string, int> targets_;
   std::unordered_map<std::string, std::string> same_;
   int steps_;
@@ -640,18 +460,15 @@ class Tracker {
   std::vector<const void*> made_;
 
   std::unordered_map<const char*, OpInfo> ops_;
-  std::unordered_map<const void*, Live> live_;
+  LiveSet live_;
   std::unordered_map<std::string, int64_t> unmatched_ops_;
-  std::set<int> misplaced_;
   at::CallbackHandle handle_ = 0;
   std::thread::id owner_;
   size_t cursor_ = 0;
   int step_ = 0, threshold_ = 0;
-  int64_t matched_ = 0, unmatched_ = 0, polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
+  int64_t matched_ = 0, unmatched_ = 0;
   int64_t born_ = 0, born_bytes_ = 0, stray_ = 0;
-  std::vector<std::pair<std::string, int64_t>> unplaced_by_;  // at the not-placed peak
-  const std::string* current_op_ = nullptr;                  // the op being seen
-  int64_t polled_ns_ = 0, poll_gap_ns_ = kPollNs;
+  const std::string* current_op_ = nullptr;  // the op being seen
   double wait_total_ = 0.0;
   bool internal_ = false;
   std::string error_;

@@ -1,4 +1,5 @@
-"""The op hook (`_hook.cpp`, and its CPU allocator in `_births.cpp`), compiled against
+"""The op hook (`_hook.cpp`, its live storages in `_live.cpp` and its CPU allocator in
+`_births.cpp`, which share `_hook.h`), compiled against
 the installed torch the first time a plan is applied, and cached by torch's extension
 builder (TORCH_EXTENSIONS_DIR, by default ~/.cache/torch_extensions) until its sources
 or torch change. It needs a C++ compiler and ninja; without them `load` says so in one
@@ -32,7 +33,7 @@ def load():
         raise HookError(f"placer_torch: cannot build its op hook: {' and '.join(missing)} not found on PATH "
                         f"(scripts/install-deps.sh installs a compiler; the venv's ninja comes from PyPI)")
     source = Path(__file__).with_name("_hook.cpp")
-    sources = [str(source), str(source.with_name("_births.cpp"))]
+    sources = [str(source), str(source.with_name("_live.cpp")), str(source.with_name("_births.cpp"))]
     try:
         # NDEBUG as torch's own build: RecordFunction's debug checks read a member that
         # only a debug build of torch sets.
