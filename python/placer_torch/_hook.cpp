@@ -195,6 +195,7 @@ class Tracker {
   // The plan's tensors seen in torch's memory at a scan of this step where the plan kept
   // them outside DRAM.
   std::vector<int> misplaced() const { return live_.misplaced(); }
+  std::vector<int> outlived() const { return live_.outlived(); }
   int step() const { return step_; }
 
  private:
@@ -524,6 +525,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("set_internal", &Tracker::set_internal)
       .def("see", &Tracker::see, py::arg("t"), py::arg("name"), py::arg("result"), py::arg("home") = -1)
       .def("misplaced", &Tracker::misplaced)
+      .def("outlived", &Tracker::outlived)
       .def("names", &Tracker::names)
       .def("counted_name", &Tracker::counted_name)
       .def("forget", &Tracker::forget)

@@ -94,6 +94,9 @@ class LiveSet {
   // The plan's tensors seen in torch's memory at a scan where the plan kept them
   // outside DRAM.
   std::vector<int> misplaced() const { return {misplaced_.begin(), misplaced_.end()}; }
+  // The plan's tensors torch still held in DRAM at a scan after the plan's last use of
+  // them (their DRAM is not placed either: the plan has freed it).
+  std::vector<int> outlived() const { return {outlived_.begin(), outlived_.end()}; }
 
  private:
   int end_of(int name) const;
@@ -105,7 +108,7 @@ class LiveSet {
   std::vector<int> ends_;
   int steps_;
   std::unordered_map<const void*, Live> live_;
-  std::set<int> misplaced_;
+  std::set<int> misplaced_, outlived_;
   int64_t polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
   std::vector<std::pair<std::string, int64_t>> unplaced_by_;  // at the not-placed peak
   int64_t polled_ns_ = 0, poll_gap_ns_ = 0;

@@ -37,6 +37,7 @@ LiveSet::LiveSet(std::vector<Span> spans, std::vector<int> ends, int steps)
 void LiveSet::clear() {
   live_.clear();
   misplaced_.clear();
+  outlived_.clear();
   polls_ = 0, dram_peak_ = 0, unplaced_peak_ = 0;
   unplaced_by_.clear();
   polled_ns_ = 0, poll_gap_ns_ = kPollNs;
@@ -102,8 +103,9 @@ void LiveSet::forget(const at::Tensor& t, int name) {
 
 // The DRAM in use now: every live storage but those in another pool's memory. Of it,
 // what the plan does not have in DRAM at this step is not placed: torch's storages the
-// plan has no name for, and the plan's tensors that it keeps elsewhere now but that
-// stayed in torch's memory (their names are kept for the report).
+// plan has no name for, the plan's tensors that it keeps elsewhere now but that stayed
+// in torch's memory, and those torch still holds after the plan's last use of them
+// (the names of both are kept for the report).
 void LiveSet::poll(int step) {
   int64_t start = now_ns();
   int64_t dram = 0, unplaced = 0;
@@ -118,9 +120,10 @@ void LiveSet::poll(int step) {
     dram += v.nbytes;
     int decides = -1;
     const Span* sp = span_now(v, step, &decides);
-    if (sp != nullptr && pool_at(*sp, step) == 0) continue;
+    bool in_dram = sp != nullptr && pool_at(*sp, step) == 0;
+    if (in_dram && end_of(decides) >= step) continue;
     unplaced += v.nbytes;
-    if (decides >= 0) misplaced_.insert(decides);
+    if (decides >= 0) (in_dram ? outlived_ : misplaced_).insert(decides);
   }
   dram_peak_ = std::max(dram_peak_, dram);
   if (unplaced > unplaced_peak_) unplaced_by_ = unnamed_by_origin();

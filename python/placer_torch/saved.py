@@ -54,7 +54,8 @@ class Saved:
     """What autograd keeps for a saved tensor the plan moves: the tensor as it is now,
     the pool it is in (the DRAM pool while it is torch's own), and the copy in flight."""
 
-    __slots__ = ("t", "name", "pool", "pending")
+    # __weakref__: apply finds a holder by name only while autograd still keeps it.
+    __slots__ = ("t", "name", "pool", "pending", "__weakref__")
 
     def __init__(self, t: torch.Tensor, name: str, pool: str):
         self.t, self.name, self.pool = t, name, pool

@@ -214,6 +214,44 @@ class Apply(unittest.TestCase):
         self.assertIn(placed.dram, seen)
         self.assertNotIn(slow, seen)
 
+    def test_a_holder_lives_only_as_long_as_autograd_keeps_it(self):
+        # apply finds a holder by name while autograd holds it; once backward has freed
+        # it, apply must not keep it (nor the DRAM its tensor was moved home into).
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        self.out_and_home(placed)
+        with placed:
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(m(self.batch[0]), self.batch[1])
+            held = list(placed.saved.keys())
+            loss.backward()
+            after = list(placed.saved.keys())
+            opt.step()
+        self.assertEqual(len(held), 1, held)
+        self.assertEqual(after, [])
+        self.assertEqual(placed.records[-1].routed, 2)
+
+    def test_what_torch_holds_after_the_plans_last_use_is_not_placed_and_named(self):
+        m, opt = self.fresh()
+        placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
+        kept = []
+        handle = m.conv1.register_forward_hook(lambda _m, _a, out: kept.append(out))
+        try:
+            train(m, opt, self.batch, 1, placed)
+        finally:
+            handle.remove()
+        r = placed.records[-1]
+        name = placed.names[placed.tracker.names(kept[0])[0]]
+        self.assertIn(name, r.outlived)
+        self.assertNotIn(name, r.misplaced)
+        self.assertGreaterEqual(r.unplaced_peak, kept[0].untyped_storage().nbytes())
+        self.assertIn(f"outlived   {len(r.outlived)} of the plan's tensors still held by torch", placed.report())
+        # Without the user's reference, conv1's result is freed with its last reader.
+        m2, opt2 = self.fresh()
+        placed2 = placer_torch.apply(m2, opt2, self.model_path, self.all_dram)
+        train(m2, opt2, self.batch, 1, placed2)
+        self.assertNotIn(name, placed2.records[-1].outlived)
+
     def test_a_move_runs_before_the_kernel_it_is_due_at_and_beside_the_one_it_overlaps(self):
         m, opt = self.fresh()
         placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
