@@ -163,9 +163,9 @@ class Tracker {
 
   void set_internal(bool internal) { internal_ = internal; }
 
-  // The storage behind `t`, by the plan's name (or -1) (LiveSet::see). An in-place
-  // op's result is born as its input: later steps give the input's storage the pool of
-  // the result (plan_births).
+  // The storage behind `t`, under the plan's name `name` or none (-1): LiveSet::see. An
+  // in-place op's result is born as its input, so later steps give the input's storage
+  // the result's pool (plan_births).
   void see(const at::Tensor& t, int name, bool result, int home = -1) {
     int replaced = live_.see(t, name, result, home, step_, current_op_);
     if (replaced >= 0 && replaced < static_cast<int>(renamed_.size())) renamed_[replaced] = name;
