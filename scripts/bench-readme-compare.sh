@@ -6,15 +6,20 @@
 # profiles' noise). Prints the host's FMA peak before and after, each
 # profile's wall time, and compare's verdicts and exit codes.
 #   scripts/bench-readme-compare.sh [PLACER_BINARY]   (default: the release build)
+# At scale, the same four profiles of another model, e.g. a sample of its
+# configurations (the same sample in every profile: --sample-seed is fixed):
+#   MODEL=resnet50.json PROFILE_ARGS="--sample 150" scripts/bench-readme-compare.sh
+# WORK=DIR keeps the checkpoints there (default: a new temporary directory).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 placer=${1:-target/release/placer}
 [ $# -ge 1 ] || cargo build --release -q
-model=configs/models/lenet-mnist-b256.json
-work=$(mktemp -d)
+model=${MODEL:-configs/models/lenet-mnist-b256.json}
+read -r -a extra <<< "${PROFILE_ARGS:-}"
+work=${WORK:-$(mktemp -d)}
 echo "FMA peak before: $(scripts/fma-peak.sh) GFLOP/s"
 for run in A B A2 B2; do
-  flags=(--design full --checkpoint-dir "$work/$run")
+  flags=(--design full --checkpoint-dir "$work/$run" "${extra[@]}")
   case $run in A*) flags+=(--max-simultaneous 1) ;; esac
   start=$(date +%s.%N)
   "$placer" profile "$model" "${flags[@]}" > "$work/$run.log" 2>&1 || { echo "profile $run failed: see $work/$run.log"; exit 1; }

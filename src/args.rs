@@ -56,6 +56,15 @@ pub enum FormulationArg {
 }
 
 impl FormulationArg {
+    /// The library's default, so that `solve` and `pipeline` cannot disagree.
+    pub fn library_default() -> Self {
+        match placer_solve::IlpOptions::default().formulation {
+            Formulation::Static => FormulationArg::Static,
+            Formulation::Sync => FormulationArg::Sync,
+            Formulation::Async => FormulationArg::Async,
+        }
+    }
+
     pub fn formulation(self) -> Formulation {
         match self {
             FormulationArg::Static => Formulation::Static,

@@ -28,7 +28,8 @@ pub struct Args {
     /// The report directory [default: reports/MODEL].
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
-    #[arg(long, value_enum, default_value_t = FormulationArg::Async)]
+    /// The ILP's formulation (as `placer solve --formulation`).
+    #[arg(long, value_enum, default_value_t = FormulationArg::library_default())]
     formulation: FormulationArg,
     /// Solver time limit per solve, seconds.
     #[arg(long, default_value_t = 300.0)]

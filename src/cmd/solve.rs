@@ -33,7 +33,9 @@ pub struct Args {
     /// when `--profile` is not given.
     #[arg(long, env = "PLACER_CHECKPOINT_DIR", default_value = "checkpoints")]
     checkpoint_dir: PathBuf,
-    #[arg(long, value_enum, default_value_t = FormulationArg::Sync)]
+    /// `static`: one pool a tensor; `sync`: blocking moves at uses; `async`: also
+    /// background moves beside kernels (docs/solving.md, "The formulations").
+    #[arg(long, value_enum, default_value_t = FormulationArg::library_default())]
     formulation: FormulationArg,
     /// Time limit for the whole solve, seconds: baselines, every ILP stage, the arena's
     /// fit and the checks. When it hits, the best checked plan so far is returned.

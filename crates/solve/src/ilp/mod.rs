@@ -92,7 +92,10 @@ pub struct IlpOptions {
 impl Default for IlpOptions {
     fn default() -> Self {
         IlpOptions {
-            formulation: Formulation::Sync,
+            // Async, in every verb: its model holds every sync plan, and it starts from
+            // the sync stage's plan (or the bound's priced start), so it costs solve time,
+            // never plan quality. Plans of blocking moves only trailed greedy in torch.
+            formulation: Formulation::Async,
             time_limit: 300.0,
             gap: 0.01,
             placement_gap: 0.25,
