@@ -289,6 +289,9 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         (format!("≥ {min} µs, predicted by its design"), &r.predicted),
         (format!("≥ {min} µs, beside a background copy"), &r.beside_copy),
     ];
+    if let Some(charged) = &r.beside_copy_charged {
+        groups.push((format!("≥ {min} µs, beside a copy, plus the plan's charge"), charged));
+    }
     if r.beside_copy.rows > 0 {
         groups.push((format!("≥ {min} µs, apart from copies"), &r.apart_from_copies));
     }

@@ -46,6 +46,7 @@ pub fn in_situ(
             mad_ns: stats.mad,
             count: stats.count as u32,
             beside_copy: k.copies_ns > 0.0,
+            charged_ns: k.interference_ns,
         });
     }
     // Kernels run in schedule order in every plan: kernel i is the schedule's node i.

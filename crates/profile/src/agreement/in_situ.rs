@@ -85,6 +85,11 @@ pub struct InSituReport {
     pub measured: Agreement,
     pub predicted: Agreement,
     pub beside_copy: Agreement,
+    /// The kernels beside a copy again, each profile time plus what the plan charged for
+    /// its copies: the solver's whole prediction for them. `None` when the run kept no
+    /// charge (no copies, or a record older than the charge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beside_copy_charged: Option<Agreement>,
     pub apart_from_copies: Agreement,
     pub tiny: Agreement,
     /// The shift common to every placement, when the run timed all-DRAM beside the plan;
@@ -156,6 +161,8 @@ pub fn compare_in_situ(
     };
     let lookup = Lookup::new(&model, profile)?;
     let mut rows = Vec::new();
+    // Beside a copy, the profile's time plus the plan's charge for the copy.
+    let mut charged = Vec::new();
     let (mut unknown, mut strangers) = (0usize, 0usize);
     for k in &run.kernels {
         let Some(node) = model.node_id(&k.node) else {
@@ -169,6 +176,9 @@ pub fn compare_in_situ(
         if !(ns.is_finite() && ns > 0.0 && k.median_ns.is_finite() && k.median_ns > 0.0) {
             unknown += 1;
             continue;
+        }
+        if k.beside_copy && k.charged_ns > 0.0 {
+            charged.push(row(k, ns + k.charged_ns, mad, count, &run.pools, options));
         }
         rows.push(InSituRow {
             step: k.step,
@@ -188,6 +198,8 @@ pub fn compare_in_situ(
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
     let apart_from_copies = of(&|r| !r.beside_copy);
+    let beside_copy_charged =
+        (!charged.is_empty()).then(|| Agreement::of(charged.iter().filter(|r| !r.tiny), options.tolerance));
     let pace = pace(run, &lookup, &model, options.min_us);
     let paced = pace.as_ref().map(|p| {
         let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.ratio, ..r.row.clone() }).collect();
@@ -225,6 +237,16 @@ pub fn compare_in_situ(
             beside_copy.rows
         ));
     }
+    if let Some(m) = beside_copy_charged.as_ref().and_then(|c| c.median_ratio) {
+        // The solver's prediction for those kernels is the profile plus this charge, so
+        // its median says whether the calibration over- or under-charges the copies here.
+        let side = if m > 1.0 { "over" } else { "under" };
+        notes.push(format!(
+            "with the plan's charge for their copies, those kernels' median prediction/run is {m:.3}: the charge \
+             {side}states what the copies cost them in this run by {:.1}% of their time",
+            (m - 1.0).abs() * 100.0
+        ));
+    }
     if pace.is_none() {
         notes.push(
             "the host's pace is not known: the run timed no all-DRAM beside the plan, or none of its kernels is in \
@@ -251,6 +273,7 @@ pub fn compare_in_situ(
         measured,
         predicted,
         beside_copy,
+        beside_copy_charged,
         apart_from_copies,
         tiny,
         pace,

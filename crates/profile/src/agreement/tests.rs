@@ -479,6 +479,7 @@ mod in_situ {
                 mad_ns: 1e3,
                 count: 20,
                 beside_copy: step == 3,
+                charged_ns: 0.0,
             })
             .collect();
         InSitu {
@@ -578,6 +579,18 @@ mod in_situ {
         let bias = r.bias.as_ref().expect("a shift");
         assert_eq!(bias.cause, BiasCause::CopyThread, "{}", bias.text);
         assert!(r.verdict.contains("likely cause: the copy thread"), "{}", r.verdict);
+        assert_eq!(r.beside_copy_charged, None, "the run kept no charge");
+        // The plan charged those kernels exactly what they lost: with the charge they agree.
+        copies.kernels.iter_mut().filter(|k| k.beside_copy).for_each(|k| k.charged_ns = 0.3 * k.median_ns / 1.3);
+        let r = compare_in_situ(&copies, &p, None, &options)?;
+        assert_eq!(r.beside_copy.within_tolerance, Some(0.0));
+        let charged = r.beside_copy_charged.as_ref().expect("a charge was kept");
+        assert_eq!((charged.rows, charged.within_tolerance), (r.beside_copy.rows, Some(1.0)));
+        // Charged twice what they lost: that is out again.
+        copies.kernels.iter_mut().for_each(|k| k.charged_ns *= 2.0);
+        let r = compare_in_situ(&copies, &p, None, &options)?;
+        assert!(r.notes.iter().any(|n| n.contains("the charge overstates")), "{:?}", r.notes);
+        assert_eq!(r.beside_copy_charged.and_then(|a| a.within_tolerance), Some(0.0));
         // Every kernel 10% slower in the plan: not the copies; the profile's whole steps say no more.
         let slower = run(&model, "d", |_| 1.1);
         let r = compare_in_situ(&slower, &p, None, &options)?;

@@ -57,6 +57,11 @@ pub struct InSituKernel {
     /// A background copy of the plan ran beside it: the copy thread's share of the
     /// machine is part of its time, and of no profile's measurement.
     pub beside_copy: bool,
+    /// What the plan charged for the copies beside it (the solver's interference term:
+    /// the profile's calibration, not this run), ns; 0 apart from copies, and in records
+    /// written before it was kept.
+    #[serde(default)]
+    pub charged_ns: f64,
 }
 
 impl InSitu {
@@ -129,6 +134,7 @@ mod tests {
                 mad_ns: 1e3,
                 count: 3,
                 beside_copy: false,
+                charged_ns: 0.0,
             }],
             reference_ns: BTreeMap::from([("conv1".to_string(), 9e4)]),
         }
