@@ -161,7 +161,10 @@ pub fn compare_in_situ(
     };
     let lookup = Lookup::new(&model, profile)?;
     let mut rows = Vec::new();
-    // Beside a copy, the profile's time plus the plan's charge for the copy.
+    // Beside a copy, the profile's time plus the plan's charge for the copy: every such
+    // kernel, a charge of 0 (an op calibrated to lose nothing) included, once the record
+    // keeps charges at all.
+    let kept_charges = run.kernels.iter().any(|k| k.charged_ns > 0.0);
     let mut charged = Vec::new();
     let (mut unknown, mut strangers) = (0usize, 0usize);
     for k in &run.kernels {
@@ -177,7 +180,7 @@ pub fn compare_in_situ(
             unknown += 1;
             continue;
         }
-        if k.beside_copy && k.charged_ns > 0.0 {
+        if kept_charges && k.beside_copy {
             charged.push(row(k, ns + k.charged_ns, mad, count, &run.pools, options));
         }
         rows.push(InSituRow {
