@@ -263,6 +263,8 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         "per pools of its operands",
         "host's pace  all-DRAM, run beside the plan",
         "divided by the pace's",
+        "judged: ≥ 50 µs, the profile plus the charge, at the pace's",
+        "at the repeat's pace",
         "EMULATED",
     ] {
         assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");
@@ -270,6 +272,7 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
     let verdict =
         if out.status.code() == Some(0) { stdout.lines().last().unwrap_or("").to_string() } else { text(&out.stderr) };
     assert!(verdict.contains("of the run (needed") && verdict.contains("floor"), "{verdict}");
+    assert!(verdict.contains("the solver's predictions (the profile plus each copy's charge) at the host's pace"));
 
     // A run as B, or a repeat of another plan: one-line errors, exit 2.
     let out = placer(&["compare", path_str(&run1), path_str(&run2)]);

@@ -299,11 +299,48 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         groups.push((format!("≥ {min} µs, divided by the pace's {:.3}", p.ratio), paced));
     }
     groups.push((format!("< {min} µs (tiny)"), &r.tiny));
+    let judged = match (&r.pace, r.judged_paced) {
+        (Some(p), true) => format!("judged: ≥ {min} µs, the profile plus the charge, at the pace's {:.3}", p.ratio),
+        _ => format!("judged: ≥ {min} µs, the profile plus the charge"),
+    };
+    groups.push((judged, &r.judged));
     if let Some(floor) = &r.floor {
-        groups.push((format!("noise floor: run vs repeat, ≥ {min} µs"), floor));
+        let label = match r.floor_pace {
+            Some(shift) => format!("noise floor: run vs repeat, ≥ {min} µs, at the repeat's pace {shift:.3}"),
+            None => format!("noise floor: run vs repeat, ≥ {min} µs"),
+        };
+        groups.push((label, floor));
     }
     let tol = r.options.tolerance;
     out.push_str(&agreement_table("kernels", "B/A", tol, &groups));
+    if !r.copy_charges.is_empty() {
+        let paced = if r.judged_paced { " at the profile's pace" } else { "" };
+        out.push_str(&format!(
+            "\nkernels beside a background copy, per op: what the copies cost them (the run{paced} less the profile) \
+             against the plan's charge\n"
+        ));
+        let mut t = Table::new(&["op", "kernels", "cost ms", "charged ms", "charged/cost"]);
+        for c in r.copy_charges.iter().take(top) {
+            let ratio = if c.copies_cost_ms > 0.0 {
+                format!("{:.2}", c.copies_charged_ms / c.copies_cost_ms)
+            } else {
+                "-".into()
+            };
+            t.row(vec![
+                c.op.clone(),
+                c.kernels.to_string(),
+                format!("{:.1}", c.copies_cost_ms),
+                format!("{:.1}", c.copies_charged_ms),
+                ratio,
+            ]);
+        }
+        let (cost, charged) =
+            r.copy_charges.iter().fold((0.0, 0.0), |(a, b), c| (a + c.copies_cost_ms, b + c.copies_charged_ms));
+        let n: usize = r.copy_charges.iter().map(|c| c.kernels).sum();
+        let ratio = if cost > 0.0 { format!("{:.2}", charged / cost) } else { "-".into() };
+        t.row(vec!["all".into(), n.to_string(), format!("{cost:.1}"), format!("{charged:.1}"), ratio]);
+        out.push_str(&t.render());
+    }
     for (title, list) in [("op", &r.per_op), ("pools of its operands", &r.per_config)] {
         out.push_str(&format!(
             "\nper {title}, kernels of at least {min} µs ({} group(s){})\n",

@@ -43,8 +43,33 @@ pub struct InSituRow {
     pub step: usize,
     pub from: ProfileTime,
     pub beside_copy: bool,
+    /// What the plan charged this kernel for the copies beside it, µs (0 without copies,
+    /// or in a record older than the charge).
+    pub charged_us: f64,
     #[serde(flatten)]
     pub row: Row,
+}
+
+impl InSituRow {
+    /// The solver's prediction for this kernel against the run: the profile's time plus
+    /// the plan's charge, over the run's time at the profile's pace (`pace`: all-DRAM's
+    /// profile/run, 1 when not known).
+    fn prediction(&self, pace: f64) -> Row {
+        let b_us = self.row.b_us + self.charged_us;
+        Row { b_us, ratio: b_us / (self.row.a_us * pace), ..self.row.clone() }
+    }
+}
+
+/// One op's kernels beside a background copy: what the copies cost them in the run
+/// against what the plan charged for them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CopyCharge {
+    pub op: String,
+    pub kernels: usize,
+    pub copies_charged_ms: f64,
+    /// Σ (run × pace − profile) over those kernels: their time in the run, at the
+    /// profile's pace, beyond the profile's.
+    pub copies_cost_ms: f64,
 }
 
 /// The shift common to every placement: all-DRAM, run beside the plan, against the
@@ -101,6 +126,17 @@ pub struct InSituReport {
     /// The run against its repeat, kernel by kernel (at least `min_us`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub floor: Option<Agreement>,
+    /// What the verdict judges: the solver's prediction for every kernel (the profile's
+    /// time plus the plan's charge for the copies beside it) over the run's time at the
+    /// profile's pace, when the pace is known; `judged_paced` says whether it was.
+    pub judged: Agreement,
+    pub judged_paced: bool,
+    /// The repeat's pace against the run's (all-DRAM's run/repeat, the shift between the
+    /// two runs), by which the floor's ratios are divided when the verdict is paced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_pace: Option<f64>,
+    /// Per op, the kernels beside a copy: their copies' cost in the run against the charge.
+    pub copy_charges: Vec<CopyCharge>,
     pub per_op: Vec<InSituGroup>,
     pub per_config: Vec<InSituGroup>,
     /// The profile's times as a whole off the run's beyond 1% and the floor, and the
@@ -155,10 +191,9 @@ pub fn compare_in_situ(
     };
     let model = placer_ir::parse_model(json)
         .map_err(|e| ProfileError::Usage { reason: format!("the profile's own model does not load: {e}") })?;
-    let floor = match repeat {
-        Some(r) => Some(floor_of(run, r, options)?),
-        None => None,
-    };
+    if let Some(r) = repeat {
+        check_repeat(run, r)?;
+    }
     let lookup = Lookup::new(&model, profile)?;
     let mut rows = Vec::new();
     // Beside a copy, the profile's time plus the plan's charge for the copy: every such
@@ -187,6 +222,7 @@ pub fn compare_in_situ(
             step: k.step,
             from,
             beside_copy: k.beside_copy,
+            charged_us: if k.beside_copy { k.charged_ns / 1e3 } else { 0.0 },
             row: row(k, ns, mad, count, &run.pools, options),
         });
     }
@@ -208,6 +244,23 @@ pub fn compare_in_situ(
         let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.ratio, ..r.row.clone() }).collect();
         Agreement::of(rows.iter(), options.tolerance)
     });
+    // The verdict judges what the solver predicted each kernel to take, and, where the
+    // run timed all-DRAM beside the plan, at the host's pace in the run: a shift of the
+    // whole host between the profile and the run is no fault of the profile's, and the
+    // interleaved all-DRAM measures it. The floor is then the repeat at the run's pace.
+    let judged_paced = pace.is_some();
+    let judged = {
+        let rows: Vec<Row> = big().map(|r| r.prediction(pace.as_ref().map_or(1.0, |p| p.ratio))).collect();
+        Agreement::of(rows.iter(), options.tolerance)
+    };
+    let (floor, floor_pace) = match repeat {
+        Some(again) => {
+            let shift = if judged_paced { repeat_pace(run, again, options.min_us) } else { None };
+            (Some(floor_of(run, again, shift.unwrap_or(1.0), options)), shift)
+        }
+        None => (None, None),
+    };
+    let copy_charges = copy_charges(&rows, pace.as_ref().map_or(1.0, |p| p.ratio));
     let bias = all.median_ratio.and_then(|m| {
         let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
         let expected = pace.as_ref().map(|p| p.ratio);
@@ -217,7 +270,7 @@ pub fn compare_in_situ(
     let per_op = groups(big(), |r| r.row.op.clone(), options.tolerance);
     let per_config = groups(big(), |r| r.row.config.clone(), options.tolerance);
     let needed = floor.as_ref().and_then(|f| f.within_tolerance).map_or(options.share, |f| options.share.min(f));
-    let meets = all.rows > 0 && all.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
+    let meets = judged.rows > 0 && judged.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
     let emulated = run.pools.iter().any(|p| p.emulated_as.is_some());
     let mut notes = Vec::new();
     if unknown > 0 {
@@ -242,11 +295,19 @@ pub fn compare_in_situ(
     }
     if let Some(m) = beside_copy_charged.as_ref().and_then(|c| c.median_ratio) {
         // The solver's prediction for those kernels is the profile plus this charge, so
-        // its median says whether the calibration over- or under-charges the copies here.
+        // its median says whether the calibration over- or under-charges the copies here;
+        // at the host's pace when it is known, as the verdict judges.
+        let pace_ratio = pace.as_ref().map_or(1.0, |p| p.ratio);
+        let charged_rows: Vec<Row> = big().filter(|r| r.beside_copy).map(|r| r.prediction(pace_ratio)).collect();
+        let m = Agreement::of(charged_rows.iter(), options.tolerance).median_ratio.unwrap_or(m);
         let side = if m > 1.0 { "over" } else { "under" };
+        let at_pace = if pace.is_some() { " at the host's pace" } else { "" };
+        let (cost, charge) =
+            copy_charges.iter().fold((0.0, 0.0), |(a, b), c| (a + c.copies_cost_ms, b + c.copies_charged_ms));
         notes.push(format!(
-            "with the plan's charge for their copies, those kernels' median prediction/run is {m:.3}: the charge \
-             {side}states what the copies cost them in this run by {:.1}% of their time",
+            "with the plan's charge for their copies{at_pace}, those kernels' median prediction/run is {m:.3}: the \
+             charge {side}states what the copies cost them in this run by {:.1}% of their time (in all, {charge:.1} \
+             ms charged for {cost:.1} ms of cost)",
             (m - 1.0).abs() * 100.0
         ));
     }
@@ -282,6 +343,10 @@ pub fn compare_in_situ(
         pace,
         paced,
         floor,
+        judged,
+        judged_paced,
+        floor_pace,
+        copy_charges,
         per_op,
         per_config,
         bias,
@@ -376,8 +441,8 @@ fn row(k: &InSituKernel, ns: f64, mad: f64, count: u32, pools: &[PoolInfo], o: &
     }
 }
 
-/// The run against its repeat, kernel by kernel: ratios repeat/run.
-fn floor_of(run: &InSitu, repeat: &InSitu, o: &CompareOptions) -> Result<Agreement, ProfileError> {
+/// Refuses a repeat of another plan or model than the run's.
+fn check_repeat(run: &InSitu, repeat: &InSitu) -> Result<(), ProfileError> {
     if repeat.plan_digest != run.plan_digest || repeat.model_hash != run.model_hash {
         return Err(ProfileError::Mismatch {
             reason: format!(
@@ -389,17 +454,61 @@ fn floor_of(run: &InSitu, repeat: &InSitu, o: &CompareOptions) -> Result<Agreeme
             ),
         });
     }
+    Ok(())
+}
+
+/// The run against its repeat, kernel by kernel: ratios repeat/run, divided by `shift`
+/// (the repeat's pace against the run's, 1 for none).
+fn floor_of(run: &InSitu, repeat: &InSitu, shift: f64, o: &CompareOptions) -> Agreement {
     let again: BTreeMap<usize, &InSituKernel> = repeat.kernels.iter().map(|k| (k.step, k)).collect();
     let rows: Vec<Row> = run
         .kernels
         .iter()
         .filter_map(|k| {
             let r = again.get(&k.step).filter(|r| r.node == k.node && r.median_ns > 0.0 && k.median_ns > 0.0)?;
-            Some(row(k, r.median_ns, r.mad_ns, r.count, &run.pools, o))
+            let row = row(k, r.median_ns, r.mad_ns, r.count, &run.pools, o);
+            Some(Row { ratio: row.ratio / shift, ..row })
         })
         .filter(|r| !r.tiny)
         .collect();
-    Ok(Agreement::of(rows.iter(), o.tolerance))
+    Agreement::of(rows.iter(), o.tolerance)
+}
+
+/// The shift between two runs of a plan: the median over all-DRAM's kernels (at least
+/// `min_us` in the run) of the repeat's time over the run's. `None` when either run
+/// timed no all-DRAM beside the plan.
+fn repeat_pace(run: &InSitu, repeat: &InSitu, min_us: f64) -> Option<f64> {
+    let ratios: Vec<f64> = run
+        .reference_ns
+        .iter()
+        .filter_map(|(node, &first)| {
+            let second = *repeat.reference_ns.get(node)?;
+            (first >= min_us * 1e3 && second > 0.0 && first.is_finite() && second.is_finite()).then(|| second / first)
+        })
+        .collect();
+    Stats::of(&ratios).map(|s| s.median)
+}
+
+/// Per op, over the kernels beside a copy: the plan's charge against what the copies
+/// cost them in the run at the profile's `pace`; the ops that cost or were charged most
+/// first.
+fn copy_charges(rows: &[InSituRow], pace: f64) -> Vec<CopyCharge> {
+    let mut by: BTreeMap<&str, CopyCharge> = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.beside_copy) {
+        let c = by.entry(r.row.op.as_str()).or_insert_with(|| CopyCharge {
+            op: r.row.op.clone(),
+            kernels: 0,
+            copies_charged_ms: 0.0,
+            copies_cost_ms: 0.0,
+        });
+        c.kernels += 1;
+        c.copies_charged_ms += r.charged_us / 1e3;
+        c.copies_cost_ms += (r.row.a_us * pace - r.row.b_us) / 1e3;
+    }
+    let mut out: Vec<CopyCharge> = by.into_values().collect();
+    let size = |c: &CopyCharge| c.copies_charged_ms.max(c.copies_cost_ms.abs());
+    out.sort_by(|a, b| size(b).total_cmp(&size(a)).then_with(|| a.op.cmp(&b.op)));
+    out
 }
 
 fn groups<'a>(
@@ -445,12 +554,24 @@ fn verdict(r: &InSituReport, needed: f64) -> String {
         ),
         None => "; no noise floor".into(),
     };
+    let j = &r.judged;
+    let what = match (r.judged_paced, r.pace.as_ref()) {
+        (true, Some(p)) => format!(
+            "the solver's predictions (the profile plus each copy's charge) at the host's pace in the run ({:.3}{})",
+            p.ratio,
+            r.floor_pace.map_or_else(String::new, |f| format!("; the repeat's {f:.3} of the run's"))
+        ),
+        _ => "the solver's predictions (the profile plus each copy's charge)".into(),
+    };
     let head = format!(
-        "{} of {} kernel(s) of at least {} µs within ±{} of the run ({needed}); median profile/run {:.3}{floor}",
-        percent(a.within_tolerance.unwrap_or(0.0)),
-        a.rows,
+        "{what}: {} of {} kernel(s) of at least {} µs within ±{} of the run ({needed}); median prediction/run \
+         {:.3}{floor}; the profile's times as measured: {} within, median {:.3}",
+        percent(j.within_tolerance.unwrap_or(0.0)),
+        j.rows,
         o.min_us,
         percent(o.tolerance),
+        j.median_ratio.unwrap_or(f64::NAN),
+        percent(a.within_tolerance.unwrap_or(0.0)),
         a.median_ratio.unwrap_or(f64::NAN)
     );
     let shift = r.bias.as_ref().map_or_else(String::new, |b| format!("; {}", b.text));

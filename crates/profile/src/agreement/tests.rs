@@ -508,7 +508,7 @@ mod in_situ {
         assert_eq!((r.all.within_tolerance, r.all.median_ratio), (Some(1.0), Some(1.0)));
         assert_eq!(r.beside_copy.rows, 1);
         assert!(r.meets, "{}", r.verdict);
-        assert!(r.verdict.ends_with("no noise floor"), "{}", r.verdict);
+        assert!(r.verdict.contains("; no noise floor;"), "{}", r.verdict);
         // Every op of the model is a group, and the groups hold every row.
         assert_eq!(r.per_op.iter().map(|g| g.agreement.rows).sum::<usize>(), r.all.rows);
         assert_eq!(r.per_config.iter().map(|g| g.agreement.rows).sum::<usize>(), r.all.rows);
@@ -586,10 +586,23 @@ mod in_situ {
         assert_eq!(r.beside_copy.within_tolerance, Some(0.0));
         let charged = r.beside_copy_charged.as_ref().expect("a charge was kept");
         assert_eq!((charged.rows, charged.within_tolerance), (r.beside_copy.rows, Some(1.0)));
+        // The verdict judges the profile plus the charge: every kernel agrees.
+        assert!(!r.judged_paced && r.judged.within_tolerance == Some(1.0) && r.meets, "{}", r.verdict);
+        // Per op, the copies cost what was charged.
+        assert_eq!(
+            r.copy_charges.iter().map(|c| c.kernels).sum::<usize>(),
+            r.rows.iter().filter(|x| x.beside_copy).count()
+        );
+        for c in &r.copy_charges {
+            assert!((c.copies_charged_ms - c.copies_cost_ms).abs() < 1e-6 * c.copies_cost_ms.max(1.0), "{c:?}");
+        }
         // Charged twice what they lost: that is out again.
         copies.kernels.iter_mut().for_each(|k| k.charged_ns *= 2.0);
         let r = compare_in_situ(&copies, &p, None, &options)?;
         assert!(r.notes.iter().any(|n| n.contains("the charge overstates")), "{:?}", r.notes);
+        assert!(!r.meets, "half the kernels charged twice their loss: {}", r.verdict);
+        let twice = r.copy_charges.iter().map(|c| c.copies_charged_ms / c.copies_cost_ms);
+        assert!(twice.into_iter().all(|x| (x - 2.0).abs() < 1e-6), "{:?}", r.copy_charges);
         assert_eq!(r.beside_copy_charged.and_then(|a| a.within_tolerance), Some(0.0));
         // Every kernel 10% slower in the plan: not the copies; the profile's whole steps say no more.
         let slower = run(&model, "d", |_| 1.1);
@@ -616,8 +629,18 @@ mod in_situ {
         let pace = r.pace.as_ref().expect("pace");
         assert!((pace.ratio - 1.0 / 1.1).abs() < 1e-9 && pace.nodes == model.schedule().len(), "{pace:?}");
         assert_eq!(r.bias.as_ref().map(|b| b.cause), Some(BiasCause::HostPace), "{}", r.verdict);
-        assert!(!r.meets, "judged as measured: {}", r.verdict);
+        assert_eq!(r.all.within_tolerance, Some(0.0), "as measured, every kernel is 10% off");
         assert_eq!(r.paced.as_ref().and_then(|a| a.within_tolerance), Some(1.0));
+        // The verdict judges the prediction at the host's pace: the profile is right.
+        assert!(r.judged_paced && r.judged.within_tolerance == Some(1.0), "{:?}", r.judged);
+        assert!(r.meets && r.verdict.contains("at the host's pace in the run (0.909"), "{}", r.verdict);
+        // A repeat on a host 10% slower again: its own pace divides the floor, which stays tight.
+        let mut slower_still = run(&model, "d", |_| 1.21);
+        slower_still.reference_ns = slower.reference_ns.iter().map(|(n, &t)| (n.clone(), t * 1.1)).collect();
+        let r = compare_in_situ(&slower, &p, Some(&slower_still), &CompareOptions::default())?;
+        assert!(r.floor_pace.is_some_and(|f| (f - 1.1).abs() < 1e-9), "{:?}", r.floor_pace);
+        assert_eq!(r.floor.as_ref().and_then(|f| f.within_tolerance), Some(1.0));
+        assert!(r.meets, "{}", r.verdict);
         // Without all-DRAM in the run, the pace is not known, and said so.
         slower.reference_ns.clear();
         let r = compare_in_situ(&slower, &p, None, &CompareOptions::default())?;
