@@ -17,6 +17,7 @@ placer=${1:-target/release/placer}
 model=${MODEL:-configs/models/lenet-mnist-b256.json}
 read -r -a extra <<< "${PROFILE_ARGS:-}"
 work=${WORK:-$(mktemp -d)}
+mkdir -p "$work"
 echo "FMA peak before: $(scripts/fma-peak.sh) GFLOP/s"
 for run in A B A2 B2; do
   flags=(--design full --checkpoint-dir "$work/$run" "${extra[@]}")
