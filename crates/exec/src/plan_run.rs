@@ -202,6 +202,14 @@ impl<'m> PlanExecutor<'m> {
         self.warm_pool = warm;
     }
 
+    /// With `false`, background copies take their emulated wait but move no bytes (the
+    /// tensors they move keep stale contents, so the step computes nonsense): for
+    /// measuring what their memcpys cost the kernels beside them, beside this plan run
+    /// as it is (`crates/eval/examples/copies_in_plan.rs`).
+    pub fn set_background_memcpy(&mut self, on: bool) {
+        self.arenas.set_copies_move_bytes(on);
+    }
+
     /// As `Executor::set_runner`.
     pub fn set_runner(&mut self, runner: Option<SharedRunner>) {
         self.runner = runner;

@@ -126,6 +126,8 @@ pub struct Arenas {
     copier: CopyThread,
     /// The core copies keep off (the launcher's; see [`crate::Pinned`]).
     copies_off: Option<usize>,
+    /// Whether copies move their bytes ([`Arenas::set_copies_move_bytes`]).
+    move_bytes: bool,
 }
 
 /// A copy on its way to the copy thread. Its pointers never leave this module.
@@ -139,6 +141,8 @@ struct Job {
     extra_ns: f64,
     /// The core the copy thread keeps off while it runs this copy.
     keep_off: Option<usize>,
+    /// False: no memcpy, only the emulated wait ([`Arenas::set_copies_move_bytes`]).
+    move_bytes: bool,
 }
 
 // SAFETY: the pointers refer to arena memory that stays allocated (the arenas join the
@@ -171,11 +175,14 @@ impl CopyThread {
                 for job in inbox {
                     cores.keep_off(job.keep_off);
                     let start = Instant::now();
-                    // SAFETY: `start_copy` checked that both slots lie inside their
-                    // arenas, are placed, and do not overlap each other; until the job is
-                    // finished no view may touch the destination or write the source, and
-                    // the buffers outlive this thread (it is joined before they are freed).
-                    unsafe { std::ptr::copy_nonoverlapping(job.src, job.dst, job.len) }
+                    if job.move_bytes {
+                        // SAFETY: `start_copy` checked that both slots lie inside their
+                        // arenas, are placed, and do not overlap each other; until the job
+                        // is finished no view may touch the destination or write the
+                        // source, and the buffers outlive this thread (it is joined before
+                        // they are freed).
+                        unsafe { std::ptr::copy_nonoverlapping(job.src, job.dst, job.len) }
+                    }
                     let memcpy_ns = start.elapsed().as_nanos() as u64;
                     sleep_until(start + Duration::from_nanos(job.extra_ns.max(0.0) as u64));
                     if report.send((job.id, job.len as u64, memcpy_ns)).is_err() {
@@ -261,7 +268,7 @@ impl Arenas {
                 return Err(e);
             }
         };
-        Ok(Arenas { arenas, busy: Vec::new(), copier, copies_off: None })
+        Ok(Arenas { arenas, busy: Vec::new(), copier, copies_off: None, move_bytes: true })
     }
 
     /// Bytes reserved in each pool.
@@ -423,6 +430,7 @@ impl Arenas {
             len: from.len as usize,
             extra_ns,
             keep_off: self.copies_off,
+            move_bytes: self.move_bytes,
         };
         self.copier.submit(job)?;
         self.busy.push(Busy { job: id, from, to });
@@ -445,6 +453,13 @@ impl Arenas {
     /// core when `None`.
     pub fn keep_copies_off(&mut self, cpu: Option<usize>) {
         self.copies_off = cpu;
+    }
+
+    /// With `false`, the copies started from now on take their emulated wait but move no
+    /// bytes, so their destinations keep stale contents: only for measuring what the
+    /// memcpys cost the kernels beside them (a plan beside the same plan without them).
+    pub fn set_copies_move_bytes(&mut self, on: bool) {
+        self.move_bytes = on;
     }
 
     /// Copies in flight.

@@ -61,6 +61,26 @@ fn a_copy_in_flight_fences_its_slots() {
     a.release(slot(1, 0, 4096)).expect("arena");
 }
 
+#[test]
+fn a_copy_that_moves_no_bytes_still_waits_and_leaves_its_destination_as_it_was() {
+    let (_pools, mut a) = arenas(&[1 << 20, 1 << 20]);
+    a.place(slot(0, 0, 1 << 20)).expect("arena");
+    a.place(slot(1, 0, 1 << 20)).expect("arena");
+    a.views(&[], &[slot(0, 0, 1 << 20)]).expect("arena").1[0].fill(5);
+    a.views(&[], &[slot(1, 0, 1 << 20)]).expect("arena").1[0].fill(9);
+    a.set_copies_move_bytes(false);
+    let start = Instant::now();
+    let ticket = a.start_copy(slot(0, 0, 1 << 20), slot(1, 0, 1 << 20), SLOW_NS).expect("arena");
+    a.finish_copy(ticket).expect("arena");
+    assert!(start.elapsed() >= Duration::from_nanos(SLOW_NS as u64), "the emulated wait was skipped too");
+    assert!(a.views(&[slot(1, 0, 1 << 20)], &[]).expect("arena").0[0].iter().all(|&b| b == 9));
+    // Switched back on, the next copy moves its bytes again.
+    a.set_copies_move_bytes(true);
+    let ticket = a.start_copy(slot(0, 0, 1 << 20), slot(1, 0, 1 << 20), 0.0).expect("arena");
+    a.finish_copy(ticket).expect("arena");
+    assert!(a.views(&[slot(1, 0, 1 << 20)], &[]).expect("arena").0[0].iter().all(|&b| b == 5));
+}
+
 /// What the copy thread sleeps after each copy in the tests below: long enough that
 /// a caller not waiting for it would be seen.
 const SLOW_NS: f64 = 50e6;
