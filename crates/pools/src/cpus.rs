@@ -2,7 +2,7 @@
 //! and a copy thread kept off that core, so a copy never preempts the launcher between
 //! kernels (why, and what it measured: `placer_exec::as_launcher`, docs/running.md).
 
-use rustix::thread::{CpuSet, sched_getaffinity, sched_getcpu, sched_setaffinity};
+use rustix::thread::{CpuSet, Pid, RawPid, sched_getaffinity, sched_getcpu, sched_setaffinity};
 
 /// The calling thread pinned to the core it was on; its previous mask is restored when
 /// this is dropped.
@@ -51,13 +51,21 @@ pub struct CopyCores {
 }
 
 impl CopyCores {
-    /// The calling thread's cores, every core when they cannot be read.
-    pub fn of_this_thread() -> CopyCores {
-        let allowed = sched_getaffinity(None).unwrap_or_else(|_| {
+    /// The process's cores (its main thread's mask), every core when they cannot be read,
+    /// made the calling thread's own. Not the calling thread's mask: a copy thread started
+    /// by a launcher pinned to its core inherits that one core, and taking it as all the
+    /// thread may use kept every copy *on* the launcher's core, since a thread's only core
+    /// is never given up. The profile's interference calibration started its copy thread
+    /// so, and timed copies that took the launcher's core where a plan's take the other.
+    pub fn of_this_process() -> CopyCores {
+        let main = Pid::from_raw(std::process::id() as RawPid);
+        let allowed = main.and_then(|p| sched_getaffinity(Some(p)).ok()).unwrap_or_else(|| {
             let mut all = CpuSet::new();
             (0..CpuSet::MAX_CPU).for_each(|c| all.set(c));
             all
         });
+        // A refused mask leaves the thread where it was, as `keep_off` does.
+        let _ = sched_setaffinity(None, &allowed);
         CopyCores { allowed, off: None }
     }
 

@@ -78,4 +78,23 @@ fn copies_keep_off_the_launchers_core_and_come_back() {
     copy(&mut arenas);
     assert_eq!(copy_thread(), all);
     arenas.release_all(&mut pools);
+
+    // Arenas made on a launcher pinned to its core (as the profile's interference
+    // calibration made its copy thread): the copy thread inherits that one core, and
+    // must still take the process's cores, or it would copy on the launcher's.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let pinned = Pinned::here();
+            let mut arenas = Arenas::reserve(&mut pools, &[8192]).expect("reserved");
+            arenas.place(from).expect("placed");
+            arenas.place(to).expect("placed");
+            arenas.keep_copies_off(pinned.as_ref().map(Pinned::cpu));
+            copy(&mut arenas);
+            match &pinned {
+                Some(p) => assert_eq!(copy_thread(), all.iter().copied().filter(|&c| c != p.cpu()).collect()),
+                None => assert_eq!(copy_thread(), all),
+            }
+            arenas.release_all(&mut pools);
+        });
+    });
 }

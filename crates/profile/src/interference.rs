@@ -144,7 +144,7 @@ impl CopyBench {
         let thread = std::thread::Builder::new()
             .name("placer-copy-bench".into())
             .spawn(move || {
-                CopyCores::of_this_thread().keep_off(launcher);
+                CopyCores::of_this_process().keep_off(launcher);
                 let (mut src, mut dst): (Vec<u8>, Vec<u8>) = (Vec::new(), Vec::new());
                 // How much of the buffers the copies since the last eviction touched.
                 let mut touched = 0;

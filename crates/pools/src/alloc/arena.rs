@@ -171,7 +171,7 @@ impl CopyThread {
         let thread = std::thread::Builder::new()
             .name("placer-copy".into())
             .spawn(move || {
-                let mut cores = crate::CopyCores::of_this_thread();
+                let mut cores = crate::CopyCores::of_this_process();
                 for job in inbox {
                     cores.keep_off(job.keep_off);
                     let start = Instant::now();
