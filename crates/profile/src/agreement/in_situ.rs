@@ -55,8 +55,11 @@ impl InSituRow {
     /// the plan's charge, over the run's time at the profile's pace (`pace`: all-DRAM's
     /// profile/run, 1 when not known).
     fn prediction(&self, pace: f64) -> Row {
-        let b_us = self.row.b_us + self.charged_us;
-        Row { b_us, ratio: b_us / (self.row.a_us * pace), ..self.row.clone() }
+        let r = &self.row;
+        let (a_us, b_us) = (r.a_us * pace, r.b_us + self.charged_us);
+        let significant =
+            differs(a_us * 1e3, r.a_mad_us * pace * 1e3, r.a_count, b_us * 1e3, r.b_mad_us * 1e3, r.b_count);
+        Row { b_us, ratio: b_us / a_us, significant, ..r.clone() }
     }
 }
 
@@ -200,7 +203,6 @@ pub fn compare_in_situ(
     // kernel, a charge of 0 (an op calibrated to lose nothing) included, once the record
     // keeps charges at all.
     let kept_charges = run.kernels.iter().any(|k| k.charged_ns > 0.0);
-    let mut charged = Vec::new();
     let (mut unknown, mut strangers) = (0usize, 0usize);
     for k in &run.kernels {
         let Some(node) = model.node_id(&k.node) else {
@@ -214,9 +216,6 @@ pub fn compare_in_situ(
         if !(ns.is_finite() && ns > 0.0 && k.median_ns.is_finite() && k.median_ns > 0.0) {
             unknown += 1;
             continue;
-        }
-        if kept_charges && k.beside_copy {
-            charged.push(row(k, ns + k.charged_ns, mad, count, &run.pools, options));
         }
         rows.push(InSituRow {
             step: k.step,
@@ -237,9 +236,14 @@ pub fn compare_in_situ(
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
     let apart_from_copies = of(&|r| !r.beside_copy);
-    let beside_copy_charged =
-        (!charged.is_empty()).then(|| Agreement::of(charged.iter().filter(|r| !r.tiny), options.tolerance));
+    // The solver's prediction for each kernel beside a copy, at the profile's pace and at
+    // the run's (`pace`, 1 when not known).
+    let predicted_beside =
+        |pace: f64| -> Vec<Row> { big().filter(|r| r.beside_copy).map(|r| r.prediction(pace)).collect() };
+    let beside_copy_charged = (kept_charges && rows.iter().any(|r| r.beside_copy))
+        .then(|| Agreement::of(predicted_beside(1.0).iter(), options.tolerance));
     let pace = pace(run, &lookup, &model, options.min_us);
+    let pace_ratio = pace.as_ref().map_or(1.0, |p| p.ratio);
     let paced = pace.as_ref().map(|p| {
         let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.ratio, ..r.row.clone() }).collect();
         Agreement::of(rows.iter(), options.tolerance)
@@ -250,7 +254,7 @@ pub fn compare_in_situ(
     // interleaved all-DRAM measures it. The floor is then the repeat at the run's pace.
     let judged_paced = pace.is_some();
     let judged = {
-        let rows: Vec<Row> = big().map(|r| r.prediction(pace.as_ref().map_or(1.0, |p| p.ratio))).collect();
+        let rows: Vec<Row> = big().map(|r| r.prediction(pace_ratio)).collect();
         Agreement::of(rows.iter(), options.tolerance)
     };
     let (floor, floor_pace) = match repeat {
@@ -260,7 +264,7 @@ pub fn compare_in_situ(
         }
         None => (None, None),
     };
-    let copy_charges = copy_charges(&rows, pace.as_ref().map_or(1.0, |p| p.ratio));
+    let copy_charges = copy_charges(&rows, pace_ratio);
     let bias = all.median_ratio.and_then(|m| {
         let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
         let expected = pace.as_ref().map(|p| p.ratio);
@@ -297,9 +301,7 @@ pub fn compare_in_situ(
         // The solver's prediction for those kernels is the profile plus this charge, so
         // its median says whether the calibration over- or under-charges the copies here;
         // at the host's pace when it is known, as the verdict judges.
-        let pace_ratio = pace.as_ref().map_or(1.0, |p| p.ratio);
-        let charged_rows: Vec<Row> = big().filter(|r| r.beside_copy).map(|r| r.prediction(pace_ratio)).collect();
-        let m = Agreement::of(charged_rows.iter(), options.tolerance).median_ratio.unwrap_or(m);
+        let m = Agreement::of(predicted_beside(pace_ratio).iter(), options.tolerance).median_ratio.unwrap_or(m);
         let side = if m > 1.0 { "over" } else { "under" };
         let at_pace = if pace.is_some() { " at the host's pace" } else { "" };
         let (cost, charge) =
