@@ -264,6 +264,8 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         "host's pace  all-DRAM, run beside the plan",
         "divided by the pace's",
         "judged: ≥ 50 µs, the profile plus the charge, at the pace's",
+        "per op, kernels of at least 50 µs, the prediction over the run at the pace's",
+        "run µs at pace",
         "at the repeat's pace",
         "EMULATED",
     ] {

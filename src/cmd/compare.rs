@@ -341,9 +341,14 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         t.row(vec!["all".into(), n.to_string(), format!("{cost:.1}"), format!("{charged:.1}"), ratio]);
         out.push_str(&t.render());
     }
+    // The groups and the worst kernels are of the judged rows: prediction over run.
+    let judged_as = match (&r.pace, r.judged_paced) {
+        (Some(p), true) => format!("the prediction over the run at the pace's {:.3}", p.ratio),
+        _ => "the prediction over the run".into(),
+    };
     for (title, list) in [("op", &r.per_op), ("pools of its operands", &r.per_config)] {
         out.push_str(&format!(
-            "\nper {title}, kernels of at least {min} µs ({} group(s){})\n",
+            "\nper {title}, kernels of at least {min} µs, {judged_as} ({} group(s){})\n",
             list.len(),
             if list.len() > top { format!(", the {top} largest") } else { String::new() }
         ));
@@ -351,9 +356,20 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         out.push_str(&agreement_table(title, "B/A", tol, &rows));
     }
     if !r.worst.is_empty() {
-        out.push_str(&format!("\nworst {} kernel(s) of at least {min} µs, by |ln B/A|\n", r.worst.len()));
-        let mut worst =
-            Table::new(&["step", "op", "node", "pools", "run µs", "profile µs", "from", "B/A", "significant"]);
+        out.push_str(&format!("\nworst {} kernel(s) of at least {min} µs, by |ln B/A|: {judged_as}\n", r.worst.len()));
+        let run_at = if r.judged_paced { "run µs at pace" } else { "run µs" };
+        let mut worst = Table::new(&[
+            "step",
+            "op",
+            "node",
+            "pools",
+            run_at,
+            "predicted µs",
+            "of it charge",
+            "from",
+            "B/A",
+            "significant",
+        ]);
         for w in &r.worst {
             worst.row(vec![
                 w.step.to_string(),
@@ -362,6 +378,7 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
                 w.row.config.clone(),
                 us(w.row.a_us),
                 us(w.row.b_us),
+                us(w.charged_us),
                 match w.from {
                     ProfileTime::Measured => "measured".into(),
                     ProfileTime::Predicted => "predicted".into(),

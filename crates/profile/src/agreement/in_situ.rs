@@ -54,12 +54,12 @@ impl InSituRow {
     /// The solver's prediction for this kernel against the run: the profile's time plus
     /// the plan's charge, over the run's time at the profile's pace (`pace`: all-DRAM's
     /// profile/run, 1 when not known).
+    /// A is then the run's time at that pace, B the prediction.
     fn prediction(&self, pace: f64) -> Row {
         let r = &self.row;
-        let (a_us, b_us) = (r.a_us * pace, r.b_us + self.charged_us);
-        let significant =
-            differs(a_us * 1e3, r.a_mad_us * pace * 1e3, r.a_count, b_us * 1e3, r.b_mad_us * 1e3, r.b_count);
-        Row { b_us, ratio: b_us / a_us, significant, ..r.clone() }
+        let (a_us, a_mad_us, b_us) = (r.a_us * pace, r.a_mad_us * pace, r.b_us + self.charged_us);
+        let significant = differs(a_us * 1e3, a_mad_us * 1e3, r.a_count, b_us * 1e3, r.b_mad_us * 1e3, r.b_count);
+        Row { a_us, a_mad_us, b_us, ratio: b_us / a_us, significant, ..r.clone() }
     }
 }
 
@@ -140,12 +140,15 @@ pub struct InSituReport {
     pub floor_pace: Option<f64>,
     /// Per op, the kernels beside a copy: their copies' cost in the run against the charge.
     pub copy_charges: Vec<CopyCharge>,
+    /// `judged`, per op and per configuration of the operands' pools.
     pub per_op: Vec<InSituGroup>,
     pub per_config: Vec<InSituGroup>,
     /// The profile's times as a whole off the run's beyond 1% and the floor, and the
     /// likely cause.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bias: Option<Bias>,
+    /// The kernels `judged` finds furthest off: each row's A is the run at the pace, B
+    /// the prediction.
     pub worst: Vec<InSituRow>,
     pub meets: bool,
     pub verdict: String,
@@ -154,11 +157,11 @@ pub struct InSituReport {
 }
 
 impl InSituReport {
-    /// The `n` rows of at least `min_us` furthest from agreement, worst first.
+    /// The `n` kernels of at least `min_us` whose prediction is furthest from the run, as
+    /// the verdict judges them (at the host's pace when it is known), worst first.
     pub fn worst_offenders(&self, n: usize) -> Vec<InSituRow> {
-        let mut rows: Vec<&InSituRow> = self.rows.iter().filter(|r| !r.row.tiny).collect();
-        rows.sort_by(|x, y| y.row.ratio.ln().abs().total_cmp(&x.row.ratio.ln().abs()));
-        rows.into_iter().take(n).cloned().collect()
+        let pace = self.pace.as_ref().filter(|_| self.judged_paced).map_or(1.0, |p| p.ratio);
+        worst_of(&predictions(&self.rows, pace), n)
     }
 }
 
@@ -253,10 +256,8 @@ pub fn compare_in_situ(
     // whole host between the profile and the run is no fault of the profile's, and the
     // interleaved all-DRAM measures it. The floor is then the repeat at the run's pace.
     let judged_paced = pace.is_some();
-    let judged = {
-        let rows: Vec<Row> = big().map(|r| r.prediction(pace_ratio)).collect();
-        Agreement::of(rows.iter(), options.tolerance)
-    };
+    let predictions = predictions(&rows, pace_ratio);
+    let judged = Agreement::of(predictions.iter().map(|r| &r.row), options.tolerance);
     let (floor, floor_pace) = match repeat {
         Some(again) => {
             let shift = if judged_paced { repeat_pace(run, again, options.min_us) } else { None };
@@ -265,14 +266,18 @@ pub fn compare_in_situ(
         None => (None, None),
     };
     let copy_charges = copy_charges(&rows, pace_ratio);
+    // The shift is of the times as measured, so it is set against the floor as measured:
+    // the paced floor's median times the repeat's pace.
     let bias = all.median_ratio.and_then(|m| {
-        let floor_median = floor.as_ref().and_then(|f| f.median_ratio);
+        let floor_median = floor.as_ref().and_then(|f| f.median_ratio).map(|f| f * floor_pace.unwrap_or(1.0));
         let expected = pace.as_ref().map(|p| p.ratio);
         super::bias::in_situ(m, floor_median, expected, &beside_copy, &apart_from_copies, profile.header.protocol.steps)
     });
     let tiny = Agreement::of(rows.iter().filter(|r| r.row.tiny).map(|r| &r.row), options.tolerance);
-    let per_op = groups(big(), |r| r.row.op.clone(), options.tolerance);
-    let per_config = groups(big(), |r| r.row.config.clone(), options.tolerance);
+    // The groups and the worst kernels are of what the verdict judges.
+    let per_op = groups(&predictions, |r| r.row.op.clone(), options.tolerance);
+    let per_config = groups(&predictions, |r| r.row.config.clone(), options.tolerance);
+    let worst = worst_of(&predictions, super::WORST);
     let needed = floor.as_ref().and_then(|f| f.within_tolerance).map_or(options.share, |f| options.share.min(f));
     let meets = judged.rows > 0 && judged.within_tolerance.unwrap_or(0.0) + EDGE_SLACK >= needed;
     let emulated = run.pools.iter().any(|p| p.emulated_as.is_some());
@@ -352,13 +357,12 @@ pub fn compare_in_situ(
         per_op,
         per_config,
         bias,
-        worst: Vec::new(),
+        worst,
         meets,
         verdict: String::new(),
         notes,
         rows,
     };
-    report.worst = report.worst_offenders(super::WORST);
     report.verdict = verdict(&report, needed);
     Ok(report)
 }
@@ -513,11 +517,19 @@ fn copy_charges(rows: &[InSituRow], pace: f64) -> Vec<CopyCharge> {
     out
 }
 
-fn groups<'a>(
-    rows: impl Iterator<Item = &'a InSituRow>,
-    key: impl Fn(&InSituRow) -> String,
-    tolerance: f64,
-) -> Vec<InSituGroup> {
+/// The solver's prediction for each row of at least `min_us`, against the run at `pace`.
+fn predictions(rows: &[InSituRow], pace: f64) -> Vec<InSituRow> {
+    rows.iter().filter(|r| !r.row.tiny).map(|r| InSituRow { row: r.prediction(pace), ..r.clone() }).collect()
+}
+
+/// The `n` rows of at least `min_us` furthest from agreement, worst first.
+fn worst_of(rows: &[InSituRow], n: usize) -> Vec<InSituRow> {
+    let mut rows: Vec<&InSituRow> = rows.iter().filter(|r| !r.row.tiny).collect();
+    rows.sort_by(|x, y| y.row.ratio.ln().abs().total_cmp(&x.row.ratio.ln().abs()));
+    rows.into_iter().take(n).cloned().collect()
+}
+
+fn groups(rows: &[InSituRow], key: impl Fn(&InSituRow) -> String, tolerance: f64) -> Vec<InSituGroup> {
     let mut by: BTreeMap<String, Vec<&Row>> = BTreeMap::new();
     for r in rows {
         by.entry(key(r)).or_default().push(&r.row);

@@ -588,6 +588,11 @@ mod in_situ {
         assert_eq!((charged.rows, charged.within_tolerance), (r.beside_copy.rows, Some(1.0)));
         // The verdict judges the profile plus the charge: every kernel agrees.
         assert!(!r.judged_paced && r.judged.within_tolerance == Some(1.0) && r.meets, "{}", r.verdict);
+        // The groups and the worst kernels are of the judged rows, the charge in their B.
+        assert!(r.per_op.iter().chain(&r.per_config).all(|g| g.agreement.within_tolerance == Some(1.0)));
+        assert!(r.worst.iter().all(|w| (w.row.ratio - 1.0).abs() < 1e-9), "{:?}", r.worst);
+        let charged = r.worst.iter().find(|w| w.beside_copy).expect("a kernel beside a copy");
+        assert!((charged.row.b_us - charged.row.a_us).abs() < 1e-6 && charged.charged_us > 0.0, "{charged:?}");
         // Per op, the copies cost what was charged.
         assert_eq!(
             r.copy_charges.iter().map(|c| c.kernels).sum::<usize>(),
@@ -641,6 +646,13 @@ mod in_situ {
         assert!(r.floor_pace.is_some_and(|f| (f - 1.1).abs() < 1e-9), "{:?}", r.floor_pace);
         assert_eq!(r.floor.as_ref().and_then(|f| f.within_tolerance), Some(1.0));
         assert!(r.meets, "{}", r.verdict);
+        // The shift as measured is set against the floor as measured: a repeat 20% slower
+        // than the run (its all-DRAM too) holds a 10% shift within its floor.
+        let mut slower_by_a_fifth = run(&model, "d", |_| 1.1 * 1.2);
+        slower_by_a_fifth.reference_ns = slower.reference_ns.iter().map(|(n, &t)| (n.clone(), t * 1.2)).collect();
+        let r = compare_in_situ(&slower, &p, Some(&slower_by_a_fifth), &CompareOptions::default())?;
+        assert_eq!(r.floor.as_ref().and_then(|f| f.within_tolerance), Some(1.0), "paced, the floor is tight");
+        assert_eq!(r.bias, None, "{}", r.verdict);
         // Without all-DRAM in the run, the pace is not known, and said so.
         slower.reference_ns.clear();
         let r = compare_in_situ(&slower, &p, None, &CompareOptions::default())?;
