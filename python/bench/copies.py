@@ -28,7 +28,7 @@ from unittest import mock
 import torch
 
 from placer_torch import _core
-from side_by_side import Contender, build, floor, med_mad, work_args
+from side_by_side import Contender, build, floor, in_order, med_mad, work_args
 
 #: the module (the package's `apply` is its function)
 _APPLY = importlib.import_module("placer_torch.apply")
@@ -68,8 +68,8 @@ def main() -> None:
                        mpath)
     cs = plain + [planned, bare, cached]
     copy_of = {bare: _no_memcpy, cached: _cached_memcpy}
-    for _ in range(a.rounds):
-        for c in cs:
+    for r in range(a.rounds):
+        for c in in_order(cs, r):
             patch = mock.patch.object(_APPLY, "_copy_beside", copy_of[c]) if c in copy_of else contextlib.nullcontext()
             with patch:
                 c.round(a.steps)

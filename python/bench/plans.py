@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from side_by_side import Contender, build, floor, med_mad, work_args
+from side_by_side import Contender, build, floor, in_order, med_mad, work_args
 
 
 def main() -> None:
@@ -30,8 +30,8 @@ def main() -> None:
     model, data = build(a.model, a.batch)
     loss_fn = torch.nn.CrossEntropyLoss()
     cs = floor(model, data, loss_fn) + [Contender(p, model, data, loss_fn, Path(p), mpath) for p in a.plans]
-    for _ in range(a.rounds):
-        for c in cs:
+    for r in range(a.rounds):
+        for c in in_order(cs, r):
             c.round(a.steps)
     base = med_mad([t * 1e3 for t in cs[0].times])[0]
     print(f"\n{a.model} b{a.batch}: {a.rounds} rounds of {a.steps} steps (the first of each round not timed)")

@@ -7,7 +7,7 @@ the host's FMA peak. For each model: capture the step, profile it with torch's k
 solve` at the budget from each (writing every baseline's plan too), then rounds of:
 torch all-DRAM (twice: the noise floor), torch + each plan, torch + each baseline, each
 from the same starting weights on the same batches, and `placer run --plan` (a
-subprocess, between rounds). Reports step time ± MAD, the DRAM peak tracked, losses, and
+subprocess, between rounds); each round in the other's order (ABBA). Reports step time ± MAD, the DRAM peak tracked, losses, and
 each plan's prediction against torch's step under it.
 """
 
@@ -145,6 +145,15 @@ def floor(model, batch, loss_fn) -> list:
             Contender("torch, all in DRAM, again (A′)", model, batch, loss_fn)]
 
 
+def in_order(contenders: list, round_index: int) -> list:
+    """The contenders in the order of one round: as listed in even rounds, reversed in odd
+    ones (ABBA), so a drift of the host over the run and whatever the first slot of a
+    round costs fall on both ends of the list alike: with every round in one order, A, timed
+    first, ran slower than A′ in 20 of the 26 runs docs/BENCHMARKS.md recorded before this
+    (median A′/A about 0.97)."""
+    return contenders if round_index % 2 == 0 else contenders[::-1]
+
+
 def med_mad(xs):
     m = statistics.median(xs)
     return m, statistics.median(abs(x - m) for x in xs)
@@ -231,7 +240,7 @@ def main() -> None:
     ex_plans = [plans.get((b, "placer"), plans[b, first]) for b in budgets]
     executor = {p: [] for p in ex_plans}
     for r in range(a.rounds):
-        for c in contenders:
+        for c in in_order(contenders, r):
             c.round(a.steps)
         for p in ex_plans:
             out = placer(a.placer, "run", str(mpath), "--plan", str(p), "-n", str(a.steps - 1), "--json", env=env)
