@@ -7,8 +7,9 @@ the host's FMA peak. For each model: capture the step, profile it with torch's k
 solve` at the budget from each (writing every baseline's plan too), then rounds of:
 torch all-DRAM (twice: the noise floor), torch + each plan, torch + each baseline, each
 from the same starting weights on the same batches, and `placer run --plan` (a
-subprocess, between rounds); each round in the other's order (ABBA). Reports step time ± MAD, the DRAM peak tracked, losses, and
-each plan's prediction against torch's step under it.
+subprocess, between rounds); odd rounds in the reverse order (ABBA). Reports step time
+± MAD, the DRAM peak tracked, losses, and each plan's prediction against torch's step
+under it.
 """
 
 from __future__ import annotations

@@ -239,12 +239,11 @@ pub fn compare_in_situ(
     let predicted = of(&|r| r.from == ProfileTime::Predicted);
     let beside_copy = of(&|r| r.beside_copy);
     let apart_from_copies = of(&|r| !r.beside_copy);
-    // The solver's prediction for each kernel beside a copy, at the profile's pace and at
-    // the run's (`pace`, 1 when not known).
-    let predicted_beside =
-        |pace: f64| -> Vec<Row> { big().filter(|r| r.beside_copy).map(|r| r.prediction(pace)).collect() };
-    let beside_copy_charged = (kept_charges && rows.iter().any(|r| r.beside_copy))
-        .then(|| Agreement::of(predicted_beside(1.0).iter(), options.tolerance));
+    // The solver's prediction for each kernel beside a copy, at the profile's pace.
+    let beside_copy_charged = (kept_charges && rows.iter().any(|r| r.beside_copy)).then(|| {
+        let rows: Vec<Row> = big().filter(|r| r.beside_copy).map(|r| r.prediction(1.0)).collect();
+        Agreement::of(rows.iter(), options.tolerance)
+    });
     let pace = pace(run, &lookup, &model, options.min_us);
     let pace_ratio = pace.as_ref().map_or(1.0, |p| p.ratio);
     let paced = pace.as_ref().map(|p| {
@@ -306,7 +305,8 @@ pub fn compare_in_situ(
         // The solver's prediction for those kernels is the profile plus this charge, so
         // its median says whether the calibration over- or under-charges the copies here;
         // at the host's pace when it is known, as the verdict judges.
-        let m = Agreement::of(predicted_beside(pace_ratio).iter(), options.tolerance).median_ratio.unwrap_or(m);
+        let beside = predictions.iter().filter(|r| r.beside_copy).map(|r| &r.row);
+        let m = Agreement::of(beside, options.tolerance).median_ratio.unwrap_or(m);
         let side = if m > 1.0 { "over" } else { "under" };
         let at_pace = if pace.is_some() { " at the host's pace" } else { "" };
         let (cost, charge) =
@@ -522,9 +522,9 @@ fn predictions(rows: &[InSituRow], pace: f64) -> Vec<InSituRow> {
     rows.iter().filter(|r| !r.row.tiny).map(|r| InSituRow { row: r.prediction(pace), ..r.clone() }).collect()
 }
 
-/// The `n` rows of at least `min_us` furthest from agreement, worst first.
-fn worst_of(rows: &[InSituRow], n: usize) -> Vec<InSituRow> {
-    let mut rows: Vec<&InSituRow> = rows.iter().filter(|r| !r.row.tiny).collect();
+/// The `n` of `predictions` furthest from agreement, worst first.
+fn worst_of(predictions: &[InSituRow], n: usize) -> Vec<InSituRow> {
+    let mut rows: Vec<&InSituRow> = predictions.iter().collect();
     rows.sort_by(|x, y| y.row.ratio.ln().abs().total_cmp(&x.row.ratio.ln().abs()));
     rows.into_iter().take(n).cloned().collect()
 }
