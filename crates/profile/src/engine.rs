@@ -85,6 +85,17 @@ impl<'m> Engine<'m> {
         Ok(())
     }
 
+    /// Makes `node` runnable on its own by [`Engine::step`]: an isolated engine holds
+    /// its operands alone ([`Engine::isolate`]); an engine with every tensor resident
+    /// already can. A live engine cannot.
+    pub fn ready(&mut self, node: NodeId, placement: &PoolAssignment) -> Result<(), ProfileError> {
+        match &self.kind {
+            Kind::Isolated { .. } => self.isolate(node, placement),
+            Kind::Resident(_) => Ok(()),
+            Kind::Live { .. } => Err(plan_error("live memory runs whole steps only")),
+        }
+    }
+
     /// Runs the isolated kernel once, its operands first put in the cache state a step
     /// leaves them in ([`Executor::as_in_a_step`]); its time in ns, with what the
     /// emulated pools charge.
@@ -106,7 +117,8 @@ impl<'m> Engine<'m> {
     }
 
     /// Runs `nodes` once, in order, and returns each one's time in ns. A live engine
-    /// runs whole steps only: `nodes` must be the schedule.
+    /// runs whole steps only: `nodes` must be the schedule. An isolated engine holding a
+    /// kernel's operands runs that kernel only, as it is left in cache by the last run.
     pub fn step(&mut self, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError> {
         step(&mut self.kind, nodes)
     }
@@ -122,7 +134,13 @@ fn step(kind: &mut Kind<'_>, nodes: &[NodeId]) -> Result<Vec<f64>, ProfileError>
             }
             Ok(exec.step()?.kernel_ns)
         }
-        Kind::Isolated { live, .. } => step(live, nodes),
+        Kind::Isolated { alone: Some((exec, held)), .. } => {
+            if nodes != [*held] {
+                return Err(plan_error("an isolated engine runs the kernel it holds, and only it"));
+            }
+            Ok(exec.step_nodes(nodes)?.kernel_ns)
+        }
+        Kind::Isolated { live, alone: None } => step(live, nodes),
     }
 }
 

@@ -39,7 +39,7 @@
 use crate::ProfileError;
 use crate::engine::Engine;
 use crate::record::{Interference, KernelPairs, OpInterference};
-use placer_exec::Stats;
+use placer_exec::{PoolAssignment, Stats};
 use placer_ir::{Model, NodeId};
 use placer_pools::{CopyCores, evict_from_cache};
 use std::collections::BTreeMap;
@@ -65,9 +65,16 @@ pub const FIXED_MIN_NS: f64 = 20e3;
 /// and its kernel is short.
 pub const FIXED_PAIRS: usize = 31;
 
-/// Measures every op of `model` on `engine` (a resident engine, base placement), each
-/// op's longest node by `reference_ns`.
-pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> Result<Interference, ProfileError> {
+/// Measures every op of `model` on `engine` in the placement `base`, each op's longest
+/// node by `reference_ns`. The engine holds every tensor (resident), or each measured
+/// kernel's operands alone (isolated) when the footprint does not fit: a kernel repeated
+/// alone leaves its operands in cache as a repeated resident kernel does.
+pub fn measure(
+    engine: &mut Engine<'_>,
+    model: &Model,
+    base: &PoolAssignment,
+    reference_ns: &[f64],
+) -> Result<Interference, ProfileError> {
     let started = Instant::now();
     let time_of = |n: NodeId| reference_ns.get(n.index()).copied().unwrap_or(0.0);
     // Per op: its longest node, and its shortest of at least FIXED_MIN_NS.
@@ -101,7 +108,7 @@ pub fn measure(engine: &mut Engine<'_>, model: &Model, reference_ns: &[f64]) -> 
         let mut ops = Vec::with_capacity(nodes.len());
         for (op, &(longest, short)) in &nodes {
             let short = short.unwrap_or(longest);
-            ops.push(measure_op(engine, model, op, [longest, short], memcpy_ns_per_byte, &copier)?);
+            ops.push(measure_op(engine, model, base, op, [longest, short], memcpy_ns_per_byte, &copier)?);
         }
         Ok::<_, ProfileError>((memcpy_ns_per_byte, ops))
     });
@@ -224,13 +231,16 @@ impl Drop for CopyBench {
 fn measure_op(
     engine: &mut Engine<'_>,
     model: &Model,
+    base: &PoolAssignment,
     op: &str,
     [longest, short]: [NodeId; 2],
     memcpy_ns_per_byte: f64,
     copier: &CopyBench,
 ) -> Result<OpInterference, ProfileError> {
+    engine.ready(short, base)?;
     let fixed_pairs = pairs_of(engine, model, short, 0, FIXED_PAIRS, copier)?;
     let fixed_ns = fixed_pairs.with_ns - fixed_pairs.alone_ns;
+    engine.ready(longest, base)?;
     let warm: Vec<f64> = (0..4).map(|_| engine.step(&[longest]).map(|t| t[0])).collect::<Result<_, _>>()?;
     let bytes = ((median(&warm[1..]) / 2.0 / memcpy_ns_per_byte) as usize).clamp(MIN_COPY, MAX_COPY);
     let share_pairs = pairs_of(engine, model, longest, bytes, PAIRS, copier)?;
@@ -292,4 +302,44 @@ fn median(samples: &[f64]) -> f64 {
 
 fn thread_gone() -> ProfileError {
     ProfileError::Usage { reason: "the interference calibration's copy thread stopped".into() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Protocol, Steps};
+    use placer_pools::{Pool, PoolKind, PoolSet};
+
+    /// A model too big to keep resident is calibrated on an engine that holds one
+    /// kernel's operands at a time: every op gets its row, from its own nodes.
+    #[test]
+    fn an_isolated_engine_calibrates_every_op_one_kernel_at_a_time() {
+        let model = placer_zoo::build("mlp", 2).expect("zoo");
+        let pools =
+            PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)]);
+        let base = crate::pass_run::base_placement(&model, &[]);
+        let protocol = Protocol { steps: Steps::Isolated, ..crate::ProfileOptions::pipeline(1, 1).protocol };
+        let mut engine = Engine::new(&model, pools, &base, &protocol, None).expect("engine");
+        // Before a kernel is held there is nothing it can run alone.
+        assert!(engine.step(&model.schedule()[..1]).is_err());
+        // Node i "took" i µs: each op's longest is its last node, its short one its first
+        // of at least FIXED_MIN_NS.
+        let reference_ns: Vec<f64> = (0..model.nodes().len()).map(|i| i as f64 * 1e3).collect();
+        let calibration = measure(&mut engine, &model, &base, &reference_ns).expect("measures");
+        let mut ops: Vec<String> = model.schedule().iter().map(|&n| model.node(n).op.to_string()).collect();
+        ops.sort();
+        ops.dedup();
+        assert_eq!(calibration.ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops);
+        for o in &calibration.ops {
+            let last = model.schedule().iter().rev().find(|&&n| model.node(n).op.to_string() == o.op).expect("node");
+            assert_eq!(o.share_pairs.node, model.node(*last).name, "{o:?}");
+            assert!(o.share_pairs.alone_ns > 0.0 && o.share_pairs.with_ns > 0.0 && o.share.is_finite(), "{o:?}");
+        }
+        // The engine holds the last kernel measured and refuses to run another.
+        let held = &calibration.ops.last().expect("ops").share_pairs.node;
+        let held = model.schedule().iter().copied().find(|&n| &model.node(n).name == held).expect("held node");
+        let other = model.schedule().iter().copied().find(|&n| n != held).expect("another node");
+        assert!(engine.step(&[held]).is_ok_and(|t| t.len() == 1 && t[0] > 0.0));
+        assert!(engine.step(&[other]).is_err());
+    }
 }

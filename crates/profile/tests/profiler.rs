@@ -282,9 +282,12 @@ fn every_op_s_interference_is_measured_once_where_a_copy_can_overlap_a_kernel() 
     let live_ops = &live.profile.interference.as_ref().expect("a tiny model fits: measured").ops;
     assert_eq!(live_ops.iter().map(|o| o.op.clone()).collect::<Vec<_>>(), ops, "one row per op, by name");
     assert!(placer_profile::is_finished(&live.profile));
+    // Without room for every tensor it still does, one kernel's operands at a time.
     let mut too_big = live.profile.header.clone();
     too_big.footprint_fits = false;
-    assert!(!placer_profile::calibrates_interference(&too_big), "not without room for every tensor");
+    assert!(placer_profile::calibrates_interference(&too_big));
+    too_big.shard = Some(placer_profile::Shard { index: 1, count: 2, schedule_passes: 4 });
+    assert!(!placer_profile::calibrates_interference(&too_big), "a shard leaves it to the merged profile");
 }
 
 /// The ops `model` runs, by name, sorted: one calibration row each.

@@ -195,16 +195,22 @@ pub fn run_to_checkpoint(
         run_stage(&cx, &second, &mut profile, &mut runner, &mut |p| report(p, on_pass))?;
     }
     if profile.interference.is_none() && !plan.skip_calibrations && calibrates_interference(&plan.header) {
+        let base = base_placement(model, &plan.pins);
         let calibration = if matches!(plan.header.protocol.steps, Steps::Live | Steps::Isolated) {
             // A live engine runs whole steps only, and the calibration times one kernel
-            // beside a copy: it gets a resident engine (the footprint fits, or it would
-            // not calibrate), once the passes' arenas are gone.
+            // beside a copy: it gets an engine of its own once the passes' arenas are
+            // gone, resident when the footprint fits, else holding one kernel at a time.
             drop(runner.take());
-            let mut engine = resident_engine(&cx)?;
-            interference::measure(&mut engine, model, &profile.reference_ns)?
+            let mut engine = if plan.header.footprint_fits {
+                resident_engine(&cx)?
+            } else {
+                let protocol = Protocol { steps: Steps::Isolated, ..plan.header.protocol.clone() };
+                Engine::new(model, cx.pools.clone(), &base, &protocol, runner_of(plan))?
+            };
+            interference::measure(&mut engine, model, &base, &profile.reference_ns)?
         } else {
             let runner = live(&cx, &mut runner, &mut profile)?;
-            interference::measure(&mut runner.engine, model, &profile.reference_ns)?
+            interference::measure(&mut runner.engine, model, &base, &profile.reference_ns)?
         };
         profile.wall_seconds += calibration.seconds;
         profile.interference = Some(calibration);
@@ -228,13 +234,12 @@ pub fn run_to_checkpoint(
 }
 
 /// Whether a profile with `header` measures what background copies cost its kernels
-/// ([`interference`]): when there is a second pool to copy to, and every tensor can be
-/// kept resident, as the calibration's single kernels need (a live profile's passes
-/// hold only what is live; it calibrates on an engine of its own when the footprint
-/// fits). A shard does not: the merged profile measures it once, when it is resumed.
+/// ([`interference`]): when there is a second pool to copy to. Its single kernels run
+/// on resident tensors, or, when the footprint does not fit, each alone with only its
+/// operands held. A shard does not: the merged profile measures it once, when it is
+/// resumed.
 pub fn calibrates_interference(header: &ProfileHeader) -> bool {
-    let resident = !matches!(header.protocol.steps, Steps::Live | Steps::Isolated);
-    header.pools.len() > 1 && (resident || header.footprint_fits) && header.shard.is_none()
+    header.pools.len() > 1 && header.shard.is_none()
 }
 
 /// Whether a profile with `header` measures what a step costs beyond its kernels
