@@ -7,6 +7,7 @@
 //!
 //! Run with `cargo run --release -p placer-kernels --example layer_norm_backward_contexts`
 //! (a few seconds). docs/profiling.md says what it found.
+#![allow(clippy::print_stdout)] // a command-line tool: printing is its output
 
 use placer_kernels::norm::layer_norm_backward;
 use placer_kernels::optim::{SgdMomentum, sgd_momentum};
