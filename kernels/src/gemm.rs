@@ -30,10 +30,34 @@
 //! - stored transposed, the slice holds its `c × r` transpose: `(i, j)` is at `j·ld + i`,
 //!   `ld ≥ r`.
 
-use faer::linalg::matmul::matmul as faer_matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use multiversion::multiversion;
+use multiversion::target::match_target;
 use rayon::prelude::*;
 use std::ops::Range;
+
+/// faer's product, then the calling thread's upper vector state cleared.
+///
+/// faer's AVX-512 micro-kernels return with the upper halves of the vector registers
+/// dirty. The x86-64 calling convention expects them clean, and code compiled for
+/// baseline x86-64 (SSE, most of this crate outside its multiversioned loops) then pays
+/// a transition penalty on every vector instruction until something clears them. On the
+/// project's AMD EPYC VM, `layer_norm_backward` on BERT-base's shape ran in 2.9 ms on a
+/// thread that had run a GEMM, and in 0.8 ms after a `vzeroupper` (docs/BENCHMARKS.md,
+/// "Dirty upper vector state after faer's GEMM").
+fn faer_matmul(dst: MatMut<'_, f32>, beta: Accum, lhs: MatRef<'_, f32>, rhs: MatRef<'_, f32>, alpha: f32, par: Par) {
+    faer::linalg::matmul::matmul(dst, beta, lhs, rhs, alpha, par);
+    clear_upper_vector_state();
+}
+
+/// `vzeroupper` where the CPU has AVX; nothing elsewhere.
+#[multiversion(targets("x86_64+avx"))]
+fn clear_upper_vector_state() {
+    match_target! {
+        "x86_64+avx" => std::arch::x86_64::_mm256_zeroupper(),
+        _ => {}
+    }
+}
 
 /// Products with fewer multiply-accumulates than this (128³) run on one thread. Measured:
 /// split over two cores, 64³ runs at 60% of the single-thread speed, 96³ breaks even and
