@@ -282,9 +282,10 @@ fn topo_lists_this_machine_with_an_emulated_tier_and_probes_it() {
     // against the baseline the charge is computed from, not against the DRAM probe
     // beside it: two bandwidths measured moments apart on a busy 2-core host crossed
     // once in CI. Each emulated byte written waits (1 - r) / (r * w) on top of the real
-    // write, r = 12.5/76.8 (the Optane model's write ratio), w the baseline's write
-    // bandwidth, so its rate stays under w * r / (1 - r) whatever the host does.
-    let (w, r) = (json["baseline"]["write_gbps"].as_f64().expect("baseline write"), 12.5 / 76.8);
+    // write, r the Optane model's write ratio, w the baseline's write bandwidth, so its
+    // rate stays under w * r / (1 - r) whatever the host does.
+    let (_, r) = placer_host::DeviceModel::named("optane-dcpmm").expect("built in").bandwidth_ratios();
+    let w = json["baseline"]["write_gbps"].as_f64().expect("baseline write");
     let pmem_write = pools[1]["write_gbps"]["median"].as_f64().expect("pmem write");
     assert!(pmem_write < w * r / (1.0 - r), "pmem writes {pmem_write} GB/s against a {w} GB/s baseline");
     assert_eq!(json["probe"]["copies"].as_array().map(Vec::len), Some(2));

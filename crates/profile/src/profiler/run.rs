@@ -201,12 +201,7 @@ pub fn run_to_checkpoint(
             // beside a copy: it gets an engine of its own once the passes' arenas are
             // gone, resident when the footprint fits, else holding one kernel at a time.
             drop(runner.take());
-            let mut engine = if plan.header.footprint_fits {
-                resident_engine(&cx)?
-            } else {
-                let protocol = Protocol { steps: Steps::Isolated, ..plan.header.protocol.clone() };
-                Engine::new(model, cx.pools.clone(), &base, &protocol, runner_of(plan))?
-            };
+            let mut engine = calibration_engine(&cx, &base)?;
             interference::measure(&mut engine, model, &base, &profile.reference_ns)?
         } else {
             let runner = live(&cx, &mut runner, &mut profile)?;
@@ -393,16 +388,17 @@ fn run_stage<'m>(
     Ok(stage.first_pass + rounds * per_round)
 }
 
-/// The runner, made on first use: the executor in the base placement, and the reference
-/// pass if the checkpoint has none yet.
-/// An engine with every tensor resident in the base placement, its data filled by whole
-/// steps as the passes' engines are, for a live profile's interference calibration.
-fn resident_engine<'m>(cx: &RunContext<'m, '_>) -> Result<Engine<'m>, ProfileError> {
+/// An engine of its own for a live or isolated profile's interference calibration, in
+/// `base`: every tensor resident, its data filled by whole steps as the passes' engines
+/// are, when the footprint fits; otherwise one that holds a kernel's operands at a time.
+fn calibration_engine<'m>(cx: &RunContext<'m, '_>, base: &PoolAssignment) -> Result<Engine<'m>, ProfileError> {
     let (model, plan) = (cx.model, cx.plan);
-    let protocol = Protocol { steps: Steps::Whole, ..plan.header.protocol.clone() };
-    let base = base_placement(model, &plan.pins);
-    let mut engine = Engine::new(model, cx.pools.clone(), &base, &protocol, runner_of(plan))?;
-    fill_by_steps(&mut engine, model, &base, &protocol)?;
+    let steps = if plan.header.footprint_fits { Steps::Whole } else { Steps::Isolated };
+    let protocol = Protocol { steps, ..plan.header.protocol.clone() };
+    let mut engine = Engine::new(model, cx.pools.clone(), base, &protocol, runner_of(plan))?;
+    if steps == Steps::Whole {
+        fill_by_steps(&mut engine, model, base, &protocol)?;
+    }
     Ok(engine)
 }
 
@@ -425,6 +421,8 @@ fn runner_of(plan: &PassSchedule) -> Option<placer_exec::SharedRunner> {
     plan.foreign.as_ref().map(|f| f.runner.clone())
 }
 
+/// The runner, made on first use: the executor in the base placement, and the reference
+/// pass if the checkpoint has none yet.
 fn live<'r, 'm>(
     cx: &RunContext<'m, '_>,
     runner: &'r mut Option<Runner<'m>>,
