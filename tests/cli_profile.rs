@@ -124,6 +124,17 @@ fn profile_measures_every_configuration_and_exports_them() {
     let profile = placer_profile::load_checkpoint(&only_checkpoint(&picked)).expect("checkpoint loads");
     assert_eq!(profile.header.protocol.steps, placer_profile::Steps::Picked);
     assert_eq!(profile.merged().len(), tasks.tasks.len());
+    // What a step leaves in memory is evicted by this host's last-level cache, and the
+    // summary says so, or says that the host does not tell its size.
+    assert_eq!(profile.header.cache_bytes, placer_host::last_level_cache_bytes());
+    let said = match profile.header.cache_bytes {
+        Some(bytes) => format!("out of a {} MiB last-level cache is written out of it", bytes >> 20),
+        None => "does not say its last-level cache size".to_string(),
+    };
+    assert!(text(&out.stdout).contains(&said), "{}", text(&out.stdout));
+    // Other steps evict nothing of the kind.
+    let live = placer_profile::load_checkpoint(&only_checkpoint(Path::new(c))).expect("checkpoint loads");
+    assert_eq!(live.header.cache_bytes, None);
 
     // Kernels alone: the same measurements, and the summary sets their all-DRAM times
     // against the reference pass's whole steps.

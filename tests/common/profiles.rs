@@ -66,6 +66,7 @@ pub fn profile(model: &str, max_simultaneous: u32, wall_seconds: f64, us: &[f64]
             plan_hash: format!("plan-{max_simultaneous}"),
             shard: None,
             footprint_fits: true,
+            cache_bytes: None,
         },
         passes_total: 4,
         passes_done: 4,

@@ -109,6 +109,9 @@ pub struct Executor<'m> {
     /// How each tensor starts ([`fill_plan`]), kept because `hold` refills some per
     /// kernel a profile times.
     fills: Vec<Fill>,
+    /// Per node, operands written out of every cache level before it runs, untimed
+    /// ([`Executor::set_cold_reads`]); empty: none.
+    cold_reads: Vec<Vec<TensorId>>,
 }
 
 /// The bytes one thread prepares at a time in [`Executor::as_in_a_step`]: a multiple
@@ -158,6 +161,7 @@ impl<'m> Executor<'m> {
             warm_pool: false,
             runner: None,
             fills: fill_plan(model),
+            cold_reads: Vec::new(),
         })
     }
 
@@ -252,15 +256,7 @@ impl<'m> Executor<'m> {
             .partition(|&t| node.inputs.contains(&t) && !node.updates.contains(&t) && model.producer(t).is_some());
         // Both cores prepare a large operand, as both wrote it in the step: one thread
         // left half its time idle, and its lines in one core's cache.
-        let mut done = true;
-        for &t in &cold {
-            let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&model.tensor(t).name))?;
-            done &= buffer
-                .bytes()
-                .par_chunks(PREPARE_CHUNK)
-                .map(placer_pools::evict_from_cache)
-                .reduce(|| true, |a, b| a && b);
-        }
+        let done = self.evict(&cold)?;
         for &t in &fresh {
             self.buffer_mut(t)?.bytes_mut().par_chunks_mut(PREPARE_CHUNK).for_each(|chunk| {
                 // One store per cache line brings the line in, dirty, as a producer's
@@ -272,6 +268,29 @@ impl<'m> Executor<'m> {
             });
         }
         Ok(done)
+    }
+
+    /// Writes `tensors` out of every cache level, both cores at once; false where this
+    /// architecture cannot.
+    fn evict(&self, tensors: &[TensorId]) -> Result<bool, ExecError> {
+        let mut done = true;
+        for &t in tensors {
+            let buffer = self.buffers[t.index()].as_ref().ok_or_else(|| missing(&self.model.tensor(t).name))?;
+            done &= buffer
+                .bytes()
+                .par_chunks(PREPARE_CHUNK)
+                .map(placer_pools::evict_from_cache)
+                .reduce(|| true, |a, b| a && b);
+        }
+        Ok(done)
+    }
+
+    /// Before each kernel that [`Executor::step_nodes`] runs, untimed, writes
+    /// `cold[node]` out of every cache level: the operands a training step leaves in
+    /// memory ([`placer_ir::analysis::cold_reads`]), which a step of a few picked kernels
+    /// would otherwise find in cache. Empty: none.
+    pub fn set_cold_reads(&mut self, cold: Vec<Vec<TensorId>>) {
+        self.cold_reads = cold;
     }
 
     fn fill(&mut self, seed: u64) -> Result<(), ExecError> {
@@ -479,6 +498,9 @@ impl<'m> Executor<'m> {
         // profile times kernels as runs launch them.
         crate::as_launcher(|_| {
             for &n in nodes {
+                if let Some(cold) = self.cold_reads.get(n.index()).filter(|c| !c.is_empty()) {
+                    self.evict(cold)?;
+                }
                 let (ns, wait) = self.run_node(n)?;
                 kernel_ns.push(ns);
                 emulated_wait_ns += wait;

@@ -5,6 +5,7 @@
 //! - [`device`]: device models for emulated tiers, each citing its source.
 //! - [`bandwidth`] and [`probe`]: bandwidth and latency, measured per pool and per pair.
 //! - [`cache`]: probe results kept per host fingerprint.
+//! - [`last_level_cache_bytes`]: the CPU's last-level cache, from sysfs.
 //! - [`Host`]: ties them together and turns a layout into a live
 //!   [`placer_pools::PoolSet`].
 
@@ -13,6 +14,7 @@ pub mod bandwidth;
 pub mod cache;
 mod capacity;
 mod classify;
+mod cpu_cache;
 pub mod device;
 mod discover;
 pub mod hostfile;
@@ -25,6 +27,7 @@ mod xml_guard;
 
 pub use activity::HostActivity;
 pub use cache::{DramBaseline, HostCache};
+pub use cpu_cache::last_level_cache_bytes;
 pub use device::DeviceModel;
 pub use host::{Host, HostOptions};
 pub use layout::{BackendSpec, Emulate, EmulateChoice, HostLayout, LayoutOrigin, PoolSpec};

@@ -145,3 +145,54 @@ pub fn forward_cost(model: &Model) -> crate::ops::Cost {
             flops: acc.flops + c.flops,
         })
 }
+
+/// For every node (indexed by node id), the operands it reads (inputs and in-place
+/// updates) that a training step has left out of a last-level cache of `cache_bytes`:
+/// more than that many distinct bytes were touched since the step last touched them.
+/// An operand first touched at this node was last touched in the previous step, so its
+/// distance wraps around the schedule.
+///
+/// A kernel timed on its own, or right after its producers, finds every operand in
+/// cache; in the step it reads a saved activation or a weight from memory. These are the
+/// operands to evict before timing it. The distance counts each tensor once, as an LRU
+/// cache would hold it; real caches are not LRU, so it is a rule, not a simulation.
+pub fn cold_reads(model: &Model, cache_bytes: u64) -> Vec<Vec<TensorId>> {
+    let schedule = model.schedule();
+    let steps = schedule.len();
+    let mut touches: Vec<Vec<usize>> = vec![Vec::new(); model.tensors().len()];
+    for (pos, &n) in schedule.iter().enumerate() {
+        for t in model.node(n).operands() {
+            touches[t.index()].push(pos);
+        }
+    }
+    let mut cold = vec![Vec::new(); model.nodes().len()];
+    let mut seen = std::collections::HashSet::new();
+    for (pos, &n) in schedule.iter().enumerate() {
+        let node = model.node(n);
+        for &t in node.inputs.iter().chain(&node.updates) {
+            if cold[n.index()].contains(&t) {
+                continue;
+            }
+            let at = &touches[t.index()];
+            // The last touch before this one, else the last in the step before.
+            let previous = at.iter().rev().find(|&&p| p < pos).or(at.last()).copied().unwrap_or(pos);
+            let between = if previous < pos { pos - previous - 1 } else { steps - previous - 1 + pos };
+            seen.clear();
+            let mut bytes = 0u64;
+            // Walks back from this node until the cache is full or the last touch is met.
+            for back in 1..=between {
+                let other = model.node(schedule[(pos + steps - back) % steps]);
+                for u in other.operands() {
+                    if u != t && seen.insert(u) {
+                        bytes += model.tensor(u).bytes;
+                    }
+                }
+                if bytes > cache_bytes {
+                    cold[n.index()].push(t);
+                    break;
+                }
+            }
+        }
+    }
+    cold
+}

@@ -1,7 +1,7 @@
 //! The analyses against hand-derived facts and against brute-force reference
 //! implementations on the MLP fixture.
 
-use placer_ir::analysis::{config_count, conflict_graph, footprint_bytes};
+use placer_ir::analysis::{cold_reads, config_count, conflict_graph, footprint_bytes};
 use placer_ir::{Liveness, MemoryProfile, Model, NodeId, parse_model};
 
 fn mlp() -> Model {
@@ -83,4 +83,50 @@ fn configurations_grow_as_pools_to_the_operand_count() {
     // sgd_momentum: gradient plus the two tensors it updates in place
     assert_eq!(config_count(&model, id("fc2.bias.sgd"), 4), 64);
     assert_eq!(config_count(&model, id("fc2.bias.sgd"), 1), 1);
+}
+
+/// The tensors touched strictly between `t`'s last touch before schedule position `pos`
+/// (in this step, else the step before) and `pos`, `t` left out: by set, not by walk.
+fn touched_since(model: &Model, t: placer_ir::TensorId, pos: usize) -> u64 {
+    let steps = model.schedule().len();
+    let touches = |p: usize| model.node(model.schedule()[p]).operands().contains(&t);
+    let back = (1..steps).find(|&b| touches((pos + steps - b) % steps)).unwrap_or(steps);
+    let mut between: Vec<placer_ir::TensorId> = (1..back)
+        .flat_map(|b| model.node(model.schedule()[(pos + steps - b) % steps]).operands())
+        .filter(|&u| u != t)
+        .collect();
+    between.sort_unstable();
+    between.dedup();
+    between.iter().map(|&u| model.tensor(u).bytes).sum()
+}
+
+#[test]
+fn cold_reads_are_the_reads_a_cache_of_that_size_has_lost_by_a_brute_force_count() {
+    let model = mlp();
+    let largest = model.tensors().iter().map(|t| t.bytes).max().expect("tensors");
+    for cache in [0, 1, largest / 2, largest, 4 * largest, footprint_bytes(&model), u64::MAX] {
+        let cold = cold_reads(&model, cache);
+        assert_eq!(cold.len(), model.nodes().len());
+        for (pos, &n) in model.schedule().iter().enumerate() {
+            let node = model.node(n);
+            let mut expected: Vec<_> = node
+                .inputs
+                .iter()
+                .chain(&node.updates)
+                .copied()
+                .filter(|&t| touched_since(&model, t, pos) > cache)
+                .collect();
+            expected.dedup();
+            let mut got = cold[n.index()].clone();
+            got.sort_unstable();
+            expected.sort_unstable();
+            assert_eq!(got, expected, "{} at a cache of {cache} B", node.name);
+        }
+    }
+    // Nothing is lost from a cache that holds every tensor; a weight read first in the
+    // step is lost from one smaller than the rest of the step.
+    assert!(cold_reads(&model, footprint_bytes(&model)).iter().all(Vec::is_empty));
+    let fc1 = model.nodes().iter().position(|n| n.inputs.contains(&model.tensor_id("fc1.weight").expect("w")));
+    let fc1 = fc1.expect("a reader of fc1.weight");
+    assert!(cold_reads(&model, 0)[fc1].contains(&model.tensor_id("fc1.weight").expect("w")));
 }

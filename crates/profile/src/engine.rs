@@ -33,12 +33,15 @@ enum Kind<'m> {
 
 impl<'m> Engine<'m> {
     /// The engine `protocol.steps` calls for, in the placement `base`, timing `runner`'s
-    /// kernels where it has them.
+    /// kernels where it has them. Picked steps write out of a last-level cache of
+    /// `cache_bytes` what a training step leaves in memory before each kernel
+    /// ([`crate::ProfileHeader::cache_bytes`]); other steps ignore it.
     pub fn new(
         model: &'m Model,
         pools: PoolSet,
         base: &PoolAssignment,
         protocol: &Protocol,
+        cache_bytes: Option<u64>,
         runner: Option<SharedRunner>,
     ) -> Result<Engine<'m>, ProfileError> {
         let kind = match protocol.steps {
@@ -48,6 +51,9 @@ impl<'m> Engine<'m> {
                 let mut exec = Executor::new(model, pools, base, protocol.seed)?;
                 exec.set_warm_pool(true);
                 exec.set_runner(runner.clone());
+                if let Some(bytes) = cache_bytes.filter(|_| protocol.steps == Steps::Picked) {
+                    exec.set_cold_reads(placer_ir::analysis::cold_reads(model, bytes));
+                }
                 Kind::Resident(exec)
             }
         };

@@ -319,7 +319,7 @@ mod tests {
             PoolSet::new(vec![Pool::new("dram", PoolKind::Dram, 1 << 30), Pool::new("slow", PoolKind::Dram, 1 << 30)]);
         let base = crate::pass_run::base_placement(&model, &[]);
         let protocol = Protocol { steps: Steps::Isolated, ..crate::ProfileOptions::pipeline(1, 1).protocol };
-        let mut engine = Engine::new(&model, pools, &base, &protocol, None).expect("engine");
+        let mut engine = Engine::new(&model, pools, &base, &protocol, None, None).expect("engine");
         // Before a kernel is held there is nothing it can run alone.
         assert!(engine.step(&model.schedule()[..1]).is_err());
         // Node i "took" i µs: each op's longest is its last node, its short one its first

@@ -19,22 +19,14 @@ fn a_saved_profile_loads_back_identical() {
 }
 
 #[test]
-fn the_model_round_trips_and_a_version_16_checkpoint_reads_as_one_without_it() {
+fn the_model_round_trips() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut p = profile("m", 10);
     p.model_json = Some("{\"a model\": true}".into());
     let path = dir.path().join("p.ckpt");
     placer_profile::save_checkpoint(&path, &p).expect("saves");
     assert_eq!(placer_profile::load_checkpoint(&path).expect("loads"), p);
-    // Version 16: the same body, nothing after it.
-    p.model_json = None;
-    let new = placer_profile::encode_checkpoint(&p).expect("encodes");
-    assert_eq!(new.last(), Some(&0), "None is one byte");
-    let old = [&new[..15], &16u32.to_le_bytes()[..], &new[19..new.len() - 1]].concat();
-    std::fs::write(&path, old).expect("write");
-    p.header.version = FORMAT_VERSION;
-    assert_eq!(placer_profile::load_checkpoint(&path).expect("reads version 16"), p);
-    assert_eq!(placer_profile::load_checkpoint_header(&path).expect("header").version, FORMAT_VERSION);
+    assert_eq!(placer_profile::load_checkpoint_header(&path).expect("header"), p.header);
 }
 
 #[test]
@@ -68,11 +60,14 @@ fn damaged_and_foreign_files_are_refused_by_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let good = placer_profile::encode_checkpoint(&profile("m", 100)).expect("encodes");
     let other = format!("format version {}", FORMAT_VERSION + 1);
+    // The version before: its picked steps found in cache what a step leaves in memory.
+    let older = format!("format version {}", FORMAT_VERSION - 1);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("text.ckpt", b"hello".to_vec(), "not a placer-profile checkpoint"),
         ("truncated.ckpt", good[..good.len() / 2].to_vec(), "damaged"),
         ("trailing.ckpt", [good.clone(), vec![0, 1, 2]].concat(), "trailing bytes"),
         ("other.ckpt", [&good[..15], &(FORMAT_VERSION + 1).to_le_bytes()[..], &good[19..]].concat(), &other),
+        ("older.ckpt", [&good[..15], &(FORMAT_VERSION - 1).to_le_bytes()[..], &good[19..]].concat(), &older),
     ];
     for (name, bytes, expected) in cases {
         let path = dir.path().join(name);

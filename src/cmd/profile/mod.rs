@@ -268,7 +268,16 @@ fn plan_table(plan: &PassSchedule, rounds: u32) -> Table {
                     .into()
             }
             Steps::Whole => "whole: every tensor allocated for the whole profile (the footprint)".into(),
-            Steps::Picked => "picked: every tensor allocated for the whole profile (the footprint)".into(),
+            Steps::Picked => match h.cache_bytes {
+                Some(bytes) => format!(
+                    "picked: every tensor allocated for the whole profile (the footprint); before each timed kernel, \
+                     what a step leaves out of a {} MiB last-level cache is written out of it",
+                    bytes >> 20
+                ),
+                None => "picked: every tensor allocated for the whole profile (the footprint); this host does not \
+                         say its last-level cache size, so every timed kernel finds its operands in cache"
+                    .into(),
+            },
             Steps::Isolated => "isolated: each kernel alone, only its operands allocated, put before every \
                                 repetition in the cache state a step leaves them in; the reference pass in whole \
                                 live steps (peak live memory)"

@@ -23,7 +23,7 @@ pub fn open(model: &Model) -> Result<Bench<'_>, Box<dyn std::error::Error>> {
     let options = ProfileOptions::pipeline(3, 1);
     let plan = placer_profile::schedule_profile(model, &pools, &host.fingerprint, &options)?;
     let base = base_placement(model, &plan.pins);
-    let mut engine = Engine::new(model, pools, &base, &options.protocol, None)?;
+    let mut engine = Engine::new(model, pools, &base, &options.protocol, placer_host::last_level_cache_bytes(), None)?;
     let reference_ns = reference_pass(&mut engine, model, &base, &options.protocol)?;
     let conflicts = placer_profile::conflicts(model, false);
     Ok(Bench { options, plan, base, engine, reference_ns, conflicts })

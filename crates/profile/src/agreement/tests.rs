@@ -43,6 +43,7 @@ fn header(max_simultaneous: u32) -> ProfileHeader {
         plan_hash: "plan".into(),
         shard: None,
         footprint_fits: true,
+        cache_bytes: None,
     }
 }
 

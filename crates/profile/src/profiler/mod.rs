@@ -297,6 +297,7 @@ pub fn schedule(
         plan_hash,
         shard,
         footprint_fits: footprint_fits(model),
+        cache_bytes: (options.protocol.steps == Steps::Picked).then(placer_host::last_level_cache_bytes).flatten(),
     };
     Ok(PassSchedule {
         tasks: list,

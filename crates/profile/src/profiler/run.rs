@@ -395,7 +395,7 @@ fn calibration_engine<'m>(cx: &RunContext<'m, '_>, base: &PoolAssignment) -> Res
     let (model, plan) = (cx.model, cx.plan);
     let steps = if plan.header.footprint_fits { Steps::Whole } else { Steps::Isolated };
     let protocol = Protocol { steps, ..plan.header.protocol.clone() };
-    let mut engine = Engine::new(model, cx.pools.clone(), base, &protocol, runner_of(plan))?;
+    let mut engine = Engine::new(model, cx.pools.clone(), base, &protocol, None, runner_of(plan))?;
     if steps == Steps::Whole {
         fill_by_steps(&mut engine, model, base, &protocol)?;
     }
@@ -433,7 +433,8 @@ fn live<'r, 'm>(
     }
     let (model, plan, path) = (cx.model, cx.plan, cx.path);
     let base = base_placement(model, &plan.pins);
-    let mut engine = Engine::new(model, cx.pools.clone(), &base, &plan.header.protocol, runner_of(plan))?;
+    let mut engine =
+        Engine::new(model, cx.pools.clone(), &base, &plan.header.protocol, plan.header.cache_bytes, runner_of(plan))?;
     let start = Instant::now();
     if profile.reference_ns.is_empty() {
         profile.reference_ns = reference_pass(&mut engine, model, &base, &plan.header.protocol)?;

@@ -7,8 +7,7 @@
 //! `Option<String>`, then, for a profile of another framework's kernels only, its
 //! [`super::KernelSource`] as a bincode `Option` (a file that ends after the model was
 //! timed by placer's kernels, as every earlier one was). The version is read before the body, so a file from another version
-//! is refused by name rather than misread. Version 16, the same body with no model after
-//! it, is read as version 17 without a model.
+//! is refused by name rather than misread.
 
 use super::{FORMAT_NAME, FORMAT_VERSION, Profile, ProfileHeader};
 use crate::ProfileError;
@@ -16,9 +15,6 @@ use std::io::Read;
 use std::path::Path;
 
 const MAGIC: &[u8] = b"placer-profile\n";
-
-/// The one older version this placer reads: its body is version 17's, without the model.
-const OLD_VERSION: u32 = 16;
 
 fn config() -> bincode::config::Configuration<bincode::config::LittleEndian, bincode::config::Varint> {
     bincode::config::standard().with_little_endian().with_variable_int_encoding()
@@ -77,45 +73,41 @@ pub fn encode(profile: &Profile) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
-/// The bincode body after the magic and a version this placer reads, and that version.
-fn body<'a>(bytes: &'a [u8], path: &Path) -> Result<(&'a [u8], u32), ProfileError> {
+/// The bincode body after the magic and the version this placer reads.
+fn body<'a>(bytes: &'a [u8], path: &Path) -> Result<&'a [u8], ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
     let body = bytes.strip_prefix(MAGIC).ok_or_else(|| bad(format!("not a {FORMAT_NAME} checkpoint (no header)")))?;
     let (version, body) = body.split_at_checked(4).ok_or_else(|| bad("truncated header".into()))?;
     let version = u32::from_le_bytes([version[0], version[1], version[2], version[3]]);
-    if version != FORMAT_VERSION && version != OLD_VERSION {
+    if version != FORMAT_VERSION {
         return Err(bad(format!(
             "format version {version}, from another placer (this one reads version {FORMAT_VERSION}); \
              move it aside, or replace it with placer profile --fresh"
         )));
     }
-    Ok((body, version))
+    Ok(body)
 }
 
 pub fn decode(bytes: &[u8], path: &Path) -> Result<Profile, ProfileError> {
     let bad = |reason: String| ProfileError::Checkpoint { path: path.to_path_buf(), reason };
-    let (body, version) = body(bytes, path)?;
+    let body = body(bytes, path)?;
     let (mut profile, read): (Profile, usize) =
         with_limit_for!(body.len() as u64, |config| bincode::serde::decode_from_slice(body, config))
             .map_err(|e| bad(damage(e)))?;
     let mut read_all = read;
-    if version == OLD_VERSION {
-        profile.header.version = FORMAT_VERSION;
-    } else {
-        let rest = &body[read..];
-        let (model_json, read): (Option<String>, usize) =
+    let rest = &body[read..];
+    let (model_json, read): (Option<String>, usize) =
+        with_limit_for!(rest.len() as u64, |config| bincode::serde::decode_from_slice(rest, config))
+            .map_err(|e| bad(damage(e)))?;
+    profile.model_json = model_json;
+    read_all += read;
+    let rest = &rest[read..];
+    if !rest.is_empty() {
+        let (kernels, read): (Option<super::KernelSource>, usize) =
             with_limit_for!(rest.len() as u64, |config| bincode::serde::decode_from_slice(rest, config))
                 .map_err(|e| bad(damage(e)))?;
-        profile.model_json = model_json;
+        profile.kernels = kernels;
         read_all += read;
-        let rest = &rest[read..];
-        if !rest.is_empty() {
-            let (kernels, read): (Option<super::KernelSource>, usize) =
-                with_limit_for!(rest.len() as u64, |config| bincode::serde::decode_from_slice(rest, config))
-                    .map_err(|e| bad(damage(e)))?;
-            profile.kernels = kernels;
-            read_all += read;
-        }
     }
     if read_all != body.len() {
         return Err(bad(format!("damaged: {} trailing bytes", body.len() - read_all)));
@@ -138,14 +130,8 @@ pub fn load_header(path: &Path) -> Result<ProfileHeader, ProfileError> {
     let mut reader = std::io::BufReader::new(file);
     let mut prefix = Vec::with_capacity(MAGIC.len() + 4);
     (&mut reader).take((MAGIC.len() + 4) as u64).read_to_end(&mut prefix).map_err(|e| bad(e.to_string()))?;
-    let (_, version) = body(&prefix, path)?;
-    let mut header: ProfileHeader =
-        with_limit_for!(len, |config| bincode::serde::decode_from_std_read(&mut reader, config))
-            .map_err(|e| bad(damage(e)))?;
-    if version == OLD_VERSION {
-        header.version = FORMAT_VERSION;
-    }
-    Ok(header)
+    body(&prefix, path)?;
+    with_limit_for!(len, |config| bincode::serde::decode_from_std_read(&mut reader, config)).map_err(|e| bad(damage(e)))
 }
 
 /// Replaces `path` with `profile` so that a crash at any moment leaves either the old

@@ -152,6 +152,7 @@ pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -
         // Follows from the model and the host's memory, which the hash and the
         // fingerprint already compare.
         footprint_fits: _,
+        cache_bytes,
     } = old;
     let mut parts = Vec::new();
     let mut f = Vec::new();
@@ -170,6 +171,9 @@ pub fn differences(old: &ProfileHeader, new: &ProfileHeader, sides: Sides<'_>) -
     }
     let mut f = Vec::new();
     differs(&mut f, sides, "fingerprint", host_fingerprint, &new.host_fingerprint, show);
+    differs(&mut f, sides, "last-level cache", cache_bytes, &new.cache_bytes, |b: &Option<u64>| {
+        b.map_or_else(|| "none".to_string(), |b| format!("{} KiB", b >> 10))
+    });
     part(&mut parts, "host differs", f);
     part(&mut parts, "pools differ", pool_fields(sides, pools, &new.pools));
     part(&mut parts, "protocol differs", protocol_fields(sides, protocol, &new.protocol));
@@ -228,6 +232,7 @@ mod tests {
             plan_hash: "feedfacecafe00001111".into(),
             shard: None,
             footprint_fits: true,
+            cache_bytes: None,
         }
     }
 
@@ -301,6 +306,10 @@ mod tests {
                 "pools differ: dram and pmem (EMULATED as optane-dcpmm:additive) in the checkpoint, dram, pmem \
                  (EMULATED as optane-dcpmm:additive) and hbm now"
                     .into(),
+            ),
+            (
+                |h| h.cache_bytes = Some(32 << 20),
+                "host differs: last-level cache none in the checkpoint, 32768 KiB now".into(),
             ),
             (|h| h.protocol.warmup = 2, "protocol differs: warm-up steps 1 in the checkpoint, 2 now".into()),
             (|h| h.protocol.reps = 4, "protocol differs: reps 3 in the checkpoint, 4 now".into()),

@@ -46,6 +46,7 @@ pub fn profile(model: &str, records: usize) -> Profile {
             plan_hash: "cafe".into(),
             shard: None,
             footprint_fits: true,
+            cache_bytes: None,
         },
         passes_total: 3000,
         passes_done: 3000,
