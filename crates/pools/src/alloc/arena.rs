@@ -137,7 +137,9 @@ struct Job {
     src: *const u8,
     dst: *mut u8,
     len: usize,
-    /// What the emulated pools charge for the copy, slept after it.
+    /// What the emulated pools charge for the copy: the thread sleeps until this long
+    /// after its memcpy began, so the memcpy's own time counts toward it (as
+    /// placer_torch's copies beside the step do), where a blocking copy waits it after.
     extra_ns: f64,
     /// The core the copy thread keeps off while it runs this copy.
     keep_off: Option<usize>,
