@@ -163,8 +163,9 @@ pub(super) fn in_situ(
         ),
         _ if steps == Steps::Picked => (
             BiasCause::StepContext,
-            "step context: the profile ran picked steps (each kernel right after its producers), the plan whole \
-             ones, so kernels read inputs in different cache states"
+            "step context: the profile ran picked steps (each kernel right after its producers, with what a step \
+             leaves in memory written out of cache by a rule), the plan whole ones, so kernels may read inputs in \
+             different cache states"
                 .to_string(),
         ),
         _ => (
