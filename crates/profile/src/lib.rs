@@ -28,7 +28,7 @@ pub use record::{
     FORMAT_VERSION, FamilyVerdict, Fit, IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel, Interference,
     KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode, OpInterference, PRECISION_FLOOR_NS, PinRule,
     PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, ShardSource,
-    StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+    SignatureInterference, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
 };
 
 // What to measure, and in which passes.
@@ -47,7 +47,10 @@ pub use tasks::{
 };
 
 // Measuring a profile into its checkpoint.
-pub use interference::{CopyBench, FIXED_MIN_NS, FIXED_PAIRS as INTERFERENCE_FIXED_PAIRS, PAIRS as INTERFERENCE_PAIRS};
+pub use interference::{
+    CopyBench, FIXED_MIN_NS, FIXED_PAIRS as INTERFERENCE_FIXED_PAIRS, MAX_SIGNATURES, PAIRS as INTERFERENCE_PAIRS,
+    SIGNATURE_MIN_NS,
+};
 pub use lock::{CheckpointLock, lock as lock_checkpoint, lock_path};
 pub use profiler::{
     Foreign, LIVE_STEP_FLOPS, PassSchedule, ProfileOptions, ProfileOutcome, Progress, QUIET_CHECK,

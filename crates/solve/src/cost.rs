@@ -71,7 +71,8 @@ pub struct KernelCost {
     pub fitted: bool,
     /// The share of a background copy's CPU time this kernel loses while the copy runs
     /// beside it ([`KernelCost::copy_loss_ns`]): measured per op by the profile's
-    /// interference calibration, else [`UNCALIBRATED_SHARE`].
+    /// interference calibration (per signature for the longest-running ones), else
+    /// [`UNCALIBRATED_SHARE`].
     pub interference_share: f64,
     /// What a background copy costs this kernel whatever its size (handing it over wakes
     /// the copy thread on a worker's core): measured per op by the same calibration,
@@ -178,13 +179,15 @@ impl Costs {
     }
 
     /// These costs with the interference shares and fixed parts `calibration` measured
-    /// for each op (ops it did not measure keep [`UNCALIBRATED_SHARE`] and no fixed part).
+    /// for each op (ops it did not measure keep [`UNCALIBRATED_SHARE`] and no fixed part),
+    /// a signature's own share in place of its op's where it measured one.
     pub fn with_interference(mut self, model: &Model, calibration: &Interference) -> Costs {
         let (shares, fixed) = (calibration.shares(), calibration.fixed_ns());
+        let own = calibration.signature_shares();
         for (i, k) in self.kernels.iter_mut().enumerate() {
             let op = model.node(NodeId(i as u32)).op.to_string();
             if let (Some(&share), Some(&fixed)) = (shares.get(op.as_str()), fixed.get(op.as_str())) {
-                k.interference_share = share;
+                k.interference_share = own.get(&self.signatures[i]).copied().unwrap_or(share);
                 k.interference_fixed_ns = fixed;
             }
         }

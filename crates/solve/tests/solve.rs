@@ -3,7 +3,7 @@
 //! model, which is then exactly what the ILP weighs).
 
 use placer_ir::Model;
-use placer_profile::{Interference, KernelPairs, OpInterference, Pin};
+use placer_profile::{Interference, KernelPairs, OpInterference, Pin, SignatureInterference, signature};
 use placer_solve::{
     Budget, Costs, Formulation, IlpOptions, MoveKind, PoolFigures, SolveError, SolvePools, SolveRequest, SolveResult,
     Stage, check, solve,
@@ -211,10 +211,28 @@ fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
                 share: 0.1 + 0.05 * i as f64,
             })
             .collect(),
+        // Every other signature of the model (by value) with a share of its own.
+        signatures: {
+            let mut sigs: Vec<(u64, String)> =
+                model.schedule().iter().map(|&n| (signature(&model, n), model.node(n).op.to_string())).collect();
+            sigs.sort();
+            sigs.dedup();
+            sigs.into_iter()
+                .step_by(2)
+                .enumerate()
+                .map(|(k, (signature, op))| SignatureInterference {
+                    signature,
+                    op,
+                    share_pairs: KernelPairs::default(),
+                    copy_bytes: 0,
+                    share: 0.02 + 0.03 * k as f64,
+                })
+                .collect()
+        },
         seconds: 0.0,
     };
     let costs = Costs::new(&model, &pools, &[]).with_interference(&model, &calibration);
-    let (shares, fixed) = (calibration.shares(), calibration.fixed_ns());
+    let (shares, fixed, own) = (calibration.shares(), calibration.fixed_ns(), calibration.signature_shares());
     let request = SolveRequest {
         model: &model,
         costs: &costs,
@@ -231,15 +249,23 @@ fn background_copies_cost_their_kernels_the_calibrated_fixed_part_and_share() {
     let bytes: std::collections::HashMap<&str, u64> =
         r.plan.tensors.iter().map(|t| (t.name.as_str(), t.bytes)).collect();
     let mut expected = vec![0.0; r.plan.kernels.len()];
+    let mut by_signature = 0;
     for m in r.plan.moves.iter().filter(|m| m.kind == MoveKind::Async) {
         let step = m.before_step - 1;
         let node = model.schedule()[step];
         let base = costs.kernels[node.index()].base_ns;
         let op = model.node(node).op.to_string();
-        expected[step] +=
-            fixed[op.as_str()] + shares[op.as_str()] * (bytes[m.tensor.as_str()] as f64 * 0.002).min(base);
+        let share = match own.get(&signature(&model, node)) {
+            Some(&s) => {
+                by_signature += 1;
+                s
+            }
+            None => shares[op.as_str()],
+        };
+        expected[step] += fixed[op.as_str()] + share * (bytes[m.tensor.as_str()] as f64 * 0.002).min(base);
     }
     assert!(expected.iter().any(|&e| e > 0.0), "the plan needs a background copy");
+    assert!(by_signature > 0, "some copy sits beside a kernel with a share of its own");
     for (k, e) in r.plan.kernels.iter().zip(&expected) {
         assert!((k.interference_ns - e).abs() <= 1e-6 * e.max(1.0), "{}: {} vs {e}", k.node, k.interference_ns);
     }

@@ -15,7 +15,22 @@ pub struct Interference {
     pub memcpy_ns_per_byte: f64,
     pub pairs: u32,
     pub ops: Vec<OpInterference>,
+    /// Shares of their own for the model's longest-running signatures besides each op's
+    /// longest, which the solver charges in place of their op's share.
+    pub signatures: Vec<SignatureInterference>,
     pub seconds: f64,
+}
+
+/// One signature's share, measured as its op's is (the op's fixed part subtracted).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignatureInterference {
+    /// The kernels' signature (`placer_profile::signature`).
+    pub signature: u64,
+    pub op: String,
+    /// A copy of `copy_bytes` beside the signature's first kernel in the schedule.
+    pub share_pairs: KernelPairs,
+    pub copy_bytes: u64,
+    pub share: f64,
 }
 
 /// One op's measurement.
@@ -55,6 +70,11 @@ impl Interference {
     /// Each op's share, by op name.
     pub fn shares(&self) -> BTreeMap<&str, f64> {
         self.ops.iter().map(|o| (o.op.as_str(), o.share)).collect()
+    }
+
+    /// The share of each signature measured on its own, by signature.
+    pub fn signature_shares(&self) -> BTreeMap<u64, f64> {
+        self.signatures.iter().map(|s| (s.signature, s.share)).collect()
     }
 
     /// Each op's fixed part, by op name.

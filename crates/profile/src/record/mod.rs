@@ -12,7 +12,7 @@ pub(crate) mod mismatch;
 mod pins;
 mod screening;
 
-pub use calibration::{Interference, KernelPairs, OpInterference, StepOverhead};
+pub use calibration::{Interference, KernelPairs, OpInterference, SignatureInterference, StepOverhead};
 pub use in_situ::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
 pub use pins::{PinRule, PinRuleTarget};
 pub use screening::{
@@ -47,7 +47,10 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// each timed kernel ([`ProfileHeader::cache_bytes`]); they found saved activations and
 /// weights in cache, and BERT-base's `layer_norm_backward` and `bias_grad` ran about 24%
 /// faster there than in their plan.
-pub const FORMAT_VERSION: u32 = 18;
+/// 19: the interference calibration measures a share of their own for the longest-running
+/// signatures ([`SignatureInterference`]); BERT-base's attention products were charged
+/// their op's share, about twice what a copy cost them.
+pub const FORMAT_VERSION: u32 = 19;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
