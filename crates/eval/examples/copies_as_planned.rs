@@ -72,7 +72,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(p) = pace {
         println!("the run's pace: run/plan {p:.3} over the kernels of at least 1 ms with no copy beside them");
     }
-    println!("| step | node | kernel µs | copy MiB | copy CPU µs | loss alone µs | noise µs | charged µs | cost in the run µs |");
+    println!(
+        "| step | node | kernel µs | copy MiB | copy CPU µs | loss alone µs | noise µs | charged µs | cost in the run µs |"
+    );
     println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     let (mut loss_sum, mut charged_sum, mut run_sum) = (0.0, 0.0, 0.0);
     placer_exec::as_launcher(|launcher| -> Result<(), Error> {

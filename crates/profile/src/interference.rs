@@ -83,9 +83,10 @@ pub const MAX_SIGNATURES: usize = 48;
 
 /// Measures every op of `model` on `engine` in the placement `base`, each op's longest
 /// node by `reference_ns`, then the longest-running other signatures of at least
-/// [`SIGNATURE_MIN_NS`] (up to [`MAX_SIGNATURES`]). The engine holds every tensor (resident), or each measured
-/// kernel's operands alone (isolated) when the footprint does not fit: a kernel repeated
-/// alone leaves its operands in cache as a repeated resident kernel does.
+/// [`SIGNATURE_MIN_NS`] (up to [`MAX_SIGNATURES`]). The engine holds every tensor
+/// (resident), or each measured kernel's operands alone (isolated) when the footprint
+/// does not fit: a kernel repeated alone leaves its operands in cache as a repeated
+/// resident kernel does.
 pub fn measure(
     engine: &mut Engine<'_>,
     model: &Model,
@@ -132,7 +133,8 @@ pub fn measure(
         for (signature, n) in heavy_signatures(model, reference_ns, &longest) {
             let op = model.node(n).op.to_string();
             let fixed_ns = ops.iter().find(|o| o.op == op).map_or(0.0, |o| o.fixed_ns);
-            let (share_pairs, copy_bytes, share) = share_of(engine, model, base, n, fixed_ns, memcpy_ns_per_byte, &copier)?;
+            let (share_pairs, copy_bytes, share) =
+                share_of(engine, model, base, n, fixed_ns, memcpy_ns_per_byte, &copier)?;
             signatures.push(SignatureInterference { signature, op, share_pairs, copy_bytes, share });
         }
         Ok::<_, ProfileError>((memcpy_ns_per_byte, ops, signatures))
@@ -294,7 +296,8 @@ fn measure_op(
     engine.ready(short, base)?;
     let fixed_pairs = pairs_of(engine, model, short, 0, FIXED_PAIRS, copier)?;
     let fixed_ns = fixed_pairs.with_ns - fixed_pairs.alone_ns;
-    let (share_pairs, copy_bytes, share) = share_of(engine, model, base, longest, fixed_ns, memcpy_ns_per_byte, copier)?;
+    let (share_pairs, copy_bytes, share) =
+        share_of(engine, model, base, longest, fixed_ns, memcpy_ns_per_byte, copier)?;
     Ok(OpInterference { op: op.to_string(), share, fixed_pairs, fixed_ns, share_pairs, copy_bytes })
 }
 
