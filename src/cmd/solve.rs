@@ -291,7 +291,7 @@ fn header(
             let (slo, shi) = range(|k| k.interference_share);
             (
                 format!("{:.0}-{:.0} µs by op", lo / 1e3, hi / 1e3),
-                format!("{slo:.2}-{shi:.2} by op; both measured by the profile"),
+                format!("{slo:.2}-{shi:.2} by op and signature; both measured by the profile"),
             )
         } else {
             let reason = "not measured: the profile has no interference calibration";

@@ -432,7 +432,12 @@ fn calibrations_note(plan: &PassSchedule, profile: &placer_profile::Profile) -> 
     let mut parts = Vec::new();
     let mut skipped = false;
     match &profile.interference {
-        Some(i) => parts.push(format!("interference {:.1} s", i.seconds)),
+        Some(i) => parts.push(format!(
+            "interference {:.1} s ({} ops, {} more signatures of their own)",
+            i.seconds,
+            i.ops.len(),
+            i.signatures.len()
+        )),
         None if !placer_profile::calibrates_interference(&profile.header) => {}
         None if plan.skip_calibrations => {
             skipped = true;
