@@ -375,7 +375,10 @@ fn skipped_calibrations_are_said_and_a_later_run_measures_them() {
     let out = profile_full(tmp.path(), m, c, "1", &quick[..2]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
-    assert!(s.contains("calibrations") && s.contains("s, step overhead ") && !s.contains("skipped"), "{s}");
+    assert!(
+        s.contains("calibrations") && s.contains("signatures of their own), step overhead ") && !s.contains("skipped"),
+        "{s}"
+    );
     let after = placer_profile::load_checkpoint(&file).expect("checkpoint loads");
     assert!(after.interference.is_some() && after.step_overhead.is_some());
     assert_eq!(after.measurements.len(), profile.measurements.len(), "no pass measured twice");

@@ -21,7 +21,6 @@ use placer_host::{Host, HostOptions};
 use placer_pools::PoolId;
 use placer_profile::CopyBench;
 use placer_solve::{MoveKind, Plan};
-use std::time::Instant;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -82,30 +81,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for i in (0..steps).filter(|&i| bytes[i] > 0 && plan.kernels[i].time_ns >= MIN_KERNEL_NS) {
             let n = model.schedule()[i];
             let size = bytes[i] as usize;
-            // Grows the copy thread's buffers, untimed.
-            copier.copy(size)?;
-            copier.evict()?;
-            let mut time = |hand: bool| -> Result<f64, Error> {
-                let start = Instant::now();
-                if hand {
-                    copier.hand(size)?;
-                }
-                exec.step_nodes(&[n])?;
-                let t = start.elapsed().as_nanos() as f64;
-                if hand {
-                    copier.done()?;
-                    copier.evict()?;
-                }
-                Ok(t)
-            };
-            let (mut alone, mut with, mut again) = (Vec::new(), Vec::new(), Vec::new());
-            for _ in 0..rounds {
-                alone.push(time(false)?);
-                with.push(time(true)?);
-                again.push(time(false)?);
-            }
-            let a = median(&alone);
-            let loss = median(&with) - a;
+            let [a, with, again] =
+                copier.triples(size, rounds, || (), || exec.step_nodes(&[n]).map(drop).map_err(Error::from))?;
+            let loss = with - a;
             let charged = plan.kernels[i].interference_ns;
             let in_run = match (&run_ns, pace) {
                 (Some(r), Some(p)) => r[i] / p - plan.kernels[i].time_ns,
@@ -121,7 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 bytes[i] as f64 / f64::from(1 << 20),
                 cpu_ns[i] / 1e3,
                 loss / 1e3,
-                (median(&again) - a) / 1e3,
+                (again - a) / 1e3,
                 charged / 1e3,
                 in_run / 1e3
             );

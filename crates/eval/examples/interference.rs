@@ -17,7 +17,6 @@ use placer_ir::NodeId;
 use placer_pools::PoolId;
 use placer_profile::CopyBench;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -71,40 +70,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (0..5).map(|_| Ok(exec.step_nodes(&[n])?.kernel_ns[0])).collect::<Result<_, Error>>()?;
                 let kernel = Stats::of(&kernel[1..]).map_or(f64::NAN, |s| s.median).max(1.0);
                 for &bytes in &sizes {
-                    let mut time = |hand: bool| -> Result<f64, Error> {
+                    // WARM: as a plan's kernel follows another, the pool's threads awake
+                    // when the copy is handed over.
+                    let wake = || {
                         if warm {
-                            // As a plan's kernel follows another: the pool's threads
-                            // awake when the copy is handed over.
                             rayon::broadcast(|_| ());
                         }
-                        let start = Instant::now();
-                        if hand {
-                            copier.hand(bytes)?;
-                        }
-                        exec.step_nodes(&[n])?;
-                        let t = start.elapsed().as_nanos() as f64;
-                        if hand {
-                            copier.done()?;
-                            // As the calibration measures: every copy starts from memory.
-                            copier.evict()?;
-                        }
-                        Ok(t)
                     };
-                    if bytes > 0 {
-                        // Grows the copy thread's buffers, untimed.
-                        copier.copy(bytes)?;
-                        copier.evict()?;
-                    }
-                    let (mut alone, mut with, mut again) = (Vec::new(), Vec::new(), Vec::new());
-                    for _ in 0..rounds {
-                        alone.push(time(false)?);
-                        with.push(time(true)?);
-                        again.push(time(false)?);
-                    }
-                    let median = |v: &[f64]| Stats::of(v).map_or(f64::NAN, |s| s.median);
-                    let a = median(&alone);
-                    let loss = median(&with) - a;
-                    let noise = median(&again) - a;
+                    let [a, with, again] =
+                        copier.triples(bytes, rounds, wake, || exec.step_nodes(&[n]).map(drop).map_err(Error::from))?;
+                    let (loss, noise) = (with - a, again - a);
                     let predicted = op.fixed_ns.max(0.0)
                         + op.share.max(0.0) * (bytes as f64 * calibration.memcpy_ns_per_byte).min(kernel);
                     measured_sum += loss;

@@ -268,6 +268,48 @@ impl CopyBench {
         self.done().map(drop)
     }
 
+    /// Medians of `rounds` triples of `kernel` (one kernel run): alone, beside a copy of
+    /// `bytes` handed over just before it, and alone again (the noise floor), each timed
+    /// from the hand-over, or where it would be, to the kernel's end; every copy starts
+    /// from memory. `before` runs, untimed, before each timing. For the examples that
+    /// check the calibration against kernels and copies it did not measure.
+    pub fn triples<E: From<ProfileError>>(
+        &self,
+        bytes: usize,
+        rounds: usize,
+        mut before: impl FnMut(),
+        mut kernel: impl FnMut() -> Result<(), E>,
+    ) -> Result<[f64; 3], E> {
+        if bytes > 0 {
+            // Grows the buffers, untimed.
+            self.copy(bytes)?;
+            self.evict()?;
+        }
+        let mut time = |hand: bool| -> Result<f64, E> {
+            before();
+            let start = Instant::now();
+            if hand {
+                self.hand(bytes)?;
+            }
+            kernel()?;
+            let ns = start.elapsed().as_nanos() as f64;
+            if hand {
+                self.done()?;
+                if bytes > 0 {
+                    self.evict()?;
+                }
+            }
+            Ok(ns)
+        };
+        let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (k, hand) in [false, true, false].into_iter().enumerate() {
+                samples[k].push(time(hand)?);
+            }
+        }
+        Ok(samples.map(|s| median(&s)))
+    }
+
     fn send(&self, job: Job) -> Result<(), ProfileError> {
         self.jobs.as_ref().ok_or_else(thread_gone)?.send(job).map_err(|_| thread_gone())
     }
