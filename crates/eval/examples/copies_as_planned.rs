@@ -1,6 +1,6 @@
 //! What a plan's background copies cost the kernels they overlap when each pair runs on its
 //! own, against what the plan charges for them and, given a run of the plan
-//! (`placer run --plan P --record-kernels RUN.json`), what they cost in the run.
+//! (`placer run MODEL --plan P --in-situ RUN.json`), what they cost in the run.
 //!
 //! For every kernel of at least 1 ms that the plan has copies beside: the kernel alone and
 //! with one copy of all those copies' bytes handed to a copy thread just before it (from

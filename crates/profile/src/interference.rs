@@ -268,11 +268,47 @@ impl CopyBench {
         self.done().map(drop)
     }
 
-    /// Medians of `rounds` triples of `kernel` (one kernel run): alone, beside a copy of
-    /// `bytes` handed over just before it, and alone again (the noise floor), each timed
-    /// from the hand-over, or where it would be, to the kernel's end; every copy starts
-    /// from memory. `before` runs, untimed, before each timing. For the examples that
-    /// check the calibration against kernels and copies it did not measure.
+    /// Grows the buffers to a copy of `bytes` and empties the caches of them, untimed,
+    /// before copies of that size are timed.
+    pub fn prepare(&self, bytes: usize) -> Result<(), ProfileError> {
+        if bytes > 0 {
+            self.copy(bytes.min(MAX_BUFFER))?;
+            self.evict()?;
+        }
+        Ok(())
+    }
+
+    /// One run of `kernel`, beside a copy of `bytes` handed over just before it when
+    /// `beside`: its time from the hand-over, or where it would be, to the kernel's end
+    /// (as a plan's step pays for whatever the hand-over costs the launcher), and the
+    /// copy's time. The copy's buffers are then emptied of the caches, untimed, so that
+    /// the next copy starts from memory.
+    pub fn time<E: From<ProfileError>>(
+        &self,
+        bytes: usize,
+        beside: bool,
+        kernel: impl FnOnce() -> Result<(), E>,
+    ) -> Result<(f64, Option<f64>), E> {
+        let start = Instant::now();
+        if beside {
+            self.hand(bytes)?;
+        }
+        kernel()?;
+        let ns = start.elapsed().as_nanos() as f64;
+        if !beside {
+            return Ok((ns, None));
+        }
+        let copy_ns = self.done()?.as_nanos() as f64;
+        if bytes > 0 {
+            self.evict()?;
+        }
+        Ok((ns, Some(copy_ns)))
+    }
+
+    /// Medians of `rounds` triples of `kernel` ([`CopyBench::time`]): alone, beside a
+    /// copy of `bytes`, and alone again (the noise floor). `before` runs, untimed, before
+    /// each timing. For the examples that check the calibration against kernels and
+    /// copies it did not measure.
     pub fn triples<E: From<ProfileError>>(
         &self,
         bytes: usize,
@@ -280,31 +316,12 @@ impl CopyBench {
         mut before: impl FnMut(),
         mut kernel: impl FnMut() -> Result<(), E>,
     ) -> Result<[f64; 3], E> {
-        if bytes > 0 {
-            // Grows the buffers, untimed.
-            self.copy(bytes)?;
-            self.evict()?;
-        }
-        let mut time = |hand: bool| -> Result<f64, E> {
-            before();
-            let start = Instant::now();
-            if hand {
-                self.hand(bytes)?;
-            }
-            kernel()?;
-            let ns = start.elapsed().as_nanos() as f64;
-            if hand {
-                self.done()?;
-                if bytes > 0 {
-                    self.evict()?;
-                }
-            }
-            Ok(ns)
-        };
+        self.prepare(bytes)?;
         let mut samples = [Vec::new(), Vec::new(), Vec::new()];
         for _ in 0..rounds {
-            for (k, hand) in [false, true, false].into_iter().enumerate() {
-                samples[k].push(time(hand)?);
+            for (k, beside) in [false, true, false].into_iter().enumerate() {
+                before();
+                samples[k].push(self.time(bytes, beside, &mut kernel)?.0);
             }
         }
         Ok(samples.map(|s| median(&s)))
@@ -375,26 +392,13 @@ fn pairs_of(
 ) -> Result<KernelPairs, ProfileError> {
     let nodes = [n];
     engine.step(&nodes)?;
-    if bytes > 0 {
-        // Grows the copy thread's buffers, untimed.
-        copier.copy(bytes.min(MAX_BUFFER))?;
-        copier.evict()?;
-    }
-    // Timed from before the hand-over to the kernel's end, as a plan's step pays for
-    // whatever the hand-over costs the launcher.
+    copier.prepare(bytes)?;
     let (mut alone, mut with, mut copies) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pairs {
-        let start = Instant::now();
-        engine.step(&nodes)?;
-        alone.push(start.elapsed().as_nanos() as f64);
-        let start = Instant::now();
-        copier.hand(bytes)?;
-        engine.step(&nodes)?;
-        with.push(start.elapsed().as_nanos() as f64);
-        copies.push(copier.done()?.as_nanos() as f64);
-        if bytes > 0 {
-            copier.evict()?;
-        }
+        alone.push(copier.time(bytes, false, || engine.step(&nodes).map(drop))?.0);
+        let (ns, copy_ns) = copier.time(bytes, true, || engine.step(&nodes).map(drop))?;
+        with.push(ns);
+        copies.extend(copy_ns);
     }
     Ok(KernelPairs {
         node: model.node(n).name.clone(),
