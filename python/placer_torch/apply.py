@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from . import _core, heap, hook
+from . import _core, heap, hook, team
 from .capture import Capture
 from .saved import PoolMemory, Saved, routable
 
@@ -113,7 +113,7 @@ class Placed:
     """A plan applied to a torch training step; enter it around each step."""
 
     def __init__(self, model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True,
-                 born: bool = True):
+                 born: bool = True, pin: bool = False):
         # The heap the profile timed torch's ops on (heap.py), so that the step runs as
         # predicted.
         self.heap = heap.describe()
@@ -174,6 +174,8 @@ class Placed:
         self.tracker = self._tracker(pools, born)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
+        #: whether a step with background moves pins its thread (`_pin_for_copies`)
+        self.pin_step = pin
         #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
         self.active = self._internal = False
         #: parameter name -> its gradient's memory in its pool (see `_grad_hook`)
@@ -238,6 +240,7 @@ class Placed:
         self.saved = weakref.WeakValueDictionary()
         self.routed, self.unrouted, self.saved_placed = 0, set(), 0
         self._rehome()
+        self._pin_for_copies()
         self.tracker.begin(self._hook_step(self._threshold()))
         for q, p in self.model.named_parameters():
             self._see(p, q, home=self._home_of(q))
@@ -260,6 +263,9 @@ class Placed:
             self.tracker.end()  # raises what an op met under the hook
         finally:
             self.active = False
+            if self.pin is not None:
+                self.pin.release()
+                self.pin = None
         self._moves_until(self.steps)
         self.tracker.poll()
         c = self.tracker.counters()
@@ -272,6 +278,27 @@ class Placed:
                                        self.in_line_ns))
         self.saved = weakref.WeakValueDictionary()
         return False
+
+    def _pin_for_copies(self) -> None:
+        """With `pin` and background moves, the step's thread is pinned to its core for
+        the step and the copy thread keeps off that core, as placer's executor runs a
+        plan (`_core.pin_here`), so that a copy thread woken on the step's core cannot
+        stall the ops torch dispatches from it. Off by default: on this project's VM the
+        step ran no faster pinned, within the noise, and its copies ran at half the
+        speed, sharing a core with an intra-op thread (docs/BENCHMARKS.md, "The step's
+        thread pinned"). torch's intra-op threads and the copy thread are started first,
+        with the whole mask (`team.py`)."""
+        self.pin = None
+        if self._copier is None or not self.pin_step:
+            return
+        if not self._threads_started:
+            with self._own_ops():
+                team.start()
+            # The copy thread too: it would take the pinned mask of the thread starting
+            # it, and `keep_off` keeps the cores a thread first had.
+            self._copier.submit(_core.keep_off, None).result()
+            self._threads_started = True
+        self.pin = _core.pin_here()
 
     def _see(self, t: torch.Tensor, name: str | None, result: bool = False, home: str | None = None) -> None:
         """Tells the hook that `t`'s storage is the plan's tensor `name`, in the memory of
@@ -334,6 +361,7 @@ class Placed:
         self._src = torch.empty(biggest, dtype=torch.uint8)
         self._dst = torch.empty(biggest, dtype=torch.uint8)
         self._copier = ThreadPoolExecutor(1, thread_name_prefix="placer-copy") if self.moves else None
+        self._threads_started, self.pin = False, None
 
     def _rehome(self) -> None:
         """Parameters, and optimizer state once the optimizer has made it (after the first
@@ -436,7 +464,7 @@ class Placed:
             self.awaiting[tensor] = i
             return
         job, holder = self._move_job(i, beside=True)
-        fut = self._copier.submit(job)
+        fut = self._copier.submit(_off_core, self.pin.cpu if self.pin is not None else None, job)
         self.started[i] = (fut, holder)
         if holder is not None:
             holder.pending = fut
@@ -605,15 +633,22 @@ class Placed:
 
 
 def apply(model, optimizer, model_path, plan_path, capture: Capture | None = None, rehome: bool = True,
-          born: bool = True) -> Placed:
+          born: bool = True, pin: bool = False) -> Placed:
     """The plan at `plan_path` (for the model captured at `model_path`) applied to
     `model` and `optimizer`: enter the result around each training step. With `rehome`,
     parameters and optimizer state move into their planned pool's memory where it is
     bound to NUMA nodes, and so do the saved activations the plan keeps there; with
     `born` too, every result the plan has outside DRAM is born in that pool's memory.
+    With `pin`, a step with background moves runs pinned to its core, its copies off it.
     A plan for another model, or a missing or malformed capture, raises `ModelError` or
     `CaptureError` in one line."""
-    return Placed(model, optimizer, model_path, plan_path, capture, rehome, born)
+    return Placed(model, optimizer, model_path, plan_path, capture, rehome, born, pin)
+
+
+def _off_core(cpu: int | None, job):
+    """On the copy thread: `job` run off core `cpu` (the step's thread's)."""
+    _core.keep_off(cpu)
+    return job()
 
 
 def _copy_in_line(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:

@@ -192,6 +192,35 @@ class Apply(unittest.TestCase):
                            (x, slow, placed.dram, nbytes, True, last)])
         return slow, first, last
 
+    def test_with_pin_the_step_runs_on_its_core_and_copies_keep_off_it(self):
+        plain = train(*self.fresh(), self.batch, 2)
+        cores = os.sched_getaffinity(0)
+        for pin in (False, True):
+            m, opt = self.fresh()
+            placed = placer_torch.apply(m, opt, self.model_path, self.all_dram, pin=pin)
+            self.out_and_home(placed)
+            during, copier = [], []
+            finish = placed._finish
+
+            def watch(i):
+                mine = os.sched_getaffinity(0)
+                during.append(mine)
+                if i in placed.started:
+                    # The copy thread's mask, asked on the copy thread after its copy.
+                    copier.append((mine, placed._copier.submit(os.sched_getaffinity, 0).result()))
+                finish(i)
+
+            placed._finish = watch
+            self.assertEqual(train(m, opt, self.batch, 2, placed), plain, pin)
+            self.assertEqual(os.sched_getaffinity(0), cores, "the mask comes back after the step")
+            self.assertTrue(during and copier, "a blocking and a background move ran")
+            if not pin or len(cores) < 2:
+                self.assertEqual({frozenset(d) for d in during + [c for _, c in copier]}, {frozenset(cores)}, pin)
+            else:
+                self.assertTrue(all(len(d) == 1 and d <= cores for d in during), during)
+                for step_core, copy_cores in copier:
+                    self.assertEqual(copy_cores, cores - step_core)
+
     def test_a_saved_activation_rides_its_moves_between_pools_memory(self):
         plain = train(*self.fresh(), self.batch, 3)
         m, opt = self.fresh()

@@ -6,6 +6,7 @@
 //! Every function takes and returns plain Python values (str, int, dict): no Rust type
 //! crosses into Python, so the surface stays as small as the format.
 
+mod cores;
 mod homes;
 mod hook;
 mod placement;
@@ -110,6 +111,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(placement::busy_wait, m)?)?;
     m.add_function(wrap_pyfunction!(placement::sleep_wait, m)?)?;
     m.add_function(wrap_pyfunction!(hook::entry_points, m)?)?;
+    m.add_function(wrap_pyfunction!(cores::pin_here, m)?)?;
+    m.add_function(wrap_pyfunction!(cores::keep_off, m)?)?;
+    m.add_class::<cores::Pin>()?;
     m.add_class::<placement::Placement>()?;
     m.add_class::<homes::Homes>()?;
     Ok(())
