@@ -28,7 +28,7 @@ from unittest import mock
 import torch
 
 from placer_torch import _core
-from side_by_side import Contender, build, floor, in_order, med_mad, work_args
+from side_by_side import Contender, floor, in_order, med_mad, one_plan
 
 #: the module (the package's `apply` is its function)
 _APPLY = importlib.import_module("placer_torch.apply")
@@ -55,12 +55,7 @@ def _cached_memcpy(dst, src, extra_ns):
 
 
 def main() -> None:
-    ap = work_args()
-    ap.add_argument("plan")
-    a = ap.parse_args()
-    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
-    model, data = build(a.model, a.batch)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    a, mpath, model, data, loss_fn = one_plan()
     plain = floor(model, data, loss_fn)
     planned = Contender("the plan", model, data, loss_fn, Path(a.plan), mpath)
     bare = Contender("the plan, background copies without their memcpy", model, data, loss_fn, Path(a.plan), mpath)

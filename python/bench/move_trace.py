@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from side_by_side import Contender, build, in_order, med_mad, work_args
+from side_by_side import Contender, in_order, med_mad, one_plan
 
 _APPLY = importlib.import_module("placer_torch.apply")
 
@@ -95,12 +95,7 @@ class Traced:
 
 
 def main() -> None:
-    ap = work_args()
-    ap.add_argument("plan")
-    a = ap.parse_args()
-    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
-    model, data = build(a.model, a.batch)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    a, mpath, model, data, loss_fn = one_plan()
     plain = Contender("torch, all in DRAM (A)", model, data, loss_fn)
     runs = [Traced(Contender(f"the plan, {how}", model, data, loss_fn, Path(a.plan), mpath), how == "pinned")
             for how in ("unpinned", "pinned")]

@@ -140,6 +140,17 @@ def work_args() -> argparse.ArgumentParser:
     return ap
 
 
+def one_plan() -> tuple:
+    """A script on one plan of a `--rounds 0 --work DIR` directory (copies.py,
+    move_trace.py): its arguments, the captured model's path, and the bench's model,
+    batch and loss."""
+    ap = work_args()
+    ap.add_argument("plan")
+    a = ap.parse_args()
+    model, data = build(a.model, a.batch)
+    return a, Path(a.work) / f"{a.model}-b{a.batch}.json", model, data, nn.CrossEntropyLoss()
+
+
 def floor(model, batch, loss_fn) -> list:
     """Unmodified torch with every tensor in DRAM twice: A, and A′ for the noise floor."""
     return [Contender("torch, all in DRAM (A)", model, batch, loss_fn),
