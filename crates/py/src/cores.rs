@@ -11,6 +11,7 @@ use std::cell::RefCell;
 /// The calling thread pinned to the core it is on, until `release()` (or until the
 /// object is dropped). Not sendable: it belongs to the thread it pinned.
 #[pyclass(unsendable)]
+#[derive(Debug)]
 pub struct Pin {
     pinned: Option<Pinned>,
 }
