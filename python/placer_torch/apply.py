@@ -284,9 +284,9 @@ class Placed:
         the step and the copy thread keeps off that core, as placer's executor runs a
         plan (`_core.pin_here`), so that a copy thread woken on the step's core cannot
         stall the ops torch dispatches from it. Off by default: on this project's VM the
-        step ran no faster pinned, within the noise, and its copies ran at half the
-        speed, sharing a core with an intra-op thread (docs/BENCHMARKS.md, "The step's
-        thread pinned"). torch's intra-op threads and the copy thread are started first,
+        pinned step ran 9.3% slower, its copies at half the speed, sharing a core with an
+        intra-op thread (docs/BENCHMARKS.md, "torch's background copies timed move by
+        move"). torch's intra-op threads and the copy thread are started first,
         with the whole mask (`team.py`)."""
         self.pin = None
         if self._copier is None or not self.pin_step:
@@ -464,7 +464,8 @@ class Placed:
             self.awaiting[tensor] = i
             return
         job, holder = self._move_job(i, beside=True)
-        fut = self._copier.submit(_off_core, self.pin.cpu if self.pin is not None else None, job)
+        # Unpinned, the copy thread is left where the scheduler puts it.
+        fut = self._copier.submit(job) if self.pin is None else self._copier.submit(_off_core, self.pin.cpu, job)
         self.started[i] = (fut, holder)
         if holder is not None:
             holder.pending = fut
@@ -645,7 +646,7 @@ def apply(model, optimizer, model_path, plan_path, capture: Capture | None = Non
     return Placed(model, optimizer, model_path, plan_path, capture, rehome, born, pin)
 
 
-def _off_core(cpu: int | None, job):
+def _off_core(cpu: int, job):
     """On the copy thread: `job` run off core `cpu` (the step's thread's)."""
     _core.keep_off(cpu)
     return job()

@@ -2,7 +2,9 @@
 //! off it: the arrangement placer's executor runs a plan in and its profile calibrates
 //! copies in (`placer_exec::as_launcher`). Unpinned, a copy thread woken on the core of
 //! the thread dispatching torch's ops takes that core for a scheduler slice, and the
-//! step stalls between ops by what no kernel's time shows.
+//! step stalls between ops by what no kernel's time shows. apply uses it only when asked
+//! (`pin=True`): on this project's VM the pinned step ran slower, its copies sharing a
+//! core with an intra-op thread (docs/BENCHMARKS.md).
 
 use placer_pools::{CopyCores, Pinned};
 use pyo3::prelude::*;
