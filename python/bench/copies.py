@@ -31,7 +31,7 @@ from placer_torch import _core
 from side_by_side import Contender, floor, in_order, med_mad, one_plan
 
 #: the module (the package's `apply` is its function)
-_APPLY = importlib.import_module("placer_torch.apply")
+_MOVES = importlib.import_module("placer_torch.moves")
 
 
 def _no_memcpy(dst, src, extra_ns):
@@ -65,7 +65,7 @@ def main() -> None:
     copy_of = {bare: _no_memcpy, cached: _cached_memcpy}
     for r in range(a.rounds):
         for c in in_order(cs, r):
-            patch = mock.patch.object(_APPLY, "_copy_beside", copy_of[c]) if c in copy_of else contextlib.nullcontext()
+            patch = mock.patch.object(_MOVES, "_copy_beside", copy_of[c]) if c in copy_of else contextlib.nullcontext()
             with patch:
                 c.round(a.steps)
     base = med_mad([t * 1e3 for t in cs[0].times])[0]

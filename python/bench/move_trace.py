@@ -15,7 +15,6 @@ Run through scripts/torch/pybench.sh, which prints the host's FMA peak; DIR is a
 from __future__ import annotations
 
 import ctypes
-import importlib
 import json
 import statistics
 import threading
@@ -23,10 +22,10 @@ import time
 from pathlib import Path
 
 import torch
+from placer_torch import moves as _MOVES
 
 from side_by_side import Contender, in_order, med_mad, one_plan
 
-_APPLY = importlib.import_module("placer_torch.apply")
 
 
 class Traced:
@@ -35,17 +34,18 @@ class Traced:
     def __init__(self, contender, pinned: bool):
         self.c, self.per_step = contender, []
         placed = contender.placed
-        placed.pin_step = pinned  # as `apply(..., pin=pinned)`
+        placed.mover.pin_step = pinned  # as `apply(..., pin=pinned)`
         now = time.perf_counter_ns
         self.trace: dict = {}
         trace, local = self.trace, threading.local()
-        real_start, real_finish, real_job = placed._start, placed._finish, placed._move_job
+        mover = placed.mover
+        real_start, real_finish, real_job = mover._start, mover._finish, mover._move_job
 
         def beside_(dst, src, extra_ns):
             t0 = now()
             ctypes.memmove(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())
             t1 = now()
-            _APPLY._core.sleep_wait(extra_ns - (t1 - t0))
+            _MOVES._core.sleep_wait(extra_ns - (t1 - t0))
             local.times = (t0, t1, now(), extra_ns)
 
         def start(i):
@@ -69,14 +69,14 @@ class Traced:
             trace.setdefault(i, {})["needed"] = (t0, now(), placed.step)
 
         self.beside = beside_
-        placed._start, placed._finish, placed._move_job = start, finish, job
+        mover._start, mover._finish, mover._move_job = start, finish, job
 
     def round(self, steps: int) -> None:
         c = self.c
         c.model.load_state_dict(c.start[0])
         c.opt.load_state_dict(c.start[1])
-        real = _APPLY._copy_beside
-        _APPLY._copy_beside = self.beside
+        real = _MOVES._copy_beside
+        _MOVES._copy_beside = self.beside
         try:
             losses = []
             for s in range(steps):
@@ -90,7 +90,7 @@ class Traced:
                     self.per_step.append(dict(self.trace))
             c.losses.append(losses)
         finally:
-            _APPLY._copy_beside = real
+            _MOVES._copy_beside = real
         c.placed.release()
 
 
@@ -105,7 +105,7 @@ def main() -> None:
     doc = json.loads(Path(a.plan).read_text())
     placed = runs[0].c.placed
     # A memcpy of the same bytes between two held buffers, this thread, nothing beside it.
-    biggest = max(m[3] for m in placed.moves)
+    biggest = max(m[3] for m in placed.mover.moves)
     src, dst = torch.ones(biggest, dtype=torch.uint8), torch.zeros(biggest, dtype=torch.uint8)
     ctypes.memmove(dst.data_ptr(), src.data_ptr(), biggest)
     idle = []
@@ -129,7 +129,7 @@ def main() -> None:
         worst = []
         for k, tr in enumerate(x.per_step):
             bg = {i: t for i, t in tr.items() if "copy" in t}
-            nbytes = sum(placed.moves[i][3] for i in bg)
+            nbytes = sum(placed.mover.moves[i][3] for i in bg)
             memcpy = sum(t["copy"][1] - t["copy"][0] for t in bg.values())
             sleep = sum(t["copy"][2] - t["copy"][1] for t in bg.values())
             queued = sum(t["copy"][0] - t["issued"][0] for t in bg.values() if "issued" in t)
@@ -142,7 +142,7 @@ def main() -> None:
         print("\nthe longest waits: | wait ms | step | move | tensor | MiB | before step | issued at step | "
               "queued ms | memcpy ms (GB/s) | sleep ms (emulated charge ms) |")
         for w, k, i, t in worst[:10]:
-            mv = placed.moves[i]
+            mv = placed.mover.moves[i]
             issued = t.get("issued", (t["copy"][0], -1))
             mc = t["copy"][1] - t["copy"][0]
             print(f"| {w / 1e6:.1f} | {k} | {i} | {mv[0]} | {mv[3] / 2**20:.1f} | {mv[5]} | {issued[1]} | "

@@ -410,7 +410,7 @@ class Tracker {
   }
 
   // Before kernel `step`: the moves due by then, which Python runs (apply.py
-  // `_on_step`); it answers the next step at which one is due.
+  // `_on_step`, moves.py); it answers the next step at which one is due.
   void moves_until(int step) {
     if (step < threshold_) return;
     // The moves' own copies are apply's, not the step's: unseen, as ops inside an op.

@@ -13,7 +13,7 @@ from then on torch's storage of each result is the placer tensor the plan places
 op then pays what the plan's pools charge for its operands, computed by placer's own Rust
 code (`ExecPlan::kernel_wait_ns`, the function placer's executor charges by, called
 directly from C++), and the plan's moves run at their steps, blocking ones in line and
-background ones on a copy thread (this module, called from the hook when one is due).
+background ones on a copy thread (`moves.py`, called from the hook when one is due).
 
 Parameters, optimizer state and the gradients kept outside DRAM are re-homed: where the
 pool the plan starts them in is bound to NUMA nodes, their data moves into that pool's memory,
@@ -37,17 +37,16 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import ctypes
 import statistics
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from . import _core, heap, hook, team
+from . import _core, heap, hook
 from .capture import Capture
+from .moves import Mover
 from .saved import PoolMemory, Saved, routable
 
 #: Eager ops that are the captured graph's op under another name (AOTAutograd
@@ -66,8 +65,6 @@ _ALSO = {
     "aten.native_dropout.default": "aten.mul.Tensor",
     "aten.native_dropout_backward.default": "aten.mul.Tensor",
 }
-#: No move is due before this step (the hook's threshold when none is left).
-_NEVER = 1 << 30
 
 
 @dataclass
@@ -155,7 +152,8 @@ class Placed:
         #: the steps of the graph's kernels, in order: a kernel that runs several of the
         #: schedule's nodes (a folded one) has the step of its last
         self.kernel_steps = sorted({k.step for k in self.kernels})
-        self._set_moves(self.placement.moves())
+        self.mover = Mover(self, self.placement.moves(), pin)
+        self.moved = self._moved()
         #: tensor name -> the steps of the graph's kernels that read it, in order
         self.uses: dict = {}
         for k in self.kernels:
@@ -174,8 +172,6 @@ class Placed:
         self.tracker = self._tracker(pools, born)
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
         self.model, self.optimizer = model, optimizer
-        #: whether a step with background moves pins its thread (`_pin_for_copies`)
-        self.pin_step = pin
         #: inside `with placed:`; `_internal` while apply itself runs ops (not the step's)
         self.active = self._internal = False
         #: parameter name -> its gradient's memory in its pool (see `_grad_hook`)
@@ -225,14 +221,6 @@ class Placed:
     # -- the step ----------------------------------------------------------------------
 
     def __enter__(self):
-        self.moves_done, self.next_move = 0, 0
-        self.copy_wait_ns = self.in_line_ns = 0.0
-        self.started: dict = {}
-        #: background moves due to start before the kernel that saves their tensor: started
-        #: when it is saved (by name, and the moves' indices)
-        self.awaiting: dict = {}
-        #: moves done ahead of their turn, when backward unpacked their tensor
-        self.done_early: set = set()
         #: the holders of saved tensors, by name, while autograd keeps them: held here,
         #: a holder (and the DRAM a prefetch brought its tensor into) would outlive the
         #: backward node that frees it until the step ends (1.7 GB at ResNet-50 b32's
@@ -240,8 +228,8 @@ class Placed:
         self.saved = weakref.WeakValueDictionary()
         self.routed, self.unrouted, self.saved_placed = 0, set(), 0
         self._rehome()
-        self._pin_for_copies()
-        self.tracker.begin(self._hook_step(self._threshold()))
+        self.mover.begin()
+        self.tracker.begin(self._hook_step(self.mover.threshold()))
         for q, p in self.model.named_parameters():
             self._see(p, q, home=self._home_of(q))
             if p.grad is not None:
@@ -263,42 +251,20 @@ class Placed:
             self.tracker.end()  # raises what an op met under the hook
         finally:
             self.active = False
-            if self.pin is not None:
-                self.pin.release()
-                self.pin = None
-        self._moves_until(self.steps)
+            self.mover.end()
+        mover = self.mover
+        mover.until(self.steps)
         self.tracker.poll()
         c = self.tracker.counters()
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
-                                       self.moves_done, c["dram_peak"], c["unplaced_peak"], c["polls"],
+                                       mover.done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
                                        c["born"], c["born_bytes"], c["stray"], c["unplaced_by"],
                                        [self.names[i] for i in self.tracker.misplaced()],
-                                       [self.names[i] for i in self.tracker.outlived()], self.copy_wait_ns,
-                                       self.in_line_ns))
+                                       [self.names[i] for i in self.tracker.outlived()], mover.copy_wait_ns,
+                                       mover.in_line_ns))
         self.saved = weakref.WeakValueDictionary()
         return False
-
-    def _pin_for_copies(self) -> None:
-        """With `pin` and background moves, the step's thread is pinned to its core for
-        the step and the copy thread keeps off that core, as placer's executor runs a
-        plan (`_core.pin_here`), so that a copy thread woken on the step's core cannot
-        stall the ops torch dispatches from it. Off by default: on this project's VM the
-        pinned step ran 9.3% slower, its copies at half the speed, sharing a core with an
-        intra-op thread (docs/BENCHMARKS.md, "torch's background copies timed move by
-        move"). torch's intra-op threads and the copy thread are started first,
-        with the whole mask (`team.py`)."""
-        self.pin = None
-        if self._copier is None or not self.pin_step:
-            return
-        if not self._threads_started:
-            with self._own_ops():
-                team.start()
-            # The copy thread too: it would take the pinned mask of the thread starting
-            # it, and `keep_off` keeps the cores a thread first had.
-            self._copier.submit(_core.keep_off, None).result()
-            self._threads_started = True
-        self.pin = _core.pin_here()
 
     def _see(self, t: torch.Tensor, name: str | None, result: bool = False, home: str | None = None) -> None:
         """Tells the hook that `t`'s storage is the plan's tensor `name`, in the memory of
@@ -321,8 +287,8 @@ class Placed:
         """From the hook, once the kernel before `step` is done (and has paid its wait),
         when a move is due: runs the moves due by the next kernel, and answers the hook's
         step at which the next are."""
-        self._moves_until(self._kernel_at(step))
-        return self._hook_step(self._threshold())
+        self.mover.until(self._kernel_at(step))
+        return self._hook_step(self.mover.threshold())
 
     def _kernel_at(self, step: int) -> int:
         """The step of the graph's kernel that runs schedule step `step`."""
@@ -336,32 +302,17 @@ class Placed:
         i = bisect.bisect_left(self.kernel_steps, step)
         return self.kernel_steps[i - 1] + 1 if 0 < i < len(self.kernel_steps) else step
 
-    def _threshold(self) -> int:
-        """The first step at which `_moves_until` has work: a background move starts a
-        step before its own, any move is finished at its step."""
-        due = _NEVER
-        for i in range(self.next_move, len(self.moves)):
-            before, background = self.moves[i][5], self.moves[i][4]
-            if before - 1 >= due:
-                break
-            if i in self.done_early:
-                continue
-            due = min(due, before - 1 if background and not self._begun(i) else before)
-        return due
-
     # -- moves and memory --------------------------------------------------------------
 
     def _set_moves(self, moves) -> None:
         """The moves to run, (tensor, from, to, bytes, background, before step) each."""
-        self.moves = sorted(moves, key=lambda m: m[5])
-        #: tensors the plan moves: their saved copies go through `Saved` holders, as do
-        #: those it keeps outside DRAM when they are saved
-        self.moved = {m[0] for m in self.moves} if self.bound else set()
-        biggest = max((m[3] for m in self.moves), default=0)
-        self._src = torch.empty(biggest, dtype=torch.uint8)
-        self._dst = torch.empty(biggest, dtype=torch.uint8)
-        self._copier = ThreadPoolExecutor(1, thread_name_prefix="placer-copy") if self.moves else None
-        self._threads_started, self.pin = False, None
+        self.mover = Mover(self, moves, self.mover.pin_step)
+        self.moved = self._moved()
+
+    def _moved(self) -> set:
+        """Tensors the plan moves: their saved copies go through `Saved` holders, as do
+        those it keeps outside DRAM when they are saved."""
+        return {m[0] for m in self.mover.moves} if self.bound else set()
 
     def _rehome(self) -> None:
         """Parameters, and optimizer state once the optimizer has made it (after the first
@@ -438,84 +389,6 @@ class Placed:
         bytes, pages asked about, on the pool's nodes, elsewhere, not placed, per node)."""
         return self.homes.pages() if self.homes is not None else []
 
-    def _moves_until(self, step: int) -> None:
-        """Before kernel `step`: starts on the copy thread the background moves that
-        overlap it, then finishes every move due before it (waiting for a background one,
-        running a blocking one in line)."""
-        for i in range(self.next_move, len(self.moves)):
-            before, background = self.moves[i][5], self.moves[i][4]
-            if before > step + 1:
-                break
-            if background and before == step + 1 and not self._begun(i) and i not in self.done_early:
-                self._start(i)
-        while self.next_move < len(self.moves) and self.moves[self.next_move][5] <= step:
-            self._finish(self.next_move)
-            self.next_move += 1
-
-    def _begun(self, i: int) -> bool:
-        """Whether background move `i` has started, or waits for its tensor's holder."""
-        return i in self.started or i in self.awaiting.values()
-
-    def _start(self, i: int) -> None:
-        tensor = self.moves[i][0]
-        if tensor not in self.saved and tensor in self.ever_saved:
-            # The kernel beside the copy saves the tensor (autograd's hook runs as the op
-            # ends): the copy starts from its holder then, rather than as scratch bytes.
-            self.awaiting[tensor] = i
-            return
-        job, holder = self._move_job(i, beside=True)
-        # Unpinned, the copy thread is left where the scheduler puts it.
-        fut = self._copier.submit(job) if self.pin is None else self._copier.submit(_off_core, self.pin.cpu, job)
-        self.started[i] = (fut, holder)
-        if holder is not None:
-            holder.pending = fut
-
-    def _finish(self, i: int) -> None:
-        """Move `i` done: waited for when started, else run here; a holder's tensor is the
-        copy from then on."""
-        if i in self.done_early:
-            return
-        if self.awaiting.get(self.moves[i][0]) == i:
-            del self.awaiting[self.moves[i][0]]  # never saved after all: run here
-        t0 = time.perf_counter_ns()
-        if i in self.started:
-            fut, holder = self.started.pop(i)
-            new = fut.result()
-            self.copy_wait_ns += time.perf_counter_ns() - t0
-        else:
-            job, holder = self._move_job(i, beside=False)
-            new = job()
-            self.in_line_ns += time.perf_counter_ns() - t0
-        if holder is not None:
-            self._land(holder, new, self.moves[i][2])
-        self.moves_done += 1
-
-    def _move_job(self, i: int, beside: bool):
-        """The copy of move `i`: the saved tensor itself, into the destination pool's
-        memory, when a holder has it in the move's source pool; else the move's bytes
-        between scratch buffers (a tensor that is not saved, or a view of one). Either
-        then waits what the emulated pools charge beyond the memcpy: `beside` the step's
-        kernels, on the copy thread, as `_copy_beside` does, else in line."""
-        tensor, src, dst, nbytes, _, _ = self.moves[i]
-        extra = self.placement.copy_extra_ns(src, dst, nbytes)
-        copy_into = _copy_beside if beside else _copy_in_line
-        holder = self.saved.get(tensor)
-        if holder is None or holder.pool != src or holder.pending is not None:
-            def scratch():
-                copy_into(self._dst[:nbytes], self._src[:nbytes], extra)
-
-            return scratch, None
-        t = holder.t
-
-        def copy():
-            # Into DRAM through torch's allocator: pool memory kept for reuse would hold
-            # DRAM between steps.
-            new = self.memory.tensor(dst, t) if dst in self.bound and dst != self.dram else torch.empty_like(t)
-            copy_into(new, t, extra)
-            return new
-
-        return copy, holder
-
     def _land(self, holder: Saved, new: torch.Tensor, pool: str) -> None:
         # torch's own copy, while forward still holds it: not placed
         self.tracker.forget(holder.t, self.ids[holder.name])
@@ -558,9 +431,7 @@ class Placed:
                 self._land(holder, new, pool)
                 self.saved_placed += 1
         self.ever_saved.add(name)
-        waiting = self.awaiting.pop(name, None)
-        if waiting is not None:
-            self._start(waiting)
+        self.mover.saved(name)
         return holder
 
     def _born_in(self, t: torch.Tensor) -> str | None:
@@ -576,12 +447,7 @@ class Placed:
         uses = self.uses.get(packed.name, [])
         at = bisect.bisect_right(uses, self.step)
         use = uses[at] if at < len(uses) else self.steps
-        for i in range(self.next_move, len(self.moves)):
-            if self.moves[i][5] > use:
-                break
-            if self.moves[i][0] == packed.name and i not in self.done_early:
-                self._finish(i)
-                self.done_early.add(i)
+        self.mover.ahead(packed.name, use)
         return packed.t
 
     # -- the report --------------------------------------------------------------------
@@ -644,31 +510,6 @@ def apply(model, optimizer, model_path, plan_path, capture: Capture | None = Non
     A plan for another model, or a missing or malformed capture, raises `ModelError` or
     `CaptureError` in one line."""
     return Placed(model, optimizer, model_path, plan_path, capture, rehome, born, pin)
-
-
-def _off_core(cpu: int, job):
-    """On the copy thread: `job` run off core `cpu` (the step's thread's)."""
-    _core.keep_off(cpu)
-    return job()
-
-
-def _copy_in_line(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:
-    """A move the step waits for: every intra-op thread copies, then the emulated wait
-    is spun, as placer's executor runs a blocking move."""
-    dst.copy_(src)
-    _core.busy_wait(extra_ns)
-
-
-def _copy_beside(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:
-    """A move beside the step's kernels, as placer's executor's copy thread runs one: one
-    thread's memcpy, then the emulated wait slept until `extra_ns` after the copy began.
-    The solver charges a background copy's kernels for a single memcpy's CPU time
-    (measured by the profile); torch's `copy_` here would start a second team of
-    intra-op threads beside the step's, and a spun wait would take a core for the
-    device's whole time. Both tensors are contiguous, of the same bytes."""
-    start = time.perf_counter_ns()
-    ctypes.memmove(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())
-    _core.sleep_wait(extra_ns - (time.perf_counter_ns() - start))
 
 
 def _first(names: list, n: int = 5) -> str:

@@ -200,17 +200,17 @@ class Apply(unittest.TestCase):
             placed = placer_torch.apply(m, opt, self.model_path, self.all_dram, pin=pin)
             self.out_and_home(placed)
             during, copier = [], []
-            finish = placed._finish
+            finish = placed.mover._finish
 
             def watch(i):
                 mine = os.sched_getaffinity(0)
                 during.append(mine)
-                if i in placed.started:
+                if i in placed.mover.started:
                     # The copy thread's mask, asked on the copy thread after its copy.
-                    copier.append((mine, placed._copier.submit(os.sched_getaffinity, 0).result()))
+                    copier.append((mine, placed.mover.copier.submit(os.sched_getaffinity, 0).result()))
                 finish(i)
 
-            placed._finish = watch
+            placed.mover._finish = watch
             self.assertEqual(train(m, opt, self.batch, 2, placed), plain, pin)
             self.assertEqual(os.sched_getaffinity(0), cores, "the mask comes back after the step")
             self.assertTrue(during and copier, "a blocking and a background move ran")
@@ -287,18 +287,18 @@ class Apply(unittest.TestCase):
         _, first, last = self.out_and_home(placed)
         # The kernel the hook matched last when each move started and when it was done.
         at = {"start": [], "finish": []}
-        start, finish = placed._start, placed._finish
+        start, finish = placed.mover._start, placed.mover._finish
 
         def watch_start(i):
             at["start"].append((i, placed.step))
             start(i)
 
         def watch_finish(i):
-            if i not in placed.done_early:
+            if i not in placed.mover.done_early:
                 at["finish"].append((i, placed.step))
             finish(i)
 
-        placed._start, placed._finish = watch_start, watch_finish
+        placed.mover._start, placed.mover._finish = watch_start, watch_finish
         train(m, opt, self.batch, 1, placed)
         # The blocking one once kernel `first` is done; the background one once the kernel
         # before the one it overlaps is done, and waited for before the kernel that reads it.
@@ -319,9 +319,9 @@ class Apply(unittest.TestCase):
         slow = next(q for q in placed.bound if q != placed.dram)
         placed._set_moves([(x, placed.dram, slow, 4096, True, s + 1)])
         at = {"start": [], "finish": []}
-        start, finish = placed._start, placed._finish
-        placed._start = lambda i: (at["start"].append(placed.step), start(i))
-        placed._finish = lambda i: (at["finish"].append((placed.step, i in placed.started)), finish(i))
+        start, finish = placed.mover._start, placed.mover._finish
+        placed.mover._start = lambda i: (at["start"].append(placed.step), start(i))
+        placed.mover._finish = lambda i: (at["finish"].append((placed.step, i in placed.mover.started)), finish(i))
         train(m, opt, self.batch, 1, placed)
         # Started once the kernel before the folded one is done, waited for after it.
         self.assertEqual(at["start"], [p])
@@ -332,7 +332,7 @@ class Apply(unittest.TestCase):
         m, opt = self.fresh()
         placed = placer_torch.apply(m, opt, self.model_path, self.all_dram)
         slow, _, _ = self.out_and_home(placed)
-        x = placed.moves[0][0]
+        x = placed.mover.moves[0][0]
         # The kernel that saves x: the one running when autograd's hook gets it.
         saved_at = []
         pack = placed._pack
@@ -348,11 +348,11 @@ class Apply(unittest.TestCase):
         train(m, opt, self.batch, 1, placed)
         k = saved_at[0]
         # Out in the background beside that kernel: before it saves x there is no holder.
-        nbytes = placed.moves[0][3]
+        nbytes = placed.mover.moves[0][3]
         placed._set_moves([(x, placed.dram, slow, nbytes, True, k + 1)])
         m2, opt2 = self.fresh()
         placed2 = placer_torch.apply(m2, opt2, self.model_path, self.all_dram)
-        placed2._set_moves(placed.moves)
+        placed2._set_moves(placed.mover.moves)
         self.assertEqual(train(m2, opt2, self.batch, 3, placed2), plain)
         # The first step knows no tensor autograd saves: scratch bytes; then the holder's.
         self.assertEqual([r.routed for r in placed2.records], [0, 1, 1])
@@ -606,7 +606,7 @@ class CopyBeside(unittest.TestCase):
     does: the emulated device's time is slept, not spun."""
 
     def test_the_emulated_wait_beside_the_kernels_takes_no_core(self):
-        from placer_torch.apply import _copy_beside
+        from placer_torch.moves import _copy_beside
 
         src = torch.arange(1 << 20, dtype=torch.float32)
         dst = torch.empty_like(src)
