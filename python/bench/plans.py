@@ -2,7 +2,8 @@
 DRAM twice (A and A′, the noise floor), then torch under each plan, interleaved in rounds
 in one process, each from the same starting weights on the same batches. Reports step
 time ± MAD against A, each plan's prediction against its measured step, the DRAM peak
-tracked (and of it not placed), whether the losses agree, and each plan's report.
+tracked (and of it not placed), whether the losses agree, where each plan's step goes
+beyond A's beside the solver's terms for it, and each plan's report.
 
 The work directory is one `side_by_side.py --rounds 0 --work DIR` left (the captured
 model and its plans); plans solved there again with other options go beside them.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from side_by_side import Contender, build, floor, in_order, med_mad, work_args
+from side_by_side import EXCESS_HEAD, Contender, build, excess_row, floor, in_order, med_mad, work_args
 
 
 def main() -> None:
@@ -49,6 +50,10 @@ def main() -> None:
         print(f"| {c.label} | {m:.1f} ± {d:.1f} | {m / base:.3f}× | {pred} | {err} | {peak} |")
     print(f"\nlosses identical across contenders, every step of every round: "
           f"{all(c.losses == cs[0].losses for c in cs)}")
+    all_dram = Path(a.work) / "plan-all-dram.json"
+    print(f"\nwhere each plan's step goes beyond A's, measured (and predicted over {all_dram.name}):\n{EXCESS_HEAD}")
+    for c in cs[2:]:
+        print(excess_row(c, Path(c.label), base, all_dram))
     for c in cs[2:]:
         print(f"\n{c.label}:\n{c.placed.report()}")
 

@@ -8,8 +8,8 @@ solve` at the budget from each (writing every baseline's plan too), then rounds 
 torch all-DRAM (twice: the noise floor), torch + each plan, torch + each baseline, each
 from the same starting weights on the same batches, and `placer run --plan` (a
 subprocess, between rounds); odd rounds in the reverse order (ABBA). Reports step time
-± MAD, the DRAM peak tracked, losses, and each plan's prediction against torch's step
-under it.
+± MAD, the DRAM peak tracked, losses, each plan's prediction against torch's step
+under it, and where that step goes beyond torch all-DRAM's, beside the solver's terms.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ class Contender:
         self.batch, self.loss_fn = batch, loss_fn
         self.placed = placer_torch.apply(self.model, self.opt, model_path, plan) if plan else None
         self.times, self.losses, self.peaks = [], [], []
+        #: apply's record of each timed step
+        self.records = []
         self.start = (copy.deepcopy(self.model.state_dict()), copy.deepcopy(self.opt.state_dict()))
 
     def round(self, steps: int) -> list:
@@ -110,6 +112,7 @@ class Contender:
                 self.times.append(dt)
                 if self.placed is not None:
                     r = self.placed.records[-1]
+                    self.records.append(r)
                     self.peaks.append((r.dram_peak, r.unplaced_peak))
             losses.append(loss)
         self.losses.append(losses)
@@ -169,6 +172,29 @@ def in_order(contenders: list, round_index: int) -> list:
 def med_mad(xs):
     m = statistics.median(xs)
     return m, statistics.median(abs(x - m) for x in xs)
+
+
+EXCESS_HEAD = ("| plan | over A: measured (predicted over all-DRAM) ms | emulated waits (predicted: kernels' slowdown) | "
+               "blocking moves (predicted) | waited for copies (predicted: exposed) | the rest (predicted: the copies' "
+               "charge on their kernels) |\n|---|---|---|---|---|---|")
+
+
+def excess_row(c: Contender, plan: Path, base_ms: float, all_dram: Path) -> str:
+    """Where a plan's step goes beyond torch all-DRAM's (A), measured (medians of apply's
+    records of the timed steps) beside the solver's terms for it over its all-DRAM plan:
+    the emulated pools' waits against the kernels' slowdown, blocking moves, the wait for
+    background copies against their exposed time, and the rest (the step less A and those
+    three: what copies cost the kernels beside them, apply's own cost, and the host's
+    noise) against the copies' charge on their kernels."""
+    p = json.loads(plan.read_text())["predicted"]
+    d = json.loads(all_dram.read_text())["predicted"]
+    over = med_mad([t * 1e3 for t in c.times])[0] - base_ms
+    waits, moves, copies = (statistics.median(getattr(r, f) for r in c.records) / 1e6
+                            for f in ("wait_ns", "in_line_ns", "copy_wait_ns"))
+    return (f"| {c.label} | {over:.1f} ({(p['step_ns'] - d['step_ns']) / 1e6:.1f}) | {waits:.1f} "
+            f"({(p['kernel_ns'] - d['kernel_ns']) / 1e6:.1f}) | {moves:.1f} ({p['sync_move_ns'] / 1e6:.1f}) | "
+            f"{copies:.1f} ({p['exposed_copy_ns'] / 1e6:.1f}) | {over - waits - moves - copies:.1f} "
+            f"({p['interference_ns'] / 1e6:.1f}) |")
 
 
 def main() -> None:
@@ -287,6 +313,9 @@ def main() -> None:
     dram_pred = json.loads(all_dram.read_text())["predicted"]["step_ns"] / 1e6
     print(f"all in DRAM: predicted {dram_pred:.2f} ms ({first}-kernel profile) against torch's {base:.2f} ms: "
           f"{(base / dram_pred - 1) * 100:+.1f}%")
+    print("\nwhere each plan's step goes beyond A's, measured (and predicted):\n" + EXCESS_HEAD)
+    for (budget, k), i in planned.items():
+        print(excess_row(contenders[i], plans[budget, k], base, all_dram))
     for (budget, k), i in planned.items():
         if k == first:
             print(f"\n{budget}, the plan from the {k}-kernel profile:\n{contenders[i].placed.report()}")
