@@ -144,7 +144,7 @@ class Tracker {
     live_.clear();
     cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0;
     born_ = 0, born_bytes_ = 0, stray_ = 0;
-    wait_total_ = 0.0;
+    wait_total_ = wait_unmatched_ = 0.0;
     threshold_ = move_threshold;
     error_.clear();
     internal_ = false;
@@ -181,6 +181,7 @@ class Tracker {
     d["matched"] = matched_;
     d["unmatched"] = unmatched_;
     d["wait_ns"] = wait_total_;
+    d["wait_unmatched_ns"] = wait_unmatched_;
     d["dram_peak"] = live_.dram_peak();
     d["unplaced_peak"] = live_.unplaced_peak();
     d["polls"] = live_.polls();
@@ -371,7 +372,12 @@ class Tracker {
       double wait = wait_(placement_ptr_, charged.data(), charged.size(),
                           static_cast<size_t>(std::min(step, steps_ - 1)), static_cast<double>(kernel_ns));
       if (wait < 0) throw std::runtime_error("the Rust core refused an operand's tensor id");
-      if (wait > 0) wait_total_ += busy_(wait);
+      if (wait > 0) {
+        double waited = busy_(wait);
+        wait_total_ += waited;
+        // The profile times the graph's kernels only: these waits are not in a prediction.
+        if (k == nullptr) wait_unmatched_ += waited;
+      }
     }
     // The moves due before the next kernel, once this one has paid its wait: a background
     // copy runs beside the kernel the plan has it overlap, a blocking one before the
@@ -470,7 +476,7 @@ class Tracker {
   int64_t matched_ = 0, unmatched_ = 0;
   int64_t born_ = 0, born_bytes_ = 0, stray_ = 0;
   const std::string* current_op_ = nullptr;  // the op being seen
-  double wait_total_ = 0.0;
+  double wait_total_ = 0.0, wait_unmatched_ = 0.0;
   bool internal_ = false;
   std::string error_;
 };

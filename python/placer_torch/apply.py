@@ -73,6 +73,8 @@ class StepRecord:
     matched: int
     unmatched: int
     wait_ns: float
+    #: of `wait_ns`, what ops not in the captured graph waited (no profile times them)
+    wait_unmatched_ns: float
     moves: int
     dram_peak: int
     unplaced_peak: int
@@ -257,7 +259,7 @@ class Placed:
         self.tracker.poll()
         c = self.tracker.counters()
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
-                                       mover.done, c["dram_peak"], c["unplaced_peak"], c["polls"],
+                                       c["wait_unmatched_ns"], mover.done, c["dram_peak"], c["unplaced_peak"], c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
                                        c["born"], c["born_bytes"], c["stray"], c["unplaced_by"],
                                        [self.names[i] for i in self.tracker.misplaced()],
@@ -466,7 +468,8 @@ class Placed:
             f"predicted {self.placement.predicted_step_ns / 1e6:.3f} ms",
             f"ops        {last.matched} matched to the plan's kernels, {last.unmatched} not in the captured graph "
             f"(charged by their operands' places)",
-            f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools",
+            f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools, "
+            f"{last.wait_unmatched_ns / 1e6:.3f} ms of it on ops not in the captured graph",
             f"moves      {last.moves} per step: {last.routed} carried a saved activation into its pool's memory, "
             f"{last.moves - last.routed} copied as many scratch bytes (a tensor not saved for backward, a view, or "
             f"memory not bound; {last.unrouted} saved view(s) left in torch's storage)",
