@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import importlib
 import json
 import time
 from pathlib import Path
@@ -28,10 +27,8 @@ from unittest import mock
 import torch
 
 from placer_torch import _core
+from placer_torch import moves as _MOVES
 from side_by_side import Contender, floor, in_order, med_mad, one_plan
-
-#: the module (the package's `apply` is its function)
-_MOVES = importlib.import_module("placer_torch.moves")
 
 
 def _no_memcpy(dst, src, extra_ns):

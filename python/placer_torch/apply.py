@@ -259,7 +259,8 @@ class Placed:
         self.tracker.poll()
         c = self.tracker.counters()
         self.records.append(StepRecord(time.perf_counter() - self.t0, c["matched"], c["unmatched"], c["wait_ns"],
-                                       c["wait_unmatched_ns"], mover.done, c["dram_peak"], c["unplaced_peak"], c["polls"],
+                                       c["wait_unmatched_ns"], mover.done, c["dram_peak"], c["unplaced_peak"],
+                                       c["polls"],
                                        self.routed - self.saved_placed, len(self.unrouted), self.saved_placed,
                                        c["born"], c["born_bytes"], c["stray"], c["unplaced_by"],
                                        [self.names[i] for i in self.tracker.misplaced()],

@@ -23,7 +23,7 @@ import torch
 from . import _core, team
 
 #: No move is due before this step (the hook's threshold when none is left).
-NEVER = 1 << 30
+_NEVER = 1 << 30
 
 
 class Mover:
@@ -40,10 +40,14 @@ class Mover:
         #: whether a step with background moves pins its thread (`_pin_for_copies`)
         self.pin_step = pin
         self._threads_started, self.pin = False, None
-        self.begin(pin_now=False)
+        self._reset()
 
-    def begin(self, pin_now: bool = True) -> None:
+    def begin(self) -> None:
         """A new step: nothing started or done yet; pinned, with `pin_step`."""
+        self._reset()
+        self._pin_for_copies()
+
+    def _reset(self) -> None:
         self.done, self.next = 0, 0
         self.copy_wait_ns = self.in_line_ns = 0.0
         self.started: dict = {}
@@ -52,8 +56,6 @@ class Mover:
         self.awaiting: dict = {}
         #: moves done ahead of their turn, when backward unpacked their tensor
         self.done_early: set = set()
-        if pin_now:
-            self._pin_for_copies()
 
     def end(self) -> None:
         """The step is over: its thread's mask comes back."""
@@ -85,7 +87,7 @@ class Mover:
     def threshold(self) -> int:
         """The first step at which `until` has work: a background move starts a step
         before its own, any move is finished at its step."""
-        due = NEVER
+        due = _NEVER
         for i in range(self.next, len(self.moves)):
             before, background = self.moves[i][5], self.moves[i][4]
             if before - 1 >= due:
@@ -206,13 +208,16 @@ def _copy_in_line(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None
     _core.busy_wait(extra_ns)
 
 
-def _copy_beside(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> None:
+def _copy_beside(dst: torch.Tensor, src: torch.Tensor, extra_ns: float) -> tuple:
     """A move beside the step's kernels, as placer's executor's copy thread runs one: one
     thread's memcpy, then the emulated wait slept until `extra_ns` after the copy began.
     The solver charges a background copy's kernels for a single memcpy's CPU time
     (measured by the profile); torch's `copy_` here would start a second team of
     intra-op threads beside the step's, and a spun wait would take a core for the
-    device's whole time. Both tensors are contiguous, of the same bytes."""
+    device's whole time. Both tensors are contiguous, of the same bytes. Returns when
+    the memcpy began and ended (`perf_counter_ns`), for python/bench/move_trace.py."""
     start = time.perf_counter_ns()
     ctypes.memmove(dst.data_ptr(), src.data_ptr(), src.numel() * src.element_size())
-    _core.sleep_wait(extra_ns - (time.perf_counter_ns() - start))
+    copied = time.perf_counter_ns()
+    _core.sleep_wait(extra_ns - (copied - start))
+    return start, copied
