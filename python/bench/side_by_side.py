@@ -174,17 +174,20 @@ def med_mad(xs):
     return m, statistics.median(abs(x - m) for x in xs)
 
 
-EXCESS_HEAD = ("| plan | over A: measured (predicted over all-DRAM) ms | emulated waits of the graph's kernels (predicted: "
-               "their slowdown) | emulated waits of other ops (not predicted) | blocking moves (predicted) | waited for "
-               "copies (predicted: exposed) | the rest (predicted: the copies' charge on their kernels) |\n"
+EXCESS_HEAD = ("| plan | over A: measured (predicted over all-DRAM) ms | emulated waits of the graph's ops (the plan's "
+               "charge for its kernels; the profile's slowdown) | emulated waits of other ops (the plan's charge for the "
+               "kernels torch runs no graph op for) | blocking moves (predicted) | waited for copies (predicted: "
+               "exposed) | the rest (predicted: the copies' charge on their kernels) |\n"
                "|---|---|---|---|---|---|---|")
 
 
 def excess_row(c: Contender, plan: Path, base_ms: float, all_dram: Path) -> str:
     """Where a plan's step goes beyond torch all-DRAM's (A), measured (medians of apply's
     records of the timed steps) beside the solver's terms for it over its all-DRAM plan:
-    the emulated pools' waits of the graph's kernels against their slowdown, those of the
-    ops outside the graph (which no profile times), blocking moves, the wait for
+    the emulated pools' waits of the graph's ops against the plan's charge for the same
+    kernels (placer's executor's waits) and the profile's slowdown of them, those of the
+    ops outside the graph against the plan's charge for the kernels torch runs no graph
+    op for (the optimizer's updates), blocking moves, the wait for
     background copies against their exposed time, and the rest (the step less A and those
     three: what copies cost the kernels beside them, apply's own cost, and the host's
     noise) against the copies' charge on their kernels."""
@@ -193,8 +196,9 @@ def excess_row(c: Contender, plan: Path, base_ms: float, all_dram: Path) -> str:
     over = med_mad([t * 1e3 for t in c.times])[0] - base_ms
     waits, others, moves, copies = (statistics.median(getattr(r, f) for r in c.records) / 1e6
                                     for f in ("wait_ns", "wait_unmatched_ns", "in_line_ns", "copy_wait_ns"))
+    graph, rest = (w / 1e6 for w in c.placed.planned_waits_ns)
     return (f"| {c.label} | {over:.1f} ({(p['step_ns'] - d['step_ns']) / 1e6:.1f}) | {waits - others:.1f} "
-            f"({(p['kernel_ns'] - d['kernel_ns']) / 1e6:.1f}) | {others:.1f} | {moves:.1f} "
+            f"({graph:.1f}; {(p['kernel_ns'] - d['kernel_ns']) / 1e6:.1f}) | {others:.1f} ({rest:.1f}) | {moves:.1f} "
             f"({p['sync_move_ns'] / 1e6:.1f}) | {copies:.1f} ({p['exposed_copy_ns'] / 1e6:.1f}) | "
             f"{over - waits - moves - copies:.1f} ({p['interference_ns'] / 1e6:.1f}) |")
 

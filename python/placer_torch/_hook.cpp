@@ -145,6 +145,7 @@ class Tracker {
     cursor_ = 0, step_ = 0, matched_ = 0, unmatched_ = 0;
     born_ = 0, born_bytes_ = 0, stray_ = 0;
     wait_total_ = wait_unmatched_ = 0.0;
+    step_waits_.assign(static_cast<size_t>(steps_), 0.0);
     threshold_ = move_threshold;
     error_.clear();
     internal_ = false;
@@ -193,6 +194,9 @@ class Tracker {
   }
 
   const std::unordered_map<std::string, int64_t>& unmatched_ops() const { return unmatched_ops_; }
+  // What this step's ops matched to each of the graph's kernels were charged, by the
+  // kernel's step: set against the plan's own charge for its operands (planned_waits_ns).
+  const std::vector<double>& step_waits() const { return step_waits_; }
   // The plan's tensors seen in torch's memory at a scan of this step where the plan kept
   // them outside DRAM.
   std::vector<int> misplaced() const { return live_.misplaced(); }
@@ -377,6 +381,7 @@ class Tracker {
         wait_total_ += waited;
         // The profile times the graph's kernels only: these waits are not in a prediction.
         if (k == nullptr) wait_unmatched_ += waited;
+        else step_waits_[static_cast<size_t>(k->step)] += wait;
       }
     }
     // The moves due before the next kernel, once this one has paid its wait: a background
@@ -477,6 +482,7 @@ class Tracker {
   int64_t born_ = 0, born_bytes_ = 0, stray_ = 0;
   const std::string* current_op_ = nullptr;  // the op being seen
   double wait_total_ = 0.0, wait_unmatched_ = 0.0;
+  std::vector<double> step_waits_;  // charged (not waited: busy_ overshoots), by kernel step
   bool internal_ = false;
   std::string error_;
 };
@@ -538,5 +544,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("poll", &Tracker::poll)
       .def("counters", &Tracker::counters)
       .def("unmatched_ops", &Tracker::unmatched_ops)
+      .def("step_waits", &Tracker::step_waits)
       .def_property_readonly("step", &Tracker::step);
 }

@@ -129,6 +129,15 @@ class Placed:
         schedule = self.placement.schedule()
         step_of = {name: i for i, name in enumerate(schedule)}
         self.steps = len(schedule)
+        # What the emulated pools charge the plan's kernels a step for placer's operands,
+        # as placer's executor waits, where the hook charges torch's ops for torch's: for
+        # the kernels torch runs an op of the captured graph for, and for the rest (the
+        # optimizer's updates, which eager torch runs as ops outside the graph).
+        in_torch = {step_of[n] for k in self.cap.kernels for n in k["nodes"]}
+        planned = self.placement.planned_waits_ns()
+        #: (the graph's kernels, the rest) ns
+        self.planned_waits_ns = (sum(w for s, w in enumerate(planned) if s in in_torch),
+                                 sum(w for s, w in enumerate(planned) if s not in in_torch))
         self.kernels = []
         for k in self.cap.kernels:
             shape = tuple(k["shapes"][0]) if k["shapes"] and k["shapes"][0] is not None else None
@@ -469,8 +478,11 @@ class Placed:
             f"predicted {self.placement.predicted_step_ns / 1e6:.3f} ms",
             f"ops        {last.matched} matched to the plan's kernels, {last.unmatched} not in the captured graph "
             f"(charged by their operands' places)",
-            f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools, "
-            f"{last.wait_unmatched_ns / 1e6:.3f} ms of it on ops not in the captured graph",
+            f"waits      {last.wait_ns / 1e6:.3f} ms per step charged by the emulated pools: the graph's ops "
+            f"{(last.wait_ns - last.wait_unmatched_ns) / 1e6:.3f} ms (the plan charges its kernels "
+            f"{self.planned_waits_ns[0] / 1e6:.3f} ms), ops not in the captured graph "
+            f"{last.wait_unmatched_ns / 1e6:.3f} ms (the plan charges its kernels torch runs no graph op for "
+            f"{self.planned_waits_ns[1] / 1e6:.3f} ms: the optimizer's updates among them)",
             f"moves      {last.moves} per step: {last.routed} carried a saved activation into its pool's memory, "
             f"{last.moves - last.routed} copied as many scratch bytes (a tensor not saved for backward, a view, or "
             f"memory not bound; {last.unrouted} saved view(s) left in torch's storage)",

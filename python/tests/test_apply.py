@@ -112,6 +112,20 @@ class Apply(unittest.TestCase):
         s = slow.records[-1]
         self.assertGreater(s.wait_unmatched_ns, 0, slow.unmatched_ops)
         self.assertLess(s.wait_unmatched_ns, s.wait_ns)
+        # The hook charges a graph op for torch's operands by placer's formula: where the
+        # op is one kernel of placer's with the same operands (a convolution without a
+        # bias, a relu, batch norm), it is charged what placer's executor charges that
+        # kernel under the plan. (A convolution with a bias is two of placer's kernels.)
+        hook_waits, plan_waits = slow.tracker.step_waits(), slow.placement.planned_waits_ns()
+        step_of = {n: i for i, n in enumerate(slow.placement.schedule())}
+        same = {step_of[k["nodes"][0]] for k in slow.cap.kernels if len(k["nodes"]) == 1 and k["target"] in (
+            "aten.convolution.default", "aten.relu.default", "aten._native_batch_norm_legit_functional.default")}
+        self.assertGreaterEqual(len(same), 4)
+        for step in same:
+            self.assertGreater(plan_waits[step], 0)
+            self.assertAlmostEqual(hook_waits[step], plan_waits[step], delta=1e-9 * plan_waits[step])
+        self.assertGreater(slow.planned_waits_ns[1], 0)  # the optimizer's updates
+        self.assertIn(f"(the plan charges its kernels {slow.planned_waits_ns[0] / 1e6:.3f} ms)", slow.report())
         self.assertIn("EMULATED", placed.report())
         # The step ran on the heap the profile times ops on (heap.py).
         self.assertIn("heap       C heap held steady", placed.report())

@@ -6,6 +6,7 @@
 
 use crate::ModelError;
 use placer_exec::ExecPlan;
+use placer_ir::ops::node_traffic;
 use placer_ir::{Model, TensorId};
 use placer_pools::PoolSet;
 use placer_solve::{MoveKind, Plan};
@@ -153,6 +154,30 @@ impl Placement {
     #[getter]
     fn strategy(&self) -> String {
         self.plan.provenance.strategy.to_string()
+    }
+
+    /// What the emulated pools charge each of the plan's kernels, step by step, for its
+    /// operands as the model counts their traffic (`placer_ir::ops::node_traffic`), at
+    /// the plan's time for the kernel: the waits placer's executor charges this plan. The
+    /// op hook charges torch's ops for torch's operands instead; the two are set side by
+    /// side per kernel (`Placed.report`). Exact for the additive wait model; the overlap
+    /// model hides reads behind the kernel's DRAM time, which the plan's time overstates.
+    fn planned_waits_ns(&self) -> Vec<f64> {
+        let schedule = self.model.schedule();
+        schedule
+            .iter()
+            .enumerate()
+            .map(|(step, &n)| {
+                let traffic = node_traffic(&self.model, n);
+                let kernel_ns = self.plan.kernels.get(step).map_or(0.0, |k| k.time_ns);
+                self.exec.kernel_wait_ns(
+                    &self.pools,
+                    traffic.iter().map(|(t, tr)| (*t, tr.read, tr.written)),
+                    step,
+                    kernel_ns,
+                )
+            })
+            .collect()
     }
 
     /// Predicted DRAM bytes in use at each step.
