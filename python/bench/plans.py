@@ -48,6 +48,9 @@ def main() -> None:
             top = max(c.peaks)
             peak = f"{top[0] / 2**20:.1f} MiB ({top[1] / 2**20:.1f})"
         print(f"| {c.label} | {m:.1f} ± {d:.1f} | {m / base:.3f}× | {pred} | {err} | {peak} |")
+    print("\neach timed step, ms, in the order run:")
+    for c in cs:
+        print(f"  {c.label}: {' '.join(f'{t * 1e3:.0f}' for t in c.times)}")
     print(f"\nlosses identical across contenders, every step of every round: "
           f"{all(c.losses == cs[0].losses for c in cs)}")
     all_dram = Path(a.work) / "plan-all-dram.json"
