@@ -14,20 +14,14 @@ import collections
 import json
 from pathlib import Path
 
-import torch
-
-from side_by_side import Contender, build, work_args
+from side_by_side import Contender, given_plans
 
 
 def main() -> None:
-    ap = work_args()
-    ap.add_argument("plans", nargs="+")
-    a = ap.parse_args()
-    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
-    model, data = build(a.model, a.batch)
+    a, mpath, model, data, loss_fn = given_plans(several=True)
     placer_op = {n["name"]: n["op"] for n in json.loads(mpath.read_text())["nodes"]}
     for plan in a.plans:
-        c = Contender(plan, model, data, torch.nn.CrossEntropyLoss(), Path(plan), mpath)
+        c = Contender(plan, model, data, loss_fn, Path(plan), mpath)
         c.round(2)
         placed = c.placed
         charged, formula = placed.tracker.step_waits(), placed.placement.planned_waits_ns()

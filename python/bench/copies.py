@@ -28,7 +28,7 @@ import torch
 
 from placer_torch import _core
 from placer_torch import moves as _MOVES
-from side_by_side import Contender, floor, in_order, med_mad, one_plan
+from side_by_side import Contender, floor, in_order, med_mad, given_plans
 
 
 def _no_memcpy(dst, src, extra_ns):
@@ -52,7 +52,7 @@ def _cached_memcpy(dst, src, extra_ns):
 
 
 def main() -> None:
-    a, mpath, model, data, loss_fn = one_plan()
+    a, mpath, model, data, loss_fn = given_plans()
     plain = floor(model, data, loss_fn)
     planned = Contender("the plan", model, data, loss_fn, Path(a.plan), mpath)
     bare = Contender("the plan, background copies without their memcpy", model, data, loss_fn, Path(a.plan), mpath)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from placer_torch import moves as _MOVES
 
-from side_by_side import Contender, in_order, med_mad, one_plan
+from side_by_side import Contender, in_order, med_mad, given_plans
 
 
 
@@ -93,7 +93,7 @@ class Traced:
 
 
 def main() -> None:
-    a, mpath, model, data, loss_fn = one_plan()
+    a, mpath, model, data, loss_fn = given_plans()
     plain = Contender("torch, all in DRAM (A)", model, data, loss_fn)
     runs = [Traced(Contender(f"the plan, {how}", model, data, loss_fn, Path(a.plan), mpath), how == "pinned")
             for how in ("unpinned", "pinned")]

@@ -18,18 +18,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
-
-from side_by_side import EXCESS_HEAD, Contender, build, excess_row, floor, in_order, med_mad, work_args
+from side_by_side import EXCESS_HEAD, Contender, excess_row, floor, given_plans, in_order, med_mad
 
 
 def main() -> None:
-    ap = work_args()
-    ap.add_argument("plans", nargs="+")
-    a = ap.parse_args()
-    mpath = Path(a.work) / f"{a.model}-b{a.batch}.json"
-    model, data = build(a.model, a.batch)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    a, mpath, model, data, loss_fn = given_plans(several=True)
     cs = floor(model, data, loss_fn) + [Contender(p, model, data, loss_fn, Path(p), mpath) for p in a.plans]
     for r in range(a.rounds):
         for c in in_order(cs, r):

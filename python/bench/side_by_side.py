@@ -143,12 +143,16 @@ def work_args() -> argparse.ArgumentParser:
     return ap
 
 
-def one_plan() -> tuple:
-    """A script on one plan of a `--rounds 0 --work DIR` directory (copies.py,
-    move_trace.py): its arguments, the captured model's path, and the bench's model,
-    batch and loss."""
+def given_plans(several: bool = False) -> tuple:
+    """A script on one plan (copies.py, move_trace.py) or, with `several`, on several
+    (plans.py, charges.py) of a `--rounds 0 --work DIR` directory: its arguments (the
+    plan as `plan`, or the plans as `plans`), the captured model's path, and the bench's
+    model, batch and loss."""
     ap = work_args()
-    ap.add_argument("plan")
+    if several:
+        ap.add_argument("plans", nargs="+")
+    else:
+        ap.add_argument("plan")
     a = ap.parse_args()
     model, data = build(a.model, a.batch)
     return a, Path(a.work) / f"{a.model}-b{a.batch}.json", model, data, nn.CrossEntropyLoss()
