@@ -25,11 +25,9 @@ def main() -> None:
         c.round(2)
         placed = c.placed
         charged, formula = placed.tracker.step_waits(), placed.placement.planned_waits_ns()
-        schedule = placed.placement.schedule()
-        step_of = {n: i for i, n in enumerate(schedule)}
-        op_at = {step_of[n]: k["target"] for k in placed.cap.kernels for n in k["nodes"]}
+        op_at = placed.graph_op_at
         by = collections.defaultdict(lambda: [0, 0.0, 0.0])
-        for s, node in enumerate(schedule):
+        for s, node in enumerate(placed.placement.schedule()):
             row = by[op_at[s] if s in op_at else f"(no graph op in torch) {placer_op[node]}"]
             row[0] += 1
             row[1] += charged[s]

@@ -28,7 +28,7 @@ import torch
 
 from placer_torch import _core
 from placer_torch import moves as _MOVES
-from side_by_side import Contender, floor, in_order, med_mad, given_plans
+from side_by_side import Contender, floor, given_plans, in_order, med_mad
 
 
 def _no_memcpy(dst, src, extra_ns):

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from placer_torch import moves as _MOVES
 
-from side_by_side import Contender, in_order, med_mad, given_plans
+from side_by_side import Contender, given_plans, in_order, med_mad
 
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+from pathlib import Path
 
 from placer_torch import _core
 
@@ -26,11 +27,11 @@ def main() -> None:
     ap.add_argument("plan")
     ap.add_argument("all_dram")
     a = ap.parse_args()
-    plan, dram = (json.load(open(p))["kernels"] for p in (a.plan, a.all_dram))
+    plan, dram = (json.loads(Path(p).read_text())["kernels"] for p in (a.plan, a.all_dram))
     if [k["node"] for k in plan] != [k["node"] for k in dram]:
         raise SystemExit("waits.py: the two plans are not of one schedule")
     formula = _core.Placement(a.model, a.plan).planned_waits_ns()
-    op_of = {n["name"]: n["op"] for n in json.load(open(a.model))["nodes"]}
+    op_of = {n["name"]: n["op"] for n in json.loads(Path(a.model).read_text())["nodes"]}
     by = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0, collections.Counter()])
     for k, d, w in zip(plan, dram, formula):
         if w == 0 and k["time_ns"] == d["time_ns"]:

@@ -133,11 +133,13 @@ class Placed:
         # as placer's executor waits, where the hook charges torch's ops for torch's: for
         # the kernels torch runs an op of the captured graph for, and for the rest (the
         # optimizer's updates, which eager torch runs as ops outside the graph).
-        in_torch = {step_of[n] for k in self.cap.kernels for n in k["nodes"]}
+        #: step -> the captured graph's torch op that runs that step's kernel (several
+        #: steps may share one op: a convolution with a bias is two of placer's kernels)
+        self.graph_op_at = {step_of[n]: k["target"] for k in self.cap.kernels for n in k["nodes"]}
         planned = self.placement.planned_waits_ns()
         #: (the graph's kernels, the rest) ns
-        self.planned_waits_ns = (sum(w for s, w in enumerate(planned) if s in in_torch),
-                                 sum(w for s, w in enumerate(planned) if s not in in_torch))
+        self.planned_waits_ns = (sum(w for s, w in enumerate(planned) if s in self.graph_op_at),
+                                 sum(w for s, w in enumerate(planned) if s not in self.graph_op_at))
         self.kernels = []
         for k in self.cap.kernels:
             shape = tuple(k["shapes"][0]) if k["shapes"] and k["shapes"][0] is not None else None
