@@ -58,8 +58,13 @@ def main() -> None:
     bare = Contender("the plan, background copies without their memcpy", model, data, loss_fn, Path(a.plan), mpath)
     cached = Contender("the plan, background memcpys over two 16 MiB buffers", model, data, loss_fn, Path(a.plan),
                        mpath)
-    cs = plain + [planned, bare, cached]
-    copy_of = {bare: _no_memcpy, cached: _cached_memcpy}
+    # The same two in the arrangement the profile calibrates in and placer's executor
+    # runs: the step's thread pinned to its core, the copy thread kept off it.
+    pinned = Contender("the plan, pinned", model, data, loss_fn, Path(a.plan), mpath, pin=True)
+    pinned_bare = Contender("the plan, pinned, background copies without their memcpy", model, data, loss_fn,
+                            Path(a.plan), mpath, pin=True)
+    cs = plain + [planned, bare, cached, pinned, pinned_bare]
+    copy_of = {bare: _no_memcpy, cached: _cached_memcpy, pinned_bare: _no_memcpy}
     for r in range(a.rounds):
         for c in in_order(cs, r):
             patch = mock.patch.object(_MOVES, "_copy_beside", copy_of[c]) if c in copy_of else contextlib.nullcontext()
@@ -82,8 +87,10 @@ def main() -> None:
         print(f"| {c.label} | {m:.1f} ± {d:.1f} | {m / base:.3f}× | {waited} | {inline} |")
     mp, mb = med_mad([t * 1e3 for t in planned.times])[0], med_mad([t * 1e3 for t in bare.times])[0]
     mc = med_mad([t * 1e3 for t in cached.times])[0]
+    pp, pb = (med_mad([t * 1e3 for t in c.times])[0] for c in (pinned, pinned_bare))
     print(f"\nthe copies' memcpy cost the step {mp - mb:.1f} ms (the plan against the plan without it); "
           f"as many bytes over cached buffers cost it {mc - mb:.1f} ms; "
+          f"pinned, the memcpy cost it {pp - pb:.1f} ms; "
           f"A against A′: {med_mad([t * 1e3 for t in cs[1].times])[0] - base:+.1f} ms")
     print(f"losses of A, A′ and the plan identical, every step of every round: "
           f"{all(c.losses == cs[0].losses for c in cs[:3])}")

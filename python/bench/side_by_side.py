@@ -84,12 +84,12 @@ def placer(bin_: str, *args, env=None) -> str:
 class Contender:
     """One way of running the step, with its own copy of the starting weights."""
 
-    def __init__(self, label, model, batch, loss_fn, plan=None, model_path=None):
+    def __init__(self, label, model, batch, loss_fn, plan=None, model_path=None, pin=False):
         self.label = label
         self.model = copy.deepcopy(model)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.batch, self.loss_fn = batch, loss_fn
-        self.placed = placer_torch.apply(self.model, self.opt, model_path, plan) if plan else None
+        self.placed = placer_torch.apply(self.model, self.opt, model_path, plan, pin=pin) if plan else None
         self.times, self.losses, self.peaks = [], [], []
         #: apply's record of each timed step
         self.records = []
