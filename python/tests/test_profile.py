@@ -219,14 +219,25 @@ class Profile(unittest.TestCase):
 
         ck = Path(self.dir.name) / "with-step"
         r = placer_torch.profile(self.path, ck, rounds=1, progress=False, step=step)
-        # Two warm-up steps, then at least nine timed, each beside a step of the kernels.
-        self.assertGreaterEqual(calls["n"], 11)
+        # Two warm-up steps, then at least nine timed, each beside a step of the kernels,
+        # and as many again beside a copy thread (there is a pool to copy to).
+        self.assertGreaterEqual(calls["n"], 20)
         self.assertGreater(r["whole_step_ns"], 0)
         self.assertIsNotNone(r["step_overhead_ns"])
+        self.assertGreaterEqual(r["copy_loss_ns_per_byte"], 0.0)
+        self.assertGreater(r["memcpy_beside_ns_per_byte"], 0.0)
         out = placer("solve", str(self.path), "--budget", "50%", "--profile", r["checkpoint"], "-o",
                      str(Path(self.dir.name) / "plan-step.json"), env=self.env)
         line = next(ln for ln in out.splitlines() if ln.strip().startswith("step overhead"))
         self.assertIn("whole steps of the user's own training loop", line)
+        # The copies' charge takes its level from the step beside the copy thread, and a
+        # copy takes at least its memcpy there.
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith("copy beside a kernel"))
+        self.assertIn("scaled", line)
+        self.assertIn(f"{r['copy_loss_ns_per_byte']:.3f} ns per byte copied", line)
+        plan = json.loads((Path(self.dir.name) / "plan-step.json").read_text())
+        slow = [v for row in plan["move_ns_per_byte"] for v in row if v > 0]
+        self.assertTrue(all(v >= r["memcpy_beside_ns_per_byte"] - 1e-12 for v in slow), (slow, r))
         # Without a step, the profile says what it lacks.
         out = placer("solve", str(self.path), "--budget", "50%", "--profile", self.result["checkpoint"], "-o",
                      str(Path(self.dir.name) / "plan-nostep.json"), env=self.env)

@@ -291,7 +291,17 @@ fn header(
             let (slo, shi) = range(|k| k.interference_share);
             (
                 format!("{:.0}-{:.0} µs by op", lo / 1e3, hi / 1e3),
-                format!("{slo:.2}-{shi:.2} by op and signature; both measured by the profile"),
+                match costs.copy_level {
+                    Some(l) if l.factor.is_finite() => format!(
+                        "{slo:.2}-{shi:.2} by op and signature, measured by the profile and scaled ×{:.2} to what its framework's whole step lost beside a copy thread, {:.3} ns per byte copied (the shares charged {:.3})",
+                        l.factor, l.loss_ns_per_byte, l.charged_ns_per_byte
+                    ),
+                    Some(l) => format!(
+                        "{shi:.2} for every kernel: the profile's shares charged nothing, so one share is scaled to what its framework's whole step lost beside a copy thread, {:.3} ns per byte copied",
+                        l.loss_ns_per_byte
+                    ),
+                    None => format!("{slo:.2}-{shi:.2} by op and signature; both measured by the profile"),
+                },
             )
         } else {
             let reason = "not measured: the profile has no interference calibration";

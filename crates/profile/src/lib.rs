@@ -24,11 +24,12 @@ pub use record::codec::{
 };
 pub use record::mismatch::{RESUME, Sides, differences, mismatch};
 pub use record::{
-    ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, Design, DesignRecord, DesignSpec, DesignSummary, FORMAT_NAME,
-    FORMAT_VERSION, FamilyVerdict, Fit, IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel, Interference,
-    KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode, OpInterference, PRECISION_FLOOR_NS, PinRule,
-    PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE, RoundCheck, Shard, ShardSource,
-    SignatureInterference, StepOverhead, Steps, ValidationPoint, merge as merge_measurements,
+    ActivitySample, CHECK_KERNEL_NS, CHECK_MIN_PAIRS, CopiesBesideSteps, Design, DesignRecord, DesignSpec,
+    DesignSummary, FORMAT_NAME, FORMAT_VERSION, FamilyVerdict, Fit, IN_SITU_FORMAT, IN_SITU_VERSION, InSitu,
+    InSituKernel, Interference, KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode, OpInterference,
+    PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE,
+    RoundCheck, Shard, ShardSource, SignatureInterference, StepOverhead, Steps, ValidationPoint,
+    merge as merge_measurements,
 };
 
 // What to measure, and in which passes.

@@ -27,12 +27,23 @@
 //! kernel's median time in the woken steps. The solver adds it to every plan's
 //! predicted step. It does not depend on where tensors are, so it changes no plan, only
 //! how long each is predicted to take. The parts are kept apart for the record.
+//!
+//! Another framework's whole steps are timed a third way too, with a copy thread
+//! memcpying beside them ([`CopiesBesideSteps`]): what the framework's own step loses per
+//! byte a background copy moves, in the arrangement its plans run in (no thread pinned;
+//! the framework's threads, dispatch and interpreter between the kernels). The
+//! interference calibration times kernels one at a time, pinned as placer's executor runs
+//! them; the solver keeps its shares by op and takes their level from this figure.
 
 use crate::ProfileError;
-use crate::record::StepOverhead;
+use crate::record::{CopiesBesideSteps, StepOverhead};
 use placer_exec::{ExecPlan, PlanExecutor, PoolAssignment, SharedRunner, Stats};
 use placer_ir::Model;
-use placer_pools::PoolSet;
+use placer_pools::{CopyCores, PoolSet};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// Untimed steps first: the arena's pages faulted in, caches in a step's state.
@@ -48,9 +59,25 @@ const TARGET_NS: f64 = 3e9;
 /// averages out within a step, and nine of each would cost a profile six minutes.
 const LONG_STEP_NS: f64 = 5e9;
 const MIN_LONG_STEPS: usize = 3;
+/// The same where the steps are also timed beside a copy thread: the loss is the
+/// difference of two medians, each ±2-5% of a step on this project's VM, against a loss
+/// of 5-20% of it.
+const MIN_LONG_STEPS_BESIDE_COPIES: usize = 5;
+
+/// The paced copy thread's share of time spent copying: a plan that moves its tensors
+/// in the background copies for about a tenth of its step (ResNet-50 b32 at a quarter of
+/// its peak in DRAM: 3.5 GB a 4.4 s step, about 0.5 s of memcpy).
+const DUTY: f64 = 0.125;
+/// One memcpy of the paced thread: a few ms, as a plan's larger copies take.
+const CHUNK: usize = 16 << 20;
+/// Each of the paced thread's two buffers: twice the largest last-level cache this project
+/// has met, so that its copies stream from and to memory, as a plan's do.
+const STREAM_BUFFER: usize = 512 << 20;
 
 /// Times whole steps of `model` in placement `base` on `pools`, as `placer run` runs a
-/// plan, and returns what they cost beyond their kernels' medians.
+/// plan, and returns what they cost beyond their kernels' medians. With `copies` and
+/// another framework's kernels, its whole steps are also timed beside a paced copy
+/// thread ([`CopiesBesideSteps`]).
 ///
 /// With another framework's kernels (`runner`), the steps' wall time is the framework's
 /// own training step ([`KernelRunner::whole_step`]), and the kernels' medians are its
@@ -65,6 +92,7 @@ pub fn measure(
     base: &PoolAssignment,
     seed: u64,
     runner: Option<&SharedRunner>,
+    copies: bool,
 ) -> Result<Option<StepOverhead>, ProfileError> {
     let started = Instant::now();
     let plan = ExecPlan::resident(model, base, pools.pools().len());
@@ -84,19 +112,29 @@ pub fn measure(
             }
         }
     }
-    let least = if first_ns >= LONG_STEP_NS { MIN_LONG_STEPS } else { MIN_STEPS };
+    let least = match (first_ns >= LONG_STEP_NS, runner.is_some() && copies) {
+        (true, false) => MIN_LONG_STEPS,
+        // The copies' loss is a difference of two medians, each of a few steps.
+        (true, true) => MIN_LONG_STEPS_BESIDE_COPIES,
+        (false, _) => MIN_STEPS,
+    };
     let steps = ((TARGET_NS / first_ns.max(1.0)) as usize).clamp(least, MAX_STEPS);
     let kernels = model.schedule().len();
     let mut per_kernel: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let mut woken: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let (mut walls, mut sums) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
+    let mut stream = match runner {
+        Some(_) if copies => Some(PacedCopies::new()),
+        _ => None,
+    };
+    let (mut beside, mut copied, mut memcpy) = (Vec::new(), Vec::new(), Vec::new());
     let record = |to: &mut Vec<Vec<f64>>, times: &[f64]| {
         for (k, &ns) in to.iter_mut().zip(times) {
             k.push(ns);
         }
     };
     // Alternating, so drift in the host's speed falls on both kinds alike.
-    for _ in 0..steps {
+    for i in 0..steps {
         exec.set_warm_pool(false);
         let times = exec.step()?;
         record(&mut per_kernel, &times.kernel_ns);
@@ -107,7 +145,32 @@ pub fn measure(
             Some(r) => {
                 record(&mut woken, &times.kernel_ns);
                 let reason = || ProfileError::WholeStep { reason: "the runner stopped timing whole steps".into() };
-                walls.push(whole(r)?.ok_or_else(reason)?);
+                // With and without the copies in turn first (ABBA), as the host drifts.
+                let mut plain = || -> Result<(), ProfileError> {
+                    walls.push(whole(r)?.ok_or_else(reason)?);
+                    Ok(())
+                };
+                match stream.as_mut() {
+                    Some(stream) => {
+                        let mut paced = || -> Result<(), ProfileError> {
+                            stream.start()?;
+                            let ns = whole(r);
+                            let (bytes, copy_ns) = stream.stop()?;
+                            beside.push(ns?.ok_or_else(reason)?);
+                            copied.push(bytes as f64);
+                            memcpy.push(copy_ns / (bytes as f64).max(1.0));
+                            Ok(())
+                        };
+                        if i % 2 == 0 {
+                            plain()?;
+                            paced()?;
+                        } else {
+                            paced()?;
+                            plain()?;
+                        }
+                    }
+                    None => plain()?,
+                }
             }
             None => {
                 walls.push(times.wall_ns);
@@ -125,5 +188,81 @@ pub fn measure(
         kernel_medians_ns: per_kernel.iter().map(|k| median(k)).sum(),
         woken_kernel_medians_ns: woken.iter().map(|k| median(k)).sum(),
         seconds: started.elapsed().as_secs_f64(),
+        copies: stream.map(|_| CopiesBesideSteps {
+            steps: beside.len() as u32,
+            wall_ns: median(&beside),
+            bytes: median(&copied),
+            memcpy_ns_per_byte: median(&memcpy),
+            duty: DUTY,
+        }),
     }))
+}
+
+/// A copy thread that memcpys [`CHUNK`]s between two buffers of its own for [`DUTY`] of
+/// its time, sleeping the rest, from [`PacedCopies::start`] to [`PacedCopies::stop`].
+/// It runs on any core of the process, as a framework's plan copies (`placer_torch`'s
+/// copy thread is not pinned). The buffers live between runs.
+struct PacedCopies {
+    buffers: Option<(Vec<u8>, Vec<u8>)>,
+    running: Option<(Arc<AtomicBool>, JoinHandle<Copied>)>,
+}
+
+impl PacedCopies {
+    fn new() -> PacedCopies {
+        PacedCopies { buffers: None, running: None }
+    }
+
+    /// Starts the thread; the first start allocates and faults in the buffers, untimed by
+    /// the caller's step.
+    fn start(&mut self) -> Result<(), ProfileError> {
+        // Both filled, so every page is faulted in before any step is timed: a zeroed
+        // vector's pages fault on the first copy into them, and beside torch's ResNet-50
+        // step those faults held the copies to 0.3 GB/s.
+        let (src, mut dst) =
+            self.buffers.take().unwrap_or_else(|| (vec![1u8; STREAM_BUFFER], vec![2u8; STREAM_BUFFER]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("placer-paced-copies".into())
+            .spawn(move || {
+                CopyCores::of_this_process().keep_off(None);
+                let (mut at, mut bytes, mut copy_ns) = (0, 0u64, 0.0);
+                while !stopped.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    let n = CHUNK.min(src.len() - at);
+                    dst[at..at + n].copy_from_slice(&src[at..at + n]);
+                    black_box(&mut dst[at..at + n]);
+                    at = (at + n) % src.len();
+                    bytes += n as u64;
+                    let took = t.elapsed();
+                    copy_ns += took.as_nanos() as f64;
+                    std::thread::sleep(took.mul_f64(1.0 / DUTY - 1.0));
+                }
+                Copied { bytes, copy_ns, buffers: (src, dst) }
+            })
+            .map_err(|e| ProfileError::WholeStep { reason: format!("cannot start a copy thread: {e}") })?;
+        self.running = Some((stop, thread));
+        Ok(())
+    }
+
+    /// Stops the thread and says how many bytes it copied, and in how long (ns) of
+    /// memcpy.
+    fn stop(&mut self) -> Result<(u64, f64), ProfileError> {
+        let (stop, thread) = self.running.take().ok_or_else(|| gone("was not started"))?;
+        stop.store(true, Ordering::Relaxed);
+        let copied = thread.join().map_err(|_| gone("panicked"))?;
+        self.buffers = Some(copied.buffers);
+        Ok((copied.bytes, copied.copy_ns))
+    }
+}
+
+/// What a run of the paced thread did, and its buffers back.
+struct Copied {
+    bytes: u64,
+    copy_ns: f64,
+    buffers: (Vec<u8>, Vec<u8>),
+}
+
+fn gone(what: &str) -> ProfileError {
+    ProfileError::WholeStep { reason: format!("the copy thread beside whole steps {what}") }
 }

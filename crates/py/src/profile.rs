@@ -183,6 +183,9 @@ pub fn profile<'py>(
     let overhead = outcome.profile.step_overhead.as_ref();
     d.set_item("step_overhead_ns", overhead.map(|o| o.step_ns()))?;
     d.set_item("whole_step_ns", overhead.map(|o| o.wall_ns))?;
+    // The same step beside a copy thread, where there is a pool to copy to.
+    d.set_item("copy_loss_ns_per_byte", overhead.and_then(|o| o.copy_loss_ns_per_byte()))?;
+    d.set_item("memcpy_beside_ns_per_byte", overhead.and_then(|o| o.copies.as_ref()).map(|c| c.memcpy_ns_per_byte))?;
     Ok(d)
 }
 

@@ -74,6 +74,15 @@ pub fn solve_inputs(
             costs = costs.with_interference(model, calibration);
             pools =
                 pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
+            // Another framework's step beside a copy thread: the level of the charge, and
+            // how long a copy takes there.
+            let overhead = p.step_overhead.as_ref();
+            if let (Some(loss), Some(beside)) =
+                (overhead.and_then(|o| o.copy_loss_ns_per_byte()), overhead.and_then(|o| o.copies.as_ref()))
+            {
+                costs = costs.with_copy_level(loss, calibration.memcpy_ns_per_byte);
+                pools = pools.with_memcpy_beside(beside.memcpy_ns_per_byte);
+            }
         }
     }
     Ok(SolveInputs { pools, costs, pins, profile })

@@ -30,7 +30,7 @@ mod two_lm;
 pub use baselines::Baseline;
 pub use budget::{Budget, BudgetError};
 pub use check::{CheckReport, check};
-pub use cost::{CostModel, Costs, KernelCost, TimeSource, UNCALIBRATED_SHARE};
+pub use cost::{CopyLevel, CostModel, Costs, KernelCost, TimeSource, UNCALIBRATED_SHARE};
 pub use driver::{Candidate, SolveRequest, SolveResult, baselines, solve};
 pub use execute::exec_plan;
 pub use ilp::{Formulation, IlpOptions, IlpOutcome, LagrangianReport, ModelSize, WindowReport, solve as solve_ilp};

@@ -135,6 +135,22 @@ impl SolvePools {
         self
     }
 
+    /// These pools with every copy to or from an emulated pool taking at least
+    /// `ns_per_byte`: a memcpy's time beside another framework's step (its profile's
+    /// `placer_profile::CopiesBesideSteps`), slower than alone. A background copy takes
+    /// its memcpy, then sleeps what the device model charges beyond it, so the longer of
+    /// the two is the copy's time; the probe times it on an idle host.
+    pub fn with_memcpy_beside(mut self, ns_per_byte: f64) -> SolvePools {
+        for (i, from) in self.pools.iter().enumerate() {
+            for (j, to) in self.pools.iter().enumerate() {
+                if i != j && (from.emulated_as.is_some() || to.emulated_as.is_some()) && ns_per_byte.is_finite() {
+                    self.move_ns_per_byte[i][j] = self.move_ns_per_byte[i][j].max(ns_per_byte);
+                }
+            }
+        }
+        self
+    }
+
     pub fn len(&self) -> usize {
         self.pools.len()
     }
@@ -158,5 +174,37 @@ impl SolvePools {
 
     pub fn any_emulated(&self) -> bool {
         self.pools.iter().any(|p| p.emulated_as.is_some())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// DRAM and an emulated pool, copies measured at 0.2 ns/B one way and 0.4 the other.
+    pub(crate) fn two_pools() -> SolvePools {
+        let pool = |name: &str, kind, emulated_as: Option<&str>| PoolFigures {
+            name: name.into(),
+            kind,
+            capacity: 1 << 30,
+            emulated_as: emulated_as.map(str::to_string),
+            read_gbps: 10.0,
+            write_gbps: 10.0,
+            source: "test".into(),
+        };
+        SolvePools {
+            pools: vec![pool("dram", PoolKind::Dram, None), pool("pmem", PoolKind::Pmem, Some("optane-dcpmm"))],
+            move_ns_per_byte: vec![vec![0.0, 0.4], vec![0.2, 0.0]],
+            moves_measured: true,
+            copy_cpu_ns_per_byte: vec![vec![0.0, 0.1], vec![0.1, 0.0]],
+            memcpy_source: "test".into(),
+        }
+    }
+
+    #[test]
+    fn a_copy_beside_a_framework_step_takes_at_least_its_memcpy_there() {
+        let pools = two_pools().with_memcpy_beside(0.3);
+        assert_eq!(pools.move_ns_per_byte, vec![vec![0.0, 0.4], vec![0.3, 0.0]], "the slower of the two");
+        assert_eq!(pools.copy_cpu_ns_per_byte, two_pools().copy_cpu_ns_per_byte, "CPU time stays the memcpy's alone");
     }
 }

@@ -218,7 +218,11 @@ pub fn run_to_checkpoint(
         drop(runner.take());
         let base = base_placement(model, &plan.pins);
         let foreign = runner_of(plan);
-        if let Some(overhead) = overhead::measure(model, &pools, &base, plan.header.protocol.seed, foreign.as_ref())? {
+        // Copies beside the framework's step where the interference calibration measures
+        // what copies cost: their charge takes its level from them.
+        let copies = calibrates_interference(&plan.header);
+        let seed = plan.header.protocol.seed;
+        if let Some(overhead) = overhead::measure(model, &pools, &base, seed, foreign.as_ref(), copies)? {
             profile.wall_seconds += overhead.seconds;
             profile.step_overhead = Some(overhead);
             checkpoint::save(path, &profile)?;

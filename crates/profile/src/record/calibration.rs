@@ -101,9 +101,42 @@ pub struct StepOverhead {
     pub woken_kernel_medians_ns: f64,
     /// How long the measurement took, s.
     pub seconds: f64,
+    /// The framework's whole steps again, with a copy thread memcpying beside them
+    /// (another framework's step only, on a host with a pool to copy to).
+    pub copies: Option<CopiesBesideSteps>,
+}
+
+/// Another framework's whole step with a copy thread memcpying beside it, as a plan's
+/// copies run in that framework: the thread unpinned, paced to copy a fixed share of the
+/// time, from and to memory. Its kernels are timed alone by the interference
+/// calibration, pinned as placer's executor runs them; a framework's step puts its own
+/// threads, dispatch and interpreter between them, and on this project's VM torch's step
+/// lost 2-3× what the calibration charged the same copies.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CopiesBesideSteps {
+    /// Timed steps, alternating with [`StepOverhead`]'s.
+    pub steps: u32,
+    /// The median step's wall time with the copies, ns.
+    pub wall_ns: f64,
+    /// The median bytes copied in a step.
+    pub bytes: f64,
+    /// The median over steps of the copies' memcpy time per byte beside the step: how
+    /// long a copy takes there, where the interference calibration's
+    /// `memcpy_ns_per_byte` is its time alone.
+    pub memcpy_ns_per_byte: f64,
+    /// The copy thread's pacing: the share of its time it copies, sleeping the rest.
+    pub duty: f64,
 }
 
 impl StepOverhead {
+    /// What the framework's step lost per byte a copy thread moved beside it, ns/B (at 0
+    /// at least: noise can make the difference negative); `None` where it was not
+    /// measured.
+    pub fn copy_loss_ns_per_byte(&self) -> Option<f64> {
+        let c = self.copies.as_ref()?;
+        Some(((c.wall_ns - self.wall_ns) / c.bytes.max(1.0)).max(0.0))
+    }
+
     /// What a step costs beyond the sum of its kernels' medians, ns: the figure the
     /// solver adds to every plan's step.
     pub fn step_ns(&self) -> f64 {

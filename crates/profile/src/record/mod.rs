@@ -12,7 +12,9 @@ pub(crate) mod mismatch;
 mod pins;
 mod screening;
 
-pub use calibration::{Interference, KernelPairs, OpInterference, SignatureInterference, StepOverhead};
+pub use calibration::{
+    CopiesBesideSteps, Interference, KernelPairs, OpInterference, SignatureInterference, StepOverhead,
+};
 pub use in_situ::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
 pub use pins::{PinRule, PinRuleTarget};
 pub use screening::{
@@ -50,7 +52,9 @@ pub const FORMAT_NAME: &str = "placer-profile";
 /// 19: the interference calibration measures a share of their own for the longest-running
 /// signatures ([`SignatureInterference`]); BERT-base's attention products were charged
 /// their op's share, about twice what a copy cost them.
-pub const FORMAT_VERSION: u32 = 19;
+/// 20: another framework's profile times its whole step beside a copy thread too
+/// ([`CopiesBesideSteps`]), which sets the level of its copies' charge.
+pub const FORMAT_VERSION: u32 = 20;
 
 /// One pool as the profile saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
