@@ -112,7 +112,11 @@ pub fn measure(
             }
         }
     }
-    let least = match (first_ns >= LONG_STEP_NS, runner.is_some() && copies) {
+    let mut stream = match runner {
+        Some(_) if copies => Some(PacedCopies::new()),
+        _ => None,
+    };
+    let least = match (first_ns >= LONG_STEP_NS, stream.is_some()) {
         (true, false) => MIN_LONG_STEPS,
         // The copies' loss is a difference of two medians, each of a few steps.
         (true, true) => MIN_LONG_STEPS_BESIDE_COPIES,
@@ -123,10 +127,6 @@ pub fn measure(
     let mut per_kernel: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let mut woken: Vec<Vec<f64>> = vec![Vec::with_capacity(steps); kernels];
     let (mut walls, mut sums) = (Vec::with_capacity(steps), Vec::with_capacity(steps));
-    let mut stream = match runner {
-        Some(_) if copies => Some(PacedCopies::new()),
-        _ => None,
-    };
     let (mut beside, mut copied, mut memcpy) = (Vec::new(), Vec::new(), Vec::new());
     let record = |to: &mut Vec<Vec<f64>>, times: &[f64]| {
         for (k, &ns) in to.iter_mut().zip(times) {
@@ -225,7 +225,8 @@ impl PacedCopies {
         let thread = std::thread::Builder::new()
             .name("placer-paced-copies".into())
             .spawn(move || {
-                CopyCores::of_this_process().keep_off(None);
+                // Onto every core the process may use (a thread starts on its parent's).
+                CopyCores::of_this_process();
                 let (mut at, mut bytes, mut copy_ns) = (0, 0u64, 0.0);
                 while !stopped.load(Ordering::Relaxed) {
                     let t = Instant::now();

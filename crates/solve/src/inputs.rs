@@ -76,9 +76,8 @@ pub fn solve_inputs(
                 pools.with_memcpy(calibration.memcpy_ns_per_byte, "measured by the profile's interference calibration");
             // Another framework's step beside a copy thread: the level of the charge, and
             // how long a copy takes there.
-            let overhead = p.step_overhead.as_ref();
-            if let (Some(loss), Some(beside)) =
-                (overhead.and_then(|o| o.copy_loss_ns_per_byte()), overhead.and_then(|o| o.copies.as_ref()))
+            if let Some(o) = &p.step_overhead
+                && let (Some(loss), Some(beside)) = (o.copy_loss_ns_per_byte(), &o.copies)
             {
                 costs = costs.with_copy_level(loss, calibration.memcpy_ns_per_byte);
                 pools = pools.with_memcpy_beside(beside.memcpy_ns_per_byte);

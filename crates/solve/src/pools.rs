@@ -124,12 +124,8 @@ impl SolvePools {
     /// These pools with `ns_per_byte` as a memcpy's time, measured by `source`, for
     /// every copy to or from an emulated pool.
     pub fn with_memcpy(mut self, ns_per_byte: f64, source: &str) -> SolvePools {
-        for (i, from) in self.pools.iter().enumerate() {
-            for (j, to) in self.pools.iter().enumerate() {
-                if i != j && (from.emulated_as.is_some() || to.emulated_as.is_some()) {
-                    self.copy_cpu_ns_per_byte[i][j] = ns_per_byte;
-                }
-            }
+        for (i, j) in self.emulated_pairs() {
+            self.copy_cpu_ns_per_byte[i][j] = ns_per_byte;
         }
         self.memcpy_source = source.to_string();
         self
@@ -141,14 +137,23 @@ impl SolvePools {
     /// its memcpy, then sleeps what the device model charges beyond it, so the longer of
     /// the two is the copy's time; the probe times it on an idle host.
     pub fn with_memcpy_beside(mut self, ns_per_byte: f64) -> SolvePools {
-        for (i, from) in self.pools.iter().enumerate() {
-            for (j, to) in self.pools.iter().enumerate() {
-                if i != j && (from.emulated_as.is_some() || to.emulated_as.is_some()) && ns_per_byte.is_finite() {
-                    self.move_ns_per_byte[i][j] = self.move_ns_per_byte[i][j].max(ns_per_byte);
-                }
+        if ns_per_byte.is_finite() {
+            for (i, j) in self.emulated_pairs() {
+                self.move_ns_per_byte[i][j] = self.move_ns_per_byte[i][j].max(ns_per_byte);
             }
         }
         self
+    }
+
+    /// Every (from, to) pair of distinct pools of which at least one is emulated: the
+    /// copies whose memcpy is a copy thread's, between DRAM buffers.
+    fn emulated_pairs(&self) -> Vec<(usize, usize)> {
+        let emulated = |p: usize| self.pools[p].emulated_as.is_some();
+        let n = self.pools.len();
+        (0..n)
+            .flat_map(|i| (0..n).map(move |j| (i, j)))
+            .filter(|&(i, j)| i != j && (emulated(i) || emulated(j)))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
