@@ -230,10 +230,11 @@ class Profile(unittest.TestCase):
                      str(Path(self.dir.name) / "plan-step.json"), env=self.env)
         line = next(ln for ln in out.splitlines() if ln.strip().startswith("step overhead"))
         self.assertIn("whole steps of the user's own training loop", line)
-        # The copies' charge takes its level from the step beside the copy thread, and a
-        # copy takes at least its memcpy there.
+        # The copies' charge is one share for every kernel, from the step beside the copy
+        # thread, and a copy takes at least its memcpy there.
         line = next(ln for ln in out.splitlines() if ln.strip().startswith("copy beside a kernel"))
-        self.assertIn("scaled", line)
+        self.assertIn("for every kernel", line)
+        self.assertIn("are set aside", line)
         self.assertIn(f"{r['copy_loss_ns_per_byte']:.3f} ns per byte copied", line)
         plan = json.loads((Path(self.dir.name) / "plan-step.json").read_text())
         slow = [v for row in plan["move_ns_per_byte"] for v in row if v > 0]

@@ -286,22 +286,20 @@ fn header(
                 .map(|k| f(k).max(0.0))
                 .fold((f64::INFINITY, 0.0f64), |(lo, hi), s| (lo.min(s), hi.max(s)))
         };
-        let (fixed, shares) = if costs.interference_calibrated {
+        let (fixed, shares) = if let Some(l) = costs.copy_level {
+            (
+                "nothing".to_string(),
+                format!(
+                    "{:.2} for every kernel: what its framework's whole step lost beside a copy thread, {:.3} ns per byte copied, over the memcpy alone; the calibration's shares, timed on kernels alone, would have charged {:.3} and are set aside",
+                    l.share, l.loss_ns_per_byte, l.calibrated_ns_per_byte
+                ),
+            )
+        } else if costs.interference_calibrated {
             let (lo, hi) = range(|k| k.interference_fixed_ns);
             let (slo, shi) = range(|k| k.interference_share);
             (
                 format!("{:.0}-{:.0} µs by op", lo / 1e3, hi / 1e3),
-                match costs.copy_level {
-                    Some(l) if l.factor.is_finite() => format!(
-                        "{slo:.2}-{shi:.2} by op and signature, measured by the profile and scaled ×{:.2} to what its framework's whole step lost beside a copy thread, {:.3} ns per byte copied (the shares charged {:.3})",
-                        l.factor, l.loss_ns_per_byte, l.charged_ns_per_byte
-                    ),
-                    Some(l) => format!(
-                        "{shi:.2} for every kernel: the profile's shares charged nothing, so one share is scaled to what its framework's whole step lost beside a copy thread, {:.3} ns per byte copied",
-                        l.loss_ns_per_byte
-                    ),
-                    None => format!("{slo:.2}-{shi:.2} by op and signature; both measured by the profile"),
-                },
+                format!("{slo:.2}-{shi:.2} by op and signature; both measured by the profile"),
             )
         } else {
             let reason = "not measured: the profile has no interference calibration";

@@ -124,18 +124,18 @@ pub struct Costs {
     pub copy_level: Option<CopyLevel>,
 }
 
-/// How [`Costs::with_copy_level`] rescaled the interference shares.
+/// The one share [`Costs::with_copy_level`] gave every kernel.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CopyLevel {
     /// What the framework's step lost per byte a copy thread moved beside it, ns/B.
     pub loss_ns_per_byte: f64,
-    /// What the shares charged per byte before, over the step's kernels: each kernel's
-    /// share weighted by its all-DRAM time (a copy paced through the step meets the
-    /// kernels in proportion to their time), times the memcpy's time alone, ns/B.
-    pub charged_ns_per_byte: f64,
-    /// `loss_ns_per_byte / charged_ns_per_byte`: what every share was multiplied by;
-    /// infinite where the shares charged nothing and every kernel got one share.
-    pub factor: f64,
+    /// `loss_ns_per_byte` over the memcpy's time alone: every kernel's share.
+    pub share: f64,
+    /// What the calibration's per-op shares and fixed parts would have charged per byte
+    /// (each kernel's share weighted by its all-DRAM time, as a copy paced through the
+    /// step meets the kernels in proportion to their time, times the memcpy's time
+    /// alone), ns/B: set aside, reported beside the loss.
+    pub calibrated_ns_per_byte: f64,
 }
 
 impl Costs {
@@ -213,15 +213,18 @@ impl Costs {
         self
     }
 
-    /// These costs with every kernel's interference share multiplied by one factor, so
-    /// that a copy paced through the step is charged `loss_ns_per_byte`: what another
-    /// framework's whole step lost per byte a copy thread moved beside it (its profile's
-    /// `placer_profile::CopiesBesideSteps`), where the shares were measured on kernels
-    /// timed one at a time, pinned as placer's executor runs them, against a memcpy of
-    /// `memcpy_ns_per_byte` alone. The shares keep their ratios by op; the framework's
-    /// threads, dispatch and interpreter set their level. Where the shares charge
-    /// nothing (every one at 0 or below, as noise leaves a model of µs kernels), every
-    /// kernel gets the one share that charges the loss, and the factor is infinite.
+    /// These costs with one share for every kernel, so that a copy is charged
+    /// `loss_ns_per_byte` whatever kernel it runs beside: what another framework's whole
+    /// step lost per byte a copy thread moved beside it (its profile's
+    /// `placer_profile::CopiesBesideSteps`), over `memcpy_ns_per_byte`, the memcpy's time
+    /// alone. No fixed part: the loss per byte includes the hand-overs.
+    ///
+    /// The calibration's per-op shares are set aside, not scaled: they time kernels one at
+    /// a time, pinned, as placer's executor runs them, and in the framework's unpinned step
+    /// their ranking misled the solver. Scaled to the same level, they sent a ResNet-50
+    /// plan's copies beside the kernels they called cheap, and torch's step lost 2.8× their
+    /// charge; the one share's plan ran 12-15% faster in the same runs
+    /// (docs/solving.md, "The level from another framework's own step").
     pub fn with_copy_level(mut self, loss_ns_per_byte: f64, memcpy_ns_per_byte: f64) -> Costs {
         if !(loss_ns_per_byte.is_finite() && memcpy_ns_per_byte > 0.0 && memcpy_ns_per_byte.is_finite()) {
             return self;
@@ -231,13 +234,13 @@ impl Costs {
             .kernels
             .iter()
             .fold((0.0, 0.0), |(w, t), k| (w + k.interference_share.max(0.0) * k.base_ns, t + k.base_ns));
-        let charged_ns_per_byte = if total > 0.0 { memcpy_ns_per_byte * weighted / total } else { 0.0 };
-        let factor = if charged_ns_per_byte > 0.0 { loss_ns_per_byte / charged_ns_per_byte } else { f64::INFINITY };
+        let calibrated_ns_per_byte = if total > 0.0 { memcpy_ns_per_byte * weighted / total } else { 0.0 };
+        let share = loss_ns_per_byte / memcpy_ns_per_byte;
         for k in &mut self.kernels {
-            k.interference_share =
-                if factor.is_finite() { k.interference_share * factor } else { loss_ns_per_byte / memcpy_ns_per_byte };
+            k.interference_share = share;
+            k.interference_fixed_ns = 0.0;
         }
-        self.copy_level = Some(CopyLevel { loss_ns_per_byte, charged_ns_per_byte, factor });
+        self.copy_level = Some(CopyLevel { loss_ns_per_byte, share, calibrated_ns_per_byte });
         self
     }
 
@@ -578,10 +581,11 @@ mod tests {
         assert_eq!(kernel(0.5, -7.0).copy_loss_ns(60.0), 30.0, "a fixed part noise made negative charges nothing");
     }
 
-    /// The level: shares keep their ratios, and a copy paced through the step (meeting
-    /// each kernel in proportion to its time) is charged what the framework's step lost.
+    /// The level: one share for every kernel, so that a copy beside any of them is charged
+    /// what the framework's step lost; what the calibration's shares charged is kept for
+    /// the report.
     #[test]
-    fn a_framework_step_sets_the_level_of_the_shares_and_keeps_their_ratios() {
+    fn a_framework_step_sets_one_share_for_every_kernel() {
         let model = placer_zoo::build("mlp", 2).expect("zoo");
         let pools = crate::pools::tests::two_pools();
         let mut costs = Costs::new(&model, &pools, &[]);
@@ -589,7 +593,7 @@ mod tests {
             k.base_ns = 1e3 * (i + 1) as f64;
             k.interference_share = if i % 3 == 0 { -0.2 } else { 0.5 + 0.1 * i as f64 };
         }
-        let before: Vec<f64> = costs.kernels.iter().map(|k| k.interference_share).collect();
+        costs.kernels.iter_mut().for_each(|k| k.interference_fixed_ns = 40.0);
         let charged = |c: &Costs, memcpy: f64| {
             let total: f64 = c.kernels.iter().map(|k| k.base_ns).sum();
             memcpy * c.kernels.iter().map(|k| k.interference_share.max(0.0) * k.base_ns).sum::<f64>() / total
@@ -598,18 +602,19 @@ mod tests {
         let was = charged(&costs, memcpy);
         let costs = costs.with_copy_level(0.25, memcpy);
         let level = costs.copy_level.expect("a level");
-        assert!((charged(&costs, memcpy) - 0.25).abs() < 1e-12, "{level:?}");
-        assert!((level.charged_ns_per_byte - was).abs() < 1e-12 && (level.factor - 0.25 / was).abs() < 1e-12);
-        for (k, b) in costs.kernels.iter().zip(&before) {
-            assert!((k.interference_share - b * level.factor).abs() < 1e-12, "ratios kept");
+        assert!((level.calibrated_ns_per_byte - was).abs() < 1e-12, "{level:?}");
+        assert!((level.share - 2.5).abs() < 1e-12 && level.loss_ns_per_byte == 0.25);
+        for k in &costs.kernels {
+            assert_eq!((k.interference_share, k.interference_fixed_ns), (level.share, 0.0), "one share, no fixed part");
         }
-        // Shares that charge nothing: every kernel gets the one that charges the loss.
-        let mut none = Costs::new(&model, &pools, &[]);
-        none.kernels.iter_mut().for_each(|k| k.interference_share = -0.1);
-        let none = none.with_copy_level(0.25, memcpy);
-        assert!(none.copy_level.is_some_and(|l| l.factor.is_infinite() && l.charged_ns_per_byte == 0.0));
-        assert!(none.kernels.iter().all(|k| (k.interference_share - 2.5).abs() < 1e-12));
-        assert!((charged(&none, memcpy) - 0.25).abs() < 1e-12);
+        // A copy of 1000 B (100 ns of memcpy alone) beside any kernel long enough is
+        // charged the loss: 250 ns.
+        assert!(
+            costs.kernels.iter().filter(|k| k.base_ns >= 250.0).all(|k| (k.copy_loss_ns(100.0) - 250.0).abs() < 1e-9)
+        );
+        // A negative loss (noise) charges nothing.
+        let none = Costs::new(&model, &pools, &[]).with_copy_level(-0.05, memcpy);
+        assert!(none.kernels.iter().all(|k| k.copy_loss_ns(100.0) == 0.0));
         // A loss that is not a number leaves the shares as they were.
         assert!(Costs::new(&model, &pools, &[]).with_copy_level(f64::NAN, memcpy).copy_level.is_none());
     }
