@@ -33,7 +33,8 @@
 //! byte a background copy moves, in the arrangement its plans run in (no thread pinned;
 //! the framework's threads, dispatch and interpreter between the kernels). The
 //! interference calibration times kernels one at a time, pinned as placer's executor runs
-//! them; the solver keeps its shares by op and takes their level from this figure.
+//! them; for a framework's plans the solver sets its per-op shares aside and charges
+//! every kernel the one share this figure gives.
 
 use crate::ProfileError;
 use crate::record::{CopiesBesideSteps, StepOverhead};

@@ -219,7 +219,7 @@ pub fn run_to_checkpoint(
         let base = base_placement(model, &plan.pins);
         let foreign = runner_of(plan);
         // Copies beside the framework's step where the interference calibration measures
-        // what copies cost: their charge takes its level from them.
+        // what copies cost: the solver charges a framework's copies from them.
         let copies = calibrates_interference(&plan.header);
         let seed = plan.header.protocol.seed;
         if let Some(overhead) = overhead::measure(model, &pools, &base, seed, foreign.as_ref(), copies)? {
