@@ -119,8 +119,8 @@ pub struct Costs {
     pub step_overhead_ns: f64,
     /// Whether a profile's calibration set the kernels' interference shares.
     pub interference_calibrated: bool,
-    /// The level another framework's whole step set for those shares, where its profile
-    /// measured one ([`Costs::with_copy_level`]).
+    /// The one share another framework's whole step set in place of those shares, where
+    /// its profile measured one ([`Costs::with_copy_level`]).
     pub copy_level: Option<CopyLevel>,
 }
 
@@ -131,10 +131,10 @@ pub struct CopyLevel {
     pub loss_ns_per_byte: f64,
     /// `loss_ns_per_byte` over the memcpy's time alone: every kernel's share.
     pub share: f64,
-    /// What the calibration's per-op shares and fixed parts would have charged per byte
-    /// (each kernel's share weighted by its all-DRAM time, as a copy paced through the
-    /// step meets the kernels in proportion to their time, times the memcpy's time
-    /// alone), ns/B: set aside, reported beside the loss.
+    /// What the calibration's per-op shares would have charged per byte, their fixed
+    /// parts left out (each kernel's share weighted by its all-DRAM time, as a copy paced
+    /// through the step meets the kernels in proportion to their time, times the memcpy's
+    /// time alone), ns/B: set aside, reported beside the loss.
     pub calibrated_ns_per_byte: f64,
 }
 
@@ -223,7 +223,7 @@ impl Costs {
     /// a time, pinned, as placer's executor runs them, and in the framework's unpinned step
     /// their ranking misled the solver. Scaled to the same level, they sent a ResNet-50
     /// plan's copies beside the kernels they called cheap, and torch's step lost 2.8× their
-    /// charge; the one share's plan ran 12-15% faster in the same runs
+    /// charge; the one share's plan ran 11-15% faster in the same runs
     /// (docs/solving.md, "The level from another framework's own step").
     pub fn with_copy_level(mut self, loss_ns_per_byte: f64, memcpy_ns_per_byte: f64) -> Costs {
         if !(loss_ns_per_byte.is_finite() && memcpy_ns_per_byte > 0.0 && memcpy_ns_per_byte.is_finite()) {
