@@ -479,11 +479,16 @@ fn render(
     t.row(vec![
         "protocol".into(),
         format!(
-            "{} steps: {} warm-up steps, then {}-{} timed steps per pass until every picked kernel's median is \
+            "{} steps: {} warm-up {}, then {}-{} timed steps per pass until every picked kernel's median is \
              known to ±{:.1}% (or 1 µs); up to {} round(s), each after the first going on only when a re-run of the \
              last one's first passes moved their medians by over {:.0}%; clock resolves {:.0} ns, {:.0} ns per reading",
             p.steps.as_str(),
             p.warmup,
+            if p.steps == Steps::Isolated {
+                "run(s) before each node's first configuration in a pass"
+            } else {
+                "steps"
+            },
             p.reps,
             p.max_reps,
             100.0 * p.precision,
