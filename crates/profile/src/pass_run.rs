@@ -352,9 +352,9 @@ fn run_alone(
 /// operands ([`placer_exec::Executor::hold`]) and its code and scratch warm, so a
 /// second warm-up repeats what the last timed runs did. On DenseNet-264 b32, 2,591
 /// picks of ≥ 1 ms that followed their own node: the warm-up ran at the median of the
-/// timed runs (p90 1.078×), and timing it as the first repetition moved no median
+/// timed runs (p90 1.075×), and timing it as the first repetition moved no median
 /// (median ratio 1.000, p90 2.9%) while cutting their runs by 24%. A node's first
-/// configuration still needs it: its warm-up ran 1.075× the median (p90 1.55×), and
+/// configuration still needs it: its warm-up ran 1.070× the median (p90 1.57×), and
 /// timed, it would have moved medians by +0.6% (docs/BENCHMARKS.md).
 fn warms_up(picks: &[Pick], i: usize) -> bool {
     i == 0 || picks[i - 1].node != picks[i].node
