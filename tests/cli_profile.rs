@@ -144,7 +144,8 @@ fn profile_measures_every_configuration_and_exports_them() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s = text(&out.stdout);
     assert!(
-        s.contains("isolated: each kernel alone, only its operands") && s.contains("isolated steps: 1 warm-up"),
+        s.contains("isolated: each kernel alone, only its operands")
+            && s.contains("isolated steps: 1 warm-up run(s) before each node's first configuration in a pass"),
         "{s}"
     );
     assert!(s.contains("alone vs step"), "{s}");
