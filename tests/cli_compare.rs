@@ -267,6 +267,9 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         "per op, kernels of at least 50 µs, the prediction over the run at the pace's",
         "run µs at pace",
         "at the repeat's pace",
+        "all-DRAM, run beside the plan, as a second reference",
+        "the profile / all-DRAM's run, at the pace",
+        "the plan's kernels all in DRAM / all-DRAM's, apart from copies",
         "EMULATED",
     ] {
         assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");

@@ -6,8 +6,8 @@
 use crate::table::{Table, count};
 use anyhow::Context as _;
 use placer_profile::{
-    Agreement, AgreementReport, CompareOptions, InSitu, InSituReport, ProfileError, ProfileFacts, ProfileTime,
-    compare_in_situ, compare_with_repeat, scatter_svg,
+    Agreement, AgreementReport, AllDramReference, CompareOptions, InSitu, InSituReport, ProfileError, ProfileFacts,
+    ProfileTime, compare_in_situ, compare_with_repeat, scatter_svg,
 };
 use std::path::{Path, PathBuf};
 
@@ -341,6 +341,9 @@ fn render_in_situ(r: &InSituReport, run: &Path, profile: &Path, top: usize) -> S
         t.row(vec!["all".into(), n.to_string(), format!("{cost:.1}"), format!("{charged:.1}"), ratio]);
         out.push_str(&t.render());
     }
+    if let Some(all_dram) = &r.all_dram {
+        out.push_str(&render_all_dram(all_dram, min, tol, top));
+    }
     // The groups and the worst kernels are of the judged rows: prediction over run.
     let judged_as = match (&r.pace, r.judged_paced) {
         (Some(p), true) => format!("the prediction over the run at the pace's {:.3}", p.ratio),
@@ -400,4 +403,42 @@ fn notes(notes: &[String]) -> String {
     }
     let lines: String = notes.iter().map(|n| format!("  - {n}\n")).collect();
     format!("\nnotes\n{lines}")
+}
+
+/// All-DRAM's run beside the plan as the second reference: the profile against it, the
+/// plan's own kernels against it, and the latter per op.
+fn render_all_dram(r: &AllDramReference, min: f64, tol: f64, top: usize) -> String {
+    let within = |a: &Agreement| percent(a.within_tolerance);
+    let mut t = Table::new(&["", "count", "within", "median"]);
+    for (label, a) in [
+        ("the profile / all-DRAM's run, at the pace".to_string(), &r.profile),
+        ("the plan's kernels all in DRAM / all-DRAM's, apart from copies".into(), &r.plan_apart),
+        ("the plan's kernels all in DRAM / all-DRAM's, beside a copy".into(), &r.plan_beside_copy),
+    ] {
+        t.row(vec![label, count(a.rows as u64), within(a), ratio(a.median_ratio)]);
+    }
+    let mut per_op = Table::new(&["op", "apart", "within", "median", "beside a copy", "within", "median"]);
+    for p in r.per_op.iter().take(top) {
+        let (a, b) = (&p.apart, &p.beside_copy);
+        per_op.row(vec![
+            p.op.clone(),
+            count(a.rows as u64),
+            within(a),
+            ratio(a.median_ratio),
+            count(b.rows as u64),
+            within(b),
+            ratio(b.median_ratio),
+        ]);
+    }
+    format!(
+        "\nall-DRAM, run beside the plan, as a second reference (kernels of at least {min} µs in it; within ±{:.0}%): \
+         how well the profile predicts kernels the plan does not touch, and what the plan does to its own, which is in \
+         the run and in no profile of kernels\n{}\nper \
+         op: the plan's kernels whose operands all sat in DRAM over the same nodes in all-DRAM's run ({} op(s){})\n{}",
+        100.0 * tol,
+        t.render(),
+        r.per_op.len(),
+        if r.per_op.len() > top { format!(", the {top} largest") } else { String::new() },
+        per_op.render()
+    )
 }

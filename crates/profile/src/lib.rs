@@ -62,9 +62,10 @@ pub use profiler::{
 
 // Reading profiles back: the latest for a model, exports, merges, comparisons.
 pub use agreement::{
-    Agreement, AgreementReport, Anchor, Bias, BiasCause, CompareOptions, ISOLATION_MIN_NS, ISOLATION_TOLERANCE,
-    InSituGroup, InSituReport, InSituRow, IsolationCheck, IsolationClass, IsolationRow, Paired, ProfileFacts,
-    ProfileTime, Row, WORST, compare, compare_in_situ, compare_with_repeat, median_se, scatter_svg, significant,
+    Agreement, AgreementReport, AllDramReference, Anchor, Bias, BiasCause, CompareOptions, ISOLATION_MIN_NS,
+    ISOLATION_TOLERANCE, InSituGroup, InSituReport, InSituRow, IsolationCheck, IsolationClass, IsolationRow, Pace,
+    Paired, PlanEffectOp, ProfileFacts, ProfileTime, Row, WORST, compare, compare_in_situ, compare_with_repeat,
+    median_se, scatter_svg, significant,
 };
 pub use export::{csv as export_csv, json as export_json};
 pub use merge::{

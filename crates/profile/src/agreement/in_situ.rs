@@ -19,6 +19,7 @@
 //! as measured. (The profile's own reference pass is no anchor: on this machine kind the
 //! host's speed moved by a quarter between it and the passes after it.)
 
+use super::all_dram::{self, AllDramReference, Pace};
 use super::stats::{EDGE_SLACK, differs};
 use super::{Agreement, Anchor, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
 use crate::ProfileError;
@@ -73,16 +74,6 @@ pub struct CopyCharge {
     /// Σ (run × pace − profile) over those kernels: their time in the run, at the
     /// profile's pace, beyond the profile's.
     pub copies_cost_ms: f64,
-}
-
-/// The shift common to every placement: all-DRAM, run beside the plan, against the
-/// profile's times for its kernels.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Pace {
-    /// Median over all-DRAM's kernels (at least `min_us` in the run) of the profile's
-    /// time over the run's: the profile/run ratio the pace alone explains.
-    pub ratio: f64,
-    pub nodes: usize,
 }
 
 /// A group of rows: an op, or a configuration.
@@ -140,6 +131,10 @@ pub struct InSituReport {
     pub floor_pace: Option<f64>,
     /// Per op, the kernels beside a copy: their copies' cost in the run against the charge.
     pub copy_charges: Vec<CopyCharge>,
+    /// All-DRAM's run as a second reference: the profile against it, and the plan's own
+    /// kernels against it ([`all_dram`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_dram: Option<AllDramReference>,
     /// `judged`, per op and per configuration of the operands' pools.
     pub per_op: Vec<InSituGroup>,
     pub per_config: Vec<InSituGroup>,
@@ -244,7 +239,9 @@ pub fn compare_in_situ(
         let rows: Vec<Row> = big().filter(|r| r.beside_copy).map(|r| r.prediction(1.0)).collect();
         Agreement::of(rows.iter(), options.tolerance)
     });
-    let pace = pace(run, &lookup, &model, options.min_us);
+    let all_dram_rows = all_dram::profile_rows(run, &lookup, &model, options.min_us);
+    let pace = all_dram::pace(&all_dram_rows);
+    let all_dram = all_dram::reference(run, &all_dram_rows, pace.as_ref(), options.min_us, options.tolerance);
     let pace_ratio = pace.as_ref().map_or(1.0, |p| p.ratio);
     let paced = pace.as_ref().map(|p| {
         let rows: Vec<Row> = big().map(|r| Row { ratio: r.row.ratio / p.ratio, ..r.row.clone() }).collect();
@@ -318,6 +315,9 @@ pub fn compare_in_situ(
             (m - 1.0).abs() * 100.0
         ));
     }
+    if let Some(r) = &all_dram {
+        notes.extend(r.notes(options.tolerance));
+    }
     if pace.is_none() {
         notes.push(
             "the host's pace is not known: the run timed no all-DRAM beside the plan, or none of its kernels is in \
@@ -354,6 +354,7 @@ pub fn compare_in_situ(
         judged_paced,
         floor_pace,
         copy_charges,
+        all_dram,
         per_op,
         per_config,
         bias,
@@ -367,23 +368,9 @@ pub fn compare_in_situ(
     Ok(report)
 }
 
-/// The shift common to every placement, from all-DRAM's kernels in the run.
-fn pace(run: &InSitu, lookup: &Lookup, model: &Model, min_us: f64) -> Option<Pace> {
-    let ratios: Vec<f64> = run
-        .reference_ns
-        .iter()
-        .filter_map(|(node, &now)| {
-            let n = model.node_id(node)?;
-            let (_, then, _, _) = lookup.time(n, &vec![0; model.node(n).operands().len()])?;
-            (now >= min_us * 1e3 && then > 0.0 && then.is_finite() && now.is_finite()).then(|| then / now)
-        })
-        .collect();
-    Some(Pace { ratio: Stats::of(&ratios)?.median, nodes: ratios.len() })
-}
-
 /// The profile's times by (signature, configuration), with the operands it never moved
 /// masked as the solver masks them.
-struct Lookup {
+pub(super) struct Lookup {
     /// Per node of the model: its signature.
     signatures: Vec<u64>,
     /// Per signature, the operands the profile never moved.
@@ -418,7 +405,7 @@ impl Lookup {
 
     /// The profile's time for `node` in `config`: where it came from, median, MAD and
     /// samples (0 for a prediction).
-    fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
+    pub(super) fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
         let s = *self.signatures.get(node.index())?;
         let key = (s, mask_negligible(&self.masks, s, config));
         if let Some(&(ns, mad, count)) = self.measured.get(&key) {

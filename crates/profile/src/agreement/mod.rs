@@ -10,6 +10,7 @@
 //! ones (median ratio 1.18, 33% within ±10%, worst 5.8x); [`AgreementReport::meets`] is the
 //! check that placer's do not.
 
+mod all_dram;
 mod bias;
 mod floor;
 mod in_situ;
@@ -19,6 +20,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use all_dram::{AllDramReference, Pace, PlanEffectOp};
 pub use bias::{Bias, BiasCause};
 pub use in_situ::{InSituGroup, InSituReport, InSituRow, ProfileTime, compare_in_situ};
 pub use isolation::{Anchor, ISOLATION_MIN_NS, ISOLATION_TOLERANCE, IsolationCheck, IsolationClass, IsolationRow};

@@ -438,14 +438,14 @@ fn a_share_short_of_the_floor_by_chance_agrees_and_beyond_it_does_not() {
 
 // -- a profile against a plan's run ---------------------------------------------------
 
-mod in_situ {
+pub(super) mod in_situ {
     use super::*;
     use crate::record::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
     use crate::tasks::signature;
 
     /// LeNet b2, and a profile of it that measured every node with all operands in
     /// DRAM: node i at 100·(i+1) µs.
-    fn lenet() -> (placer_ir::Model, Profile) {
+    pub(in crate::agreement) fn lenet() -> (placer_ir::Model, Profile) {
         let model = placer_zoo::build("lenet-mnist", 2).expect("zoo model");
         let ms = model
             .schedule()
@@ -466,7 +466,7 @@ mod in_situ {
     }
 
     /// A run of that model: every kernel in DRAM, at the profile's time × `factor(step)`.
-    fn run(model: &placer_ir::Model, digest: &str, factor: impl Fn(usize) -> f64) -> InSitu {
+    pub(in crate::agreement) fn run(model: &placer_ir::Model, digest: &str, factor: impl Fn(usize) -> f64) -> InSitu {
         let kernels = model
             .schedule()
             .iter()

@@ -1,0 +1,255 @@
+//! All-DRAM, run interleaved beside a plan, as a second reference inside one run.
+//!
+//! A plan's kernel differs from the profile's time for two reasons: the profile's own
+//! error, and what the plan does to the kernel (a copy beside it, the cache state its
+//! arenas leave its memory in). One run cannot tell them apart from the plan's kernels
+//! alone. All-DRAM's kernels, timed in the same run, can:
+//! - the profile against all-DRAM's kernels, at the host's pace, is how well the profile
+//!   predicts a kernel that nothing of the plan touches;
+//! - the plan's kernels whose operands all sat in DRAM against the same nodes in
+//!   all-DRAM's run (the same configuration, the same moment) are what the plan itself
+//!   did to them, which no profile of kernels sees.
+//!
+//! The record keeps all-DRAM's medians only, so these rows carry no significance test.
+
+use super::in_situ::Lookup;
+use super::{Agreement, Row, config_names};
+use crate::record::InSitu;
+use placer_exec::Stats;
+use placer_ir::Model;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// An op whose kernels the plan moved off their all-DRAM time needs at least this many
+/// kernels before a note names it.
+const NAMED_MIN_KERNELS: usize = 5;
+
+/// The shift common to every placement: all-DRAM, run beside the plan, against the
+/// profile's times for its kernels.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pace {
+    /// Median over all-DRAM's kernels (at least `min_us` in the run) of the profile's
+    /// time over the run's: the profile/run ratio the pace alone explains.
+    pub ratio: f64,
+    pub nodes: usize,
+}
+
+/// One op of the plan's kernels whose operands all sat in DRAM, against the same nodes
+/// in all-DRAM's run (A all-DRAM's run, B the plan's).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanEffectOp {
+    pub op: String,
+    pub apart: Agreement,
+    pub beside_copy: Agreement,
+}
+
+/// All-DRAM's run as the second reference ([module docs](self)), over kernels of at
+/// least `min_us` in it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AllDramReference {
+    /// The profile's all-DRAM time over all-DRAM's run, divided by the pace.
+    pub profile: Agreement,
+    /// The plan's kernels in the all-DRAM configuration over all-DRAM's, apart from copies
+    /// and beside one.
+    pub plan_apart: Agreement,
+    pub plan_beside_copy: Agreement,
+    /// The same per op, the ops with most kernels first.
+    pub per_op: Vec<PlanEffectOp>,
+}
+
+/// The profile's all-DRAM time against all-DRAM's run, node by node (A the run, B the
+/// profile), for the nodes of at least `min_us` in the run that the profile has.
+pub(super) fn profile_rows(run: &InSitu, lookup: &Lookup, model: &Model, min_us: f64) -> Vec<Row> {
+    run.reference_ns
+        .iter()
+        .filter_map(|(node, &now)| {
+            let n = model.node_id(node)?;
+            let all_dram = vec![0; model.node(n).operands().len()];
+            let (_, then, mad, count) = lookup.time(n, &all_dram)?;
+            let usable = now >= min_us * 1e3 && then > 0.0 && then.is_finite() && now.is_finite();
+            usable.then(|| Row {
+                signature: 0,
+                node: node.clone(),
+                op: model.node(n).op.to_string(),
+                config: config_names(&all_dram, &run.pools),
+                a_us: now / 1e3,
+                b_us: then / 1e3,
+                a_mad_us: 0.0,
+                b_mad_us: mad / 1e3,
+                a_count: 0,
+                b_count: count,
+                ratio: then / now,
+                significant: false,
+                tiny: false,
+            })
+        })
+        .collect()
+}
+
+/// The pace: the median of `rows`' ratios ([`profile_rows`]).
+pub(super) fn pace(rows: &[Row]) -> Option<Pace> {
+    let ratios: Vec<f64> = rows.iter().map(|r| r.ratio).collect();
+    Some(Pace { ratio: Stats::of(&ratios)?.median, nodes: ratios.len() })
+}
+
+/// All-DRAM's run as the second reference; `None` when the run timed no all-DRAM beside
+/// the plan or the profile has none of its kernels.
+pub(super) fn reference(
+    run: &InSitu,
+    profile_rows: &[Row],
+    pace: Option<&Pace>,
+    min_us: f64,
+    tolerance: f64,
+) -> Option<AllDramReference> {
+    let pace = pace?;
+    let paced: Vec<Row> = profile_rows.iter().map(|r| Row { ratio: r.ratio / pace.ratio, ..r.clone() }).collect();
+    // (beside a copy, row): the plan's kernels whose every operand sat in DRAM.
+    let plan: Vec<(bool, Row)> = run
+        .kernels
+        .iter()
+        .filter(|k| k.config.iter().all(|&p| p == 0) && k.median_ns > 0.0 && k.median_ns.is_finite())
+        .filter_map(|k| {
+            let all = *run.reference_ns.get(&k.node).filter(|&&ns| ns >= min_us * 1e3 && ns.is_finite())?;
+            Some((
+                k.beside_copy,
+                Row {
+                    signature: 0,
+                    node: k.node.clone(),
+                    op: k.op.clone(),
+                    config: config_names(&k.config, &run.pools),
+                    a_us: all / 1e3,
+                    b_us: k.median_ns / 1e3,
+                    a_mad_us: 0.0,
+                    b_mad_us: k.mad_ns / 1e3,
+                    a_count: 0,
+                    b_count: k.count,
+                    ratio: k.median_ns / all,
+                    significant: false,
+                    tiny: false,
+                },
+            ))
+        })
+        .collect();
+    let of = |beside: bool, op: Option<&str>| {
+        let rows = plan.iter().filter(|(b, r)| *b == beside && op.is_none_or(|o| r.op == o)).map(|(_, r)| r);
+        Agreement::of(rows, tolerance)
+    };
+    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, r) in &plan {
+        *ops.entry(r.op.as_str()).or_default() += 1;
+    }
+    let mut per_op: Vec<PlanEffectOp> = ops
+        .keys()
+        .map(|&op| PlanEffectOp { op: op.to_string(), apart: of(false, Some(op)), beside_copy: of(true, Some(op)) })
+        .collect();
+    let size = |p: &PlanEffectOp| p.apart.rows + p.beside_copy.rows;
+    per_op.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.op.cmp(&b.op)));
+    Some(AllDramReference {
+        profile: Agreement::of(paced.iter(), tolerance),
+        plan_apart: of(false, None),
+        plan_beside_copy: of(true, None),
+        per_op,
+    })
+}
+
+impl AllDramReference {
+    /// What the report's notes say of it: the ops the plan moved off their all-DRAM time
+    /// beyond `tolerance`, faster or slower, each direction with its likely cause.
+    pub(super) fn notes(&self, tolerance: f64) -> Vec<String> {
+        // (faster, beside a copy) -> "op median (kernels)"
+        let mut by: BTreeMap<(bool, bool), Vec<String>> = BTreeMap::new();
+        for p in &self.per_op {
+            for (beside, a) in [(false, &p.apart), (true, &p.beside_copy)] {
+                let Some(m) = a.median_ratio else { continue };
+                if a.rows >= NAMED_MIN_KERNELS && (m - 1.0).abs() > tolerance {
+                    // Only the list of faster kernels mixes both; the label says which.
+                    let at = match (m < 1.0, beside) {
+                        (true, true) => " beside a copy",
+                        (true, false) => " apart from copies",
+                        (false, _) => "",
+                    };
+                    by.entry((m < 1.0, beside)).or_default().push(format!("{}{at} {m:.3} ({})", p.op, a.rows));
+                }
+            }
+        }
+        let mut notes = Vec::new();
+        let faster: Vec<String> =
+            [false, true].iter().flat_map(|&b| by.remove(&(true, b)).unwrap_or_default()).collect();
+        if !faster.is_empty() {
+            notes.push(format!(
+                "these ops' kernels, all in DRAM, ran faster in the plan than in all-DRAM's run beside it (median \
+                 plan/all-DRAM, kernels): {}; likely cause: the cache state the plan's arenas leave their memory in \
+                 (a DRAM arena under a budget reuses memory sooner, while it is still in cache), which no profile of \
+                 kernels sees",
+                faster.join(", ")
+            ));
+        }
+        if let Some(slower) = by.remove(&(false, true)) {
+            notes.push(format!(
+                "these ops' kernels, all in DRAM, ran slower beside a copy in the plan than in all-DRAM's run: {}; \
+                 likely cause: the copy thread, which the plan charges for apart from the profile's time",
+                slower.join(", ")
+            ));
+        }
+        if let Some(slower) = by.remove(&(false, false)) {
+            notes.push(format!(
+                "these ops' kernels, all in DRAM, ran slower apart from copies in the plan than in all-DRAM's run: \
+                 {}; likely cause: their neighbours in the plan, or the host's pace moving between the two",
+                slower.join(", ")
+            ));
+        }
+        notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::in_situ::{lenet, run};
+    use crate::{CompareOptions, ProfileError, compare_in_situ};
+
+    #[test]
+    fn the_plan_s_own_effect_on_its_kernels_is_told_apart_from_the_profile_s_error() -> Result<(), ProfileError> {
+        let (model, p) = lenet();
+        let op = |step: usize| model.node(model.schedule()[step]).op.to_string();
+        // All-DRAM beside the plan ran every kernel 10% slower than the profile timed it
+        // (the host's pace). The plan ran its matmuls at 0.7 of all-DRAM's time, its
+        // momentum updates at 1.3, and every other kernel as all-DRAM did.
+        let factor = |s: usize| {
+            1.1 * match op(s).as_str() {
+                "matmul" => 0.7,
+                "sgd_momentum" => 1.3,
+                _ => 1.0,
+            }
+        };
+        let mut r = run(&model, "d", factor);
+        r.reference_ns = model
+            .schedule()
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| (model.node(n).name.clone(), 110e3 * (i + 1) as f64))
+            .collect();
+        let options = CompareOptions { min_us: 0.0, ..CompareOptions::default() };
+        let report = compare_in_situ(&r, &p, None, &options)?;
+        let all_dram = report.all_dram.as_ref().expect("all-DRAM ran beside the plan");
+        // The profile matches all-DRAM's kernels at the pace: its error here is nil.
+        assert_eq!((all_dram.profile.rows, all_dram.profile.within_5), (model.schedule().len(), Some(1.0)));
+        let matmul = all_dram.per_op.iter().find(|o| o.op == "matmul").expect("matmul");
+        let beside = (0..model.schedule().len()).filter(|&s| op(s) == "matmul" && s == 3).count();
+        assert_eq!(matmul.apart.rows + matmul.beside_copy.rows, 9);
+        assert_eq!(matmul.beside_copy.rows, beside);
+        assert!((matmul.apart.median_ratio.expect("rows") - 0.7).abs() < 1e-9);
+        let momentum = all_dram.per_op.iter().find(|o| o.op == "sgd_momentum").expect("sgd_momentum");
+        assert!((momentum.apart.median_ratio.expect("rows") - 1.3).abs() < 1e-9);
+        // Each is named with its likely cause; an op the plan left alone is not.
+        let faster = report.notes.iter().find(|n| n.contains("ran faster in the plan")).expect("a note");
+        assert!(faster.contains("matmul apart from copies 0.700") && faster.contains("cache state"), "{faster}");
+        let slower = report.notes.iter().find(|n| n.contains("ran slower apart from copies")).expect("a note");
+        assert!(slower.contains("sgd_momentum 1.300 (10)") && !slower.contains("relu"), "{slower}");
+        assert!(!report.notes.iter().any(|n| n.contains("relu ")), "{:?}", report.notes);
+
+        // Without all-DRAM beside the plan there is no second reference.
+        r.reference_ns.clear();
+        assert!(compare_in_situ(&r, &p, None, &options)?.all_dram.is_none());
+        Ok(())
+    }
+}
