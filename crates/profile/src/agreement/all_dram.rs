@@ -66,7 +66,7 @@ pub(super) fn profile_rows(run: &InSitu, lookup: &Lookup, model: &Model, min_us:
             let n = model.node_id(node)?;
             let all_dram = vec![0; model.node(n).operands().len()];
             let (_, then, mad, count) = lookup.time(n, &all_dram)?;
-            let usable = now >= min_us * 1e3 && then > 0.0 && then.is_finite() && now.is_finite();
+            let usable = now >= min_us * 1e3 && now > 0.0 && then > 0.0 && then.is_finite() && now.is_finite();
             usable.then(|| Row {
                 signature: 0,
                 node: node.clone(),
@@ -109,7 +109,7 @@ pub(super) fn reference(
         .iter()
         .filter(|k| k.config.iter().all(|&p| p == 0) && k.median_ns > 0.0 && k.median_ns.is_finite())
         .filter_map(|k| {
-            let all = *run.reference_ns.get(&k.node).filter(|&&ns| ns >= min_us * 1e3 && ns.is_finite())?;
+            let all = *run.reference_ns.get(&k.node).filter(|&&ns| ns >= min_us * 1e3 && ns > 0.0 && ns.is_finite())?;
             Some((
                 k.beside_copy,
                 Row {
@@ -246,6 +246,15 @@ mod tests {
         let slower = report.notes.iter().find(|n| n.contains("ran slower apart from copies")).expect("a note");
         assert!(slower.contains("sgd_momentum 1.300 (10)") && !slower.contains("relu"), "{slower}");
         assert!(!report.notes.iter().any(|n| n.contains("relu ")), "{:?}", report.notes);
+
+        // A node all-DRAM's run timed at nothing (a damaged record) is left out, not divided by.
+        let zeroed = model.node(model.schedule()[0]).name.clone();
+        r.reference_ns.insert(zeroed, 0.0);
+        let report = compare_in_situ(&r, &p, None, &options)?;
+        let all_dram = report.all_dram.as_ref().expect("all-DRAM ran beside the plan");
+        assert_eq!(all_dram.profile.rows, model.schedule().len() - 1);
+        assert_eq!(all_dram.plan_apart.rows + all_dram.plan_beside_copy.rows, model.schedule().len() - 1);
+        assert!(report.pace.as_ref().is_some_and(|p| p.ratio.is_finite()));
 
         // Without all-DRAM beside the plan there is no second reference.
         r.reference_ns.clear();
