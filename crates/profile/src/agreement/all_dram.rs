@@ -12,13 +12,13 @@
 //!
 //! The record keeps all-DRAM's medians only, so these rows carry no significance test.
 
-use super::in_situ::Lookup;
+use super::lookup::Lookup;
 use super::{Agreement, Row, config_names};
 use crate::record::InSitu;
 use placer_exec::Stats;
 use placer_ir::Model;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// An op whose kernels the plan moved off their all-DRAM time needs at least this many
 /// kernels before a note names it.
@@ -134,13 +134,10 @@ pub(super) fn reference(
         let rows = plan.iter().filter(|(b, r)| *b == beside && op.is_none_or(|o| r.op == o)).map(|(_, r)| r);
         Agreement::of(rows, tolerance)
     };
-    let mut ops: BTreeMap<&str, usize> = BTreeMap::new();
-    for (_, r) in &plan {
-        *ops.entry(r.op.as_str()).or_default() += 1;
-    }
+    let ops: BTreeSet<&str> = plan.iter().map(|(_, r)| r.op.as_str()).collect();
     let mut per_op: Vec<PlanEffectOp> = ops
-        .keys()
-        .map(|&op| PlanEffectOp { op: op.to_string(), apart: of(false, Some(op)), beside_copy: of(true, Some(op)) })
+        .into_iter()
+        .map(|op| PlanEffectOp { op: op.to_string(), apart: of(false, Some(op)), beside_copy: of(true, Some(op)) })
         .collect();
     let size = |p: &PlanEffectOp| p.apart.rows + p.beside_copy.rows;
     per_op.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.op.cmp(&b.op)));

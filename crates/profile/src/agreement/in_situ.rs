@@ -20,23 +20,14 @@
 //! host's speed moved by a quarter between it and the passes after it.)
 
 use super::all_dram::{self, AllDramReference, Pace};
+use super::lookup::{Lookup, ProfileTime};
 use super::stats::{EDGE_SLACK, differs};
-use super::{Agreement, Anchor, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
+use super::{Agreement, Bias, CompareOptions, ProfileFacts, Row, config_names, percent, short};
 use crate::ProfileError;
 use crate::record::{InSitu, InSituKernel, PoolInfo, Profile};
-use crate::tasks::{mask_negligible, negligible_operands, signature};
 use placer_exec::Stats;
-use placer_ir::{Model, NodeId};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap};
-
-/// Where the profile's time for a kernel's configuration came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProfileTime {
-    Measured,
-    Predicted,
-}
+use std::collections::BTreeMap;
 
 /// One kernel of the run beside the profile's time for it: A is the run, B the profile.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -366,53 +357,6 @@ pub fn compare_in_situ(
     };
     report.verdict = verdict(&report, needed);
     Ok(report)
-}
-
-/// The profile's times by (signature, configuration), with the operands it never moved
-/// masked as the solver masks them.
-pub(super) struct Lookup {
-    /// Per node of the model: its signature.
-    signatures: Vec<u64>,
-    /// Per signature, the operands the profile never moved.
-    masks: HashMap<u64, Vec<bool>>,
-    measured: HashMap<(u64, Vec<u16>), (f64, f64, u32)>,
-    predicted: HashMap<(u64, Vec<u16>), f64>,
-}
-
-impl Lookup {
-    fn new(model: &Model, profile: &Profile) -> Result<Lookup, ProfileError> {
-        let negligible = profile.header.mode.negligible;
-        let signatures: Vec<u64> = (0..model.nodes().len()).map(|i| signature(model, NodeId(i as u32))).collect();
-        let mut masks = HashMap::new();
-        for (i, &s) in signatures.iter().enumerate() {
-            masks.entry(s).or_insert_with(|| negligible_operands(model, NodeId(i as u32), negligible));
-        }
-        let key = |s: u64, c: &[u16]| (s, mask_negligible(&masks, s, c));
-        // Kernels timed alone are looked up on the step's level, as the solver takes them.
-        let anchor = Anchor::of(model, profile)?;
-        let measured = profile
-            .merged()
-            .iter()
-            .map(|m| (key(m.signature, &m.config), (anchor.apply(m.signature, m.median_ns), m.mad_ns, m.count)))
-            .collect();
-        let predicted = profile
-            .predictions()
-            .iter()
-            .map(|p| (key(p.signature, &p.config), anchor.apply(p.signature, p.predicted_ns)))
-            .collect();
-        Ok(Lookup { signatures, masks, measured, predicted })
-    }
-
-    /// The profile's time for `node` in `config`: where it came from, median, MAD and
-    /// samples (0 for a prediction).
-    pub(super) fn time(&self, node: NodeId, config: &[u16]) -> Option<(ProfileTime, f64, f64, u32)> {
-        let s = *self.signatures.get(node.index())?;
-        let key = (s, mask_negligible(&self.masks, s, config));
-        if let Some(&(ns, mad, count)) = self.measured.get(&key) {
-            return Some((ProfileTime::Measured, ns, mad, count));
-        }
-        self.predicted.get(&key).map(|&ns| (ProfileTime::Predicted, ns, 0.0, 0))
-    }
 }
 
 /// Run kernel `k` (A) beside the profile's `ns` (B).

@@ -15,6 +15,7 @@ mod bias;
 mod floor;
 mod in_situ;
 mod isolation;
+mod lookup;
 mod plot;
 mod stats;
 #[cfg(test)]
@@ -22,8 +23,9 @@ mod tests;
 
 pub use all_dram::{AllDramReference, Pace, PlanEffectOp};
 pub use bias::{Bias, BiasCause};
-pub use in_situ::{InSituGroup, InSituReport, InSituRow, ProfileTime, compare_in_situ};
+pub use in_situ::{InSituGroup, InSituReport, InSituRow, compare_in_situ};
 pub use isolation::{Anchor, ISOLATION_MIN_NS, ISOLATION_TOLERANCE, IsolationCheck, IsolationClass, IsolationRow};
+pub use lookup::ProfileTime;
 pub use plot::scatter_svg;
 pub use stats::{Agreement, Paired, median_se, significant};
 
