@@ -417,7 +417,17 @@ fn render_all_dram(r: &AllDramReference, min: f64, tol: f64, top: usize) -> Stri
     ] {
         t.row(vec![label, count(a.rows as u64), within(a), ratio(a.median_ratio)]);
     }
-    let mut per_op = Table::new(&["op", "apart", "within", "median", "beside a copy", "within", "median"]);
+    let mut per_op = Table::new(&[
+        "op",
+        "apart",
+        "within",
+        "median",
+        "beside a copy",
+        "within",
+        "median",
+        "copies cost ms",
+        "charged ms",
+    ]);
     for p in r.per_op.iter().take(top) {
         let (a, b) = (&p.apart, &p.beside_copy);
         per_op.row(vec![
@@ -428,13 +438,16 @@ fn render_all_dram(r: &AllDramReference, min: f64, tol: f64, top: usize) -> Stri
             count(b.rows as u64),
             within(b),
             ratio(b.median_ratio),
+            if b.rows > 0 { format!("{:.1}", p.copies_cost_ms) } else { "-".into() },
+            if b.rows > 0 { format!("{:.1}", p.copies_charged_ms) } else { "-".into() },
         ]);
     }
     format!(
         "\nall-DRAM, run beside the plan, as a second reference (kernels of at least {min} µs in it; within ±{:.0}%): \
          how well the profile predicts kernels the plan does not touch, and what the plan does to its own, which is in \
          the run and in no profile of kernels\n{}\nper \
-         op: the plan's kernels whose operands all sat in DRAM over the same nodes in all-DRAM's run ({} op(s){})\n{}",
+         op: the plan's kernels whose operands all sat in DRAM over the same nodes in all-DRAM's run, and beside a copy what \
+         it cost them there (plan less all-DRAM) against the plan's charge ({} op(s){})\n{}",
         100.0 * tol,
         t.render(),
         r.per_op.len(),

@@ -41,6 +41,11 @@ pub struct PlanEffectOp {
     pub op: String,
     pub apart: Agreement,
     pub beside_copy: Agreement,
+    /// Over the kernels beside a copy: Σ (plan − all-DRAM), what the copies cost them
+    /// measured against all-DRAM's run (no pace and no profile in it), and Σ of what the
+    /// plan charged them for the copies.
+    pub copies_cost_ms: f64,
+    pub copies_charged_ms: f64,
 }
 
 /// All-DRAM's run as the second reference ([module docs](self)), over kernels of at
@@ -103,8 +108,8 @@ pub(super) fn reference(
 ) -> Option<AllDramReference> {
     let pace = pace?;
     let paced: Vec<Row> = profile_rows.iter().map(|r| Row { ratio: r.ratio / pace.ratio, ..r.clone() }).collect();
-    // (beside a copy, row): the plan's kernels whose every operand sat in DRAM.
-    let plan: Vec<(bool, Row)> = run
+    // (beside a copy, charged ns, row): the plan's kernels whose every operand sat in DRAM.
+    let plan: Vec<(bool, f64, Row)> = run
         .kernels
         .iter()
         .filter(|k| k.config.iter().all(|&p| p == 0) && k.median_ns > 0.0 && k.median_ns.is_finite())
@@ -112,6 +117,7 @@ pub(super) fn reference(
             let all = *run.reference_ns.get(&k.node).filter(|&&ns| ns >= min_us * 1e3 && ns > 0.0 && ns.is_finite())?;
             Some((
                 k.beside_copy,
+                k.charged_ns,
                 Row {
                     signature: 0,
                     node: k.node.clone(),
@@ -131,13 +137,23 @@ pub(super) fn reference(
         })
         .collect();
     let of = |beside: bool, op: Option<&str>| {
-        let rows = plan.iter().filter(|(b, r)| *b == beside && op.is_none_or(|o| r.op == o)).map(|(_, r)| r);
+        let rows = plan.iter().filter(|(b, _, r)| *b == beside && op.is_none_or(|o| r.op == o)).map(|(_, _, r)| r);
         Agreement::of(rows, tolerance)
     };
-    let ops: BTreeSet<&str> = plan.iter().map(|(_, r)| r.op.as_str()).collect();
+    let ops: BTreeSet<&str> = plan.iter().map(|(_, _, r)| r.op.as_str()).collect();
     let mut per_op: Vec<PlanEffectOp> = ops
         .into_iter()
-        .map(|op| PlanEffectOp { op: op.to_string(), apart: of(false, Some(op)), beside_copy: of(true, Some(op)) })
+        .map(|op| {
+            let beside = plan.iter().filter(|(b, _, r)| *b && r.op == op);
+            let (cost_us, charged_ns) = beside.fold((0.0, 0.0), |(c, q), (_, ch, r)| (c + r.b_us - r.a_us, q + ch));
+            PlanEffectOp {
+                op: op.to_string(),
+                apart: of(false, Some(op)),
+                beside_copy: of(true, Some(op)),
+                copies_cost_ms: cost_us / 1e3,
+                copies_charged_ms: charged_ns / 1e6,
+            }
+        })
         .collect();
     let size = |p: &PlanEffectOp| p.apart.rows + p.beside_copy.rows;
     per_op.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.op.cmp(&b.op)));
@@ -170,6 +186,18 @@ impl AllDramReference {
             }
         }
         let mut notes = Vec::new();
+        let (cost, charged) =
+            self.per_op.iter().fold((0.0, 0.0), |(c, q), p| (c + p.copies_cost_ms, q + p.copies_charged_ms));
+        if self.plan_beside_copy.rows > 0 && cost > 0.0 {
+            notes.push(format!(
+                "the plan's kernels all in DRAM beside a copy ({}) ran {cost:.1} ms longer than in all-DRAM's run \
+                 beside the plan (the same configuration and moment: no pace, no profile in it; an op the plan's \
+                 cache state sped up counts against the copies' cost), and the plan charged their copies \
+                 {charged:.1} ms, {:.2}× that",
+                self.plan_beside_copy.rows,
+                charged / cost
+            ));
+        }
         let faster: Vec<String> =
             [false, true].iter().flat_map(|&b| by.remove(&(true, b)).unwrap_or_default()).collect();
         if !faster.is_empty() {
@@ -225,6 +253,8 @@ mod tests {
             .enumerate()
             .map(|(i, &n)| (model.node(n).name.clone(), 110e3 * (i + 1) as f64))
             .collect();
+        // Step 3 ran beside a copy (the helper's), charged 50 µs for it.
+        r.kernels[3].charged_ns = 50e3;
         let options = CompareOptions { min_us: 0.0, ..CompareOptions::default() };
         let report = compare_in_situ(&r, &p, None, &options)?;
         let all_dram = report.all_dram.as_ref().expect("all-DRAM ran beside the plan");
@@ -243,6 +273,15 @@ mod tests {
         let slower = report.notes.iter().find(|n| n.contains("ran slower apart from copies")).expect("a note");
         assert!(slower.contains("sgd_momentum 1.300 (10)") && !slower.contains("relu"), "{slower}");
         assert!(!report.notes.iter().any(|n| n.contains("relu ")), "{:?}", report.notes);
+
+        // Beside a copy, what the copies cost against all-DRAM's run, beside the charge.
+        let third = report.rows.iter().find(|row| row.step == 3).expect("step 3").row.op.clone();
+        let beside = all_dram.per_op.iter().find(|o| o.op == third).expect("its op");
+        let node = &r.kernels[3].node;
+        let cost_ms = (r.kernels[3].median_ns - r.reference_ns[node]) / 1e6;
+        assert!((beside.copies_cost_ms - cost_ms).abs() < 1e-9, "{} {cost_ms}", beside.copies_cost_ms);
+        assert!((beside.copies_charged_ms - 0.05).abs() < 1e-12);
+        assert!(report.notes.iter().any(|n| n.contains("ran") && n.contains("charged their copies 0.1 ms")));
 
         // A node all-DRAM's run timed at nothing (a damaged record) is left out, not divided by.
         let zeroed = model.node(model.schedule()[0]).name.clone();
