@@ -443,12 +443,12 @@ fn render_all_dram(r: &AllDramReference, min: f64, tol: f64, top: usize) -> Stri
         ]);
     }
     format!(
-        "\nall-DRAM, run beside the plan, as a second reference (kernels of at least {min} µs in it; within ±{:.0}%): \
+        "\nall-DRAM, run beside the plan, as a second reference (kernels of at least {min} µs in it; within ±{}): \
          how well the profile predicts kernels the plan does not touch, and what the plan does to its own, which is in \
          the run and in no profile of kernels\n{}\nper \
          op: the plan's kernels whose operands all sat in DRAM over the same nodes in all-DRAM's run, and beside a copy what \
          it cost them there (plan less all-DRAM) against the plan's charge ({} op(s){})\n{}",
-        100.0 * tol,
+        percent(Some(tol)),
         t.render(),
         r.per_op.len(),
         if r.per_op.len() > top { format!(", the {top} largest") } else { String::new() },
