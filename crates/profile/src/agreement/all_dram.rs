@@ -13,7 +13,7 @@
 //! The record keeps all-DRAM's medians only, so these rows carry no significance test.
 
 use super::lookup::Lookup;
-use super::{Agreement, Row, config_names};
+use super::{Agreement, Row, config_names, percent};
 use crate::record::InSitu;
 use placer_exec::Stats;
 use placer_ir::Model;
@@ -166,6 +166,27 @@ pub(super) fn reference(
 }
 
 impl AllDramReference {
+    /// For a verdict of disagreement: when the plan moved its own all-DRAM kernels off
+    /// all-DRAM's time (apart from copies) at least as often as the profile missed
+    /// all-DRAM's, the plan, not the profile, is the larger part of it. Else nothing.
+    pub(super) fn verdict_clause(&self, tolerance: f64) -> String {
+        let (Some(profile), Some(plan)) = (self.profile.within_tolerance, self.plan_apart.within_tolerance) else {
+            return String::new();
+        };
+        if plan > profile {
+            return String::new();
+        }
+        format!(
+            "; the plan moved its own kernels: all in DRAM and apart from copies, {} were within ±{} of all-DRAM's \
+             run beside it, where the profile was within ±{} of all-DRAM's kernels for {} (at the pace): a \
+             profile that matched all-DRAM's run exactly would reach about that first share on those kernels",
+            percent(plan),
+            percent(tolerance),
+            percent(tolerance),
+            percent(profile)
+        )
+    }
+
     /// What the report's notes say of it: the ops the plan moved off their all-DRAM time
     /// beyond `tolerance`, faster or slower, each direction with its likely cause.
     pub(super) fn notes(&self, tolerance: f64) -> Vec<String> {
@@ -273,6 +294,10 @@ mod tests {
         let slower = report.notes.iter().find(|n| n.contains("ran slower apart from copies")).expect("a note");
         assert!(slower.contains("sgd_momentum 1.300 (10)") && !slower.contains("relu"), "{slower}");
         assert!(!report.notes.iter().any(|n| n.contains("relu ")), "{:?}", report.notes);
+
+        // The profile matched all-DRAM's kernels, the plan moved its own: the verdict says so.
+        assert!(!report.meets, "{}", report.verdict);
+        assert!(report.verdict.contains("; the plan moved its own kernels: all in DRAM"), "{}", report.verdict);
 
         // Beside a copy, what the copies cost against all-DRAM's run, beside the charge.
         let third = report.rows.iter().find(|row| row.step == 3).expect("step 3").row.op.clone();

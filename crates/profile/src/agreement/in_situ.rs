@@ -524,6 +524,7 @@ fn verdict(r: &InSituReport, needed: f64) -> String {
     if r.meets {
         format!("the profile agrees with the run: {head}{shift}{emulated}")
     } else {
-        format!("the profile disagrees with the run: {head}{shift}{emulated}")
+        let plan = r.all_dram.as_ref().map_or_else(String::new, |a| a.verdict_clause(o.tolerance));
+        format!("the profile disagrees with the run: {head}{shift}{plan}{emulated}")
     }
 }
