@@ -71,24 +71,39 @@ pub(super) fn profile_rows(run: &InSitu, lookup: &Lookup, model: &Model, min_us:
             let n = model.node_id(node)?;
             let all_dram = vec![0; model.node(n).operands().len()];
             let (_, then, mad, count) = lookup.time(n, &all_dram)?;
-            let usable = now >= min_us * 1e3 && now > 0.0 && then > 0.0 && then.is_finite() && now.is_finite();
-            usable.then(|| Row {
-                signature: 0,
-                node: node.clone(),
-                op: model.node(n).op.to_string(),
-                config: config_names(&all_dram, &run.pools),
-                a_us: now / 1e3,
-                b_us: then / 1e3,
-                a_mad_us: 0.0,
-                b_mad_us: mad / 1e3,
-                a_count: 0,
-                b_count: count,
-                ratio: then / now,
-                significant: false,
-                tiny: false,
+            (usable_ns(now, min_us) && usable_ns(then, 0.0)).then(|| {
+                let config = config_names(&all_dram, &run.pools);
+                against_all_dram(node, model.node(n).op.to_string(), config, now, (then, mad, count))
             })
         })
         .collect()
+}
+
+/// A time all-DRAM's run (or a profile) recorded that can be set against another: at
+/// least `min_us`, above 0 and finite.
+pub(super) fn usable_ns(ns: f64, min_us: f64) -> bool {
+    ns >= min_us * 1e3 && ns > 0.0 && ns.is_finite()
+}
+
+/// Node `node` in all-DRAM's run (A, `all_ns`; the record keeps only its median, so the
+/// row has no significance test) beside `b`: median, MAD and samples, in ns.
+fn against_all_dram(node: &str, op: String, config: String, all_ns: f64, b: (f64, f64, u32)) -> Row {
+    let (b_ns, b_mad_ns, b_count) = b;
+    Row {
+        signature: 0,
+        node: node.to_string(),
+        op,
+        config,
+        a_us: all_ns / 1e3,
+        b_us: b_ns / 1e3,
+        a_mad_us: 0.0,
+        b_mad_us: b_mad_ns / 1e3,
+        a_count: 0,
+        b_count,
+        ratio: b_ns / all_ns,
+        significant: false,
+        tiny: false,
+    }
 }
 
 /// The pace: the median of `rows`' ratios ([`profile_rows`]).
@@ -112,28 +127,12 @@ pub(super) fn reference(
     let plan: Vec<(bool, f64, Row)> = run
         .kernels
         .iter()
-        .filter(|k| k.config.iter().all(|&p| p == 0) && k.median_ns > 0.0 && k.median_ns.is_finite())
+        .filter(|k| k.config.iter().all(|&p| p == 0) && usable_ns(k.median_ns, 0.0))
         .filter_map(|k| {
-            let all = *run.reference_ns.get(&k.node).filter(|&&ns| ns >= min_us * 1e3 && ns > 0.0 && ns.is_finite())?;
-            Some((
-                k.beside_copy,
-                k.charged_ns,
-                Row {
-                    signature: 0,
-                    node: k.node.clone(),
-                    op: k.op.clone(),
-                    config: config_names(&k.config, &run.pools),
-                    a_us: all / 1e3,
-                    b_us: k.median_ns / 1e3,
-                    a_mad_us: 0.0,
-                    b_mad_us: k.mad_ns / 1e3,
-                    a_count: 0,
-                    b_count: k.count,
-                    ratio: k.median_ns / all,
-                    significant: false,
-                    tiny: false,
-                },
-            ))
+            let all = *run.reference_ns.get(&k.node).filter(|&&ns| usable_ns(ns, min_us))?;
+            let config = config_names(&k.config, &run.pools);
+            let row = against_all_dram(&k.node, k.op.clone(), config, all, (k.median_ns, k.mad_ns, k.count));
+            Some((k.beside_copy, k.charged_ns, row))
         })
         .collect();
     let of = |beside: bool, op: Option<&str>| {

@@ -420,8 +420,7 @@ fn repeat_pace(run: &InSitu, repeat: &InSitu, min_us: f64) -> Option<f64> {
         .iter()
         .filter_map(|(node, &first)| {
             let second = *repeat.reference_ns.get(node)?;
-            (first >= min_us * 1e3 && first > 0.0 && second > 0.0 && first.is_finite() && second.is_finite())
-                .then(|| second / first)
+            (all_dram::usable_ns(first, min_us) && all_dram::usable_ns(second, 0.0)).then(|| second / first)
         })
         .collect();
     Stats::of(&ratios).map(|s| s.median)
