@@ -212,6 +212,7 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         path_str(&plan),
     ]);
     let (run1, run2) = (dir.path().join("run1.json"), dir.path().join("run2.json"));
+    let mut run_out = String::new();
     for run in [&run1, &run2] {
         let out = ok(&[
             "run",
@@ -226,7 +227,16 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
             path_str(run),
         ]);
         assert!(text(&out.stderr).contains("wrote each kernel's time in the plan"), "{}", text(&out.stderr));
+        run_out = text(&out.stdout);
     }
+    // All-DRAM ran twice beside the plan (A and A′): the plan's error at the run's pace,
+    // with the floor under it, in the side-by-side table.
+    assert!(run_out.contains("The host's pace: all-DRAM ran a second time"), "{run_out}");
+    assert!(run_out.contains("All-DRAM against A′ differ by"), "{run_out}");
+    // The first row after the header is the plan's: its error, then its anchored error.
+    let table = run_out.split("side by side, interleaved").nth(1).expect("the side-by-side table");
+    let plan_row = table.lines().skip_while(|l| !l.trim_start().starts_with("strategy")).nth(1).expect("a row");
+    assert!(plan_row.matches('%').count() >= 2, "no anchored error in {plan_row}");
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&run1).expect("record")).expect("json");
     assert_eq!(record["format"], "placer-in-situ");
@@ -240,6 +250,8 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
     let reference = record["reference_ns"].as_object().expect("all-DRAM beside the plan");
     assert_eq!(reference.len(), planned.len());
     assert!(planned.iter().all(|p| reference[p["node"].as_str().expect("node")].as_f64().is_some_and(|t| t > 0.0)));
+    let again = record["reference_again_ns"].as_object().expect("all-DRAM again beside the plan");
+    assert_eq!(again.len(), planned.len());
     let pools: Vec<&str> =
         record["pools"].as_array().expect("pools").iter().map(|p| p["name"].as_str().expect("name")).collect();
     for (k, p) in kernels.iter().zip(planned) {
@@ -270,6 +282,7 @@ fn a_profile_is_judged_against_the_kernels_as_they_ran_in_its_plan() {
         "all-DRAM, run beside the plan, as a second reference",
         "the profile / all-DRAM's run, at the pace",
         "the plan's kernels all in DRAM / all-DRAM's, apart from copies",
+        "all-DRAM run again (A′) / all-DRAM's, the floor",
         "EMULATED",
     ] {
         assert!(stdout.contains(needle), "{needle} missing from\n{stdout}");

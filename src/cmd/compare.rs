@@ -417,6 +417,20 @@ fn render_all_dram(r: &AllDramReference, min: f64, tol: f64, top: usize) -> Stri
     ] {
         t.row(vec![label, count(a.rows as u64), within(a), ratio(a.median_ratio)]);
     }
+    match &r.itself {
+        Some(a) => t.row(vec![
+            "all-DRAM run again (A′) / all-DRAM's, the floor".into(),
+            count(a.rows as u64),
+            within(a),
+            ratio(a.median_ratio),
+        ]),
+        None => t.row(vec![
+            "all-DRAM run again (A′): not in this record, so no floor".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]),
+    }
     let mut per_op = Table::new(&[
         "op",
         "apart",

@@ -52,7 +52,8 @@ pub struct Args {
     json: bool,
     /// With --plan: write each kernel's time as it ran in the plan (and its pools) to
     /// this file, for `placer compare FILE PROFILE` to judge a profile against.
-    /// All-DRAM runs beside the plan, interleaved, for the host's pace (twice the steps).
+    /// All-DRAM runs twice beside the plan, interleaved (A and A′): the host's pace, and
+    /// the noise floor under the plan's error at that pace (three times the steps).
     #[arg(long, value_name = "FILE", requires = "plan")]
     in_situ: Option<PathBuf>,
     /// Stop with an error (exit 2) instead of a warning when the host is busy before the

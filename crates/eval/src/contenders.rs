@@ -64,16 +64,18 @@ pub fn baselines_beside(
     Ok(around(checked(&candidates, left_out), &all_dram))
 }
 
-/// All-DRAM alone, as the run's pace reference: it runs the profile's reference
-/// placement, every tensor in DRAM, in whole steps as the plan runs.
+/// All-DRAM twice (A′ and A), as the run's pace reference: it runs the profile's
+/// reference placement, every tensor in DRAM, in whole steps as the plan runs. A gives
+/// the in-situ record its all-DRAM kernels; A′ anchors the plan's step to the run's pace
+/// ([`crate::compare::Anchor`]) and, set against A, is the floor under that error.
 pub fn all_dram_beside(
     model: &Model,
     host: &mut Host,
     plan: &Plan,
     left_out: &mut dyn FnMut(LeftOut<'_>),
-) -> Result<Contender, EvalError> {
+) -> Result<Vec<Contender>, EvalError> {
     let (all_dram, _) = at_budget(model, host, plan, false, left_out)?;
-    Ok(Contender { name: ALL_DRAM.into(), plan: all_dram })
+    Ok(around(Vec::new(), &all_dram))
 }
 
 /// All-DRAM and the baselines at `plan`'s budget (every one laid out and checked with

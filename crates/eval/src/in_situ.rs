@@ -1,8 +1,8 @@
 //! A plan's run as an in-situ record ([`placer_profile::InSitu`]): each kernel's time as
 //! it ran in the plan, for `placer compare` to judge a profile against, and all-DRAM's
-//! beside it when it ran (the host's pace in the run).
+//! beside it when it ran, twice (the host's pace in the run, and its floor).
 
-use crate::compare::ALL_DRAM;
+use crate::compare::{ALL_DRAM, ALL_DRAM_AGAIN};
 use crate::{EvalError, Measured};
 use placer_exec::Stats;
 use placer_ir::Model;
@@ -50,12 +50,15 @@ pub fn in_situ(
         });
     }
     // Kernels run in schedule order in every plan: kernel i is the schedule's node i.
-    let reference_ns = runs
-        .iter()
-        .skip(1)
-        .find(|m| m.name == ALL_DRAM)
-        .map(|m| model.schedule().iter().zip(&m.kernel_ns).map(|(&n, &ns)| (model.node(n).name.clone(), ns)).collect())
-        .unwrap_or_default();
+    let medians_of = |name: &str| -> std::collections::BTreeMap<String, f64> {
+        runs.iter()
+            .skip(1)
+            .find(|m| m.name == name)
+            .map(|m| {
+                model.schedule().iter().zip(&m.kernel_ns).map(|(&n, &ns)| (model.node(n).name.clone(), ns)).collect()
+            })
+            .unwrap_or_default()
+    };
     let bytes = serde_json::to_vec(plan).map_err(|e| usage(format!("the plan does not serialise: {e}")))?;
     Ok(InSitu {
         format: IN_SITU_FORMAT.into(),
@@ -68,6 +71,7 @@ pub fn in_situ(
         plan_digest: InSitu::digest(&bytes),
         steps: steps.len() as u32,
         kernels,
-        reference_ns,
+        reference_ns: medians_of(ALL_DRAM),
+        reference_again_ns: medians_of(ALL_DRAM_AGAIN),
     })
 }

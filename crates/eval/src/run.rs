@@ -77,7 +77,8 @@ pub enum PlanRunEvent<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Beside {
     Nothing,
-    /// All-DRAM: the pace reference of an in-situ record ([`crate::in_situ`]).
+    /// All-DRAM twice: the pace reference of an in-situ record ([`crate::in_situ`]) and
+    /// the anchor of the plan's step.
     AllDram,
     /// Every baseline the checker passes at the plan's budget, and all-DRAM twice.
     Baselines,
@@ -98,7 +99,7 @@ pub fn run_plan(
         let mut left_out = |l: LeftOut<'_>| events(PlanRunEvent::LeftOut(l));
         match beside {
             Beside::Nothing => {}
-            Beside::AllDram => contenders.push(all_dram_beside(model, host, &contenders[0].plan, &mut left_out)?),
+            Beside::AllDram => contenders.extend(all_dram_beside(model, host, &contenders[0].plan, &mut left_out)?),
             Beside::Baselines => {
                 let baselines = baselines_beside(model, host, &contenders[0].plan, &mut left_out)?;
                 contenders.extend(baselines);

@@ -60,6 +60,9 @@ pub struct AllDramReference {
     pub plan_beside_copy: Agreement,
     /// The same per op, the ops with most kernels first.
     pub per_op: Vec<PlanEffectOp>,
+    /// All-DRAM's second run (A′) over its first, node by node: the floor under every
+    /// figure above, from one run. `None` when the run kept no second all-DRAM.
+    pub itself: Option<Agreement>,
 }
 
 /// The profile's all-DRAM time against all-DRAM's run, node by node (A the run, B the
@@ -156,7 +159,17 @@ pub(super) fn reference(
         .collect();
     let size = |p: &PlanEffectOp| p.apart.rows + p.beside_copy.rows;
     per_op.sort_by(|a, b| size(b).cmp(&size(a)).then_with(|| a.op.cmp(&b.op)));
+    // A′ against A: the same placement twice, minutes apart in one run.
+    let itself: Vec<Row> = run
+        .reference_again_ns
+        .iter()
+        .filter_map(|(node, &again)| {
+            let first = *run.reference_ns.get(node).filter(|&&ns| usable_ns(ns, min_us))?;
+            usable_ns(again, 0.0).then(|| against_all_dram(node, String::new(), String::new(), first, (again, 0.0, 0)))
+        })
+        .collect();
     Some(AllDramReference {
+        itself: (!itself.is_empty()).then(|| Agreement::of(itself.iter(), tolerance)),
         profile: Agreement::of(paced.iter(), tolerance),
         plan_apart: of(false, None),
         plan_beside_copy: of(true, None),
@@ -309,12 +322,27 @@ mod tests {
 
         // A node all-DRAM's run timed at nothing (a damaged record) is left out, not divided by.
         let zeroed = model.node(model.schedule()[0]).name.clone();
-        r.reference_ns.insert(zeroed, 0.0);
+        r.reference_ns.insert(zeroed.clone(), 0.0);
         let report = compare_in_situ(&r, &p, None, &options)?;
         let all_dram = report.all_dram.as_ref().expect("all-DRAM ran beside the plan");
         assert_eq!(all_dram.profile.rows, model.schedule().len() - 1);
         assert_eq!(all_dram.plan_apart.rows + all_dram.plan_beside_copy.rows, model.schedule().len() - 1);
         assert!(report.pace.as_ref().is_some_and(|p| p.ratio.is_finite()));
+
+        // No second all-DRAM in the record: no floor, and the table says so.
+        assert!(all_dram.itself.is_none());
+        // A′ ran every node as A did, but for two at 1.2× and 0.8× A: the floor from one run.
+        r.reference_again_ns = r.reference_ns.clone();
+        let moved: Vec<String> = r.reference_ns.keys().filter(|k| **k != zeroed).take(2).cloned().collect();
+        for (node, by) in moved.iter().zip([1.2, 0.8]) {
+            *r.reference_again_ns.get_mut(node).expect("a node") *= by;
+        }
+        let report = compare_in_situ(&r, &p, None, &options)?;
+        let itself = report.all_dram.as_ref().and_then(|a| a.itself.clone()).expect("A′ ran");
+        // The node A timed at nothing is left out here too.
+        let n = model.schedule().len() - 1;
+        assert_eq!(itself.rows, n);
+        assert!((itself.within_5.expect("rows") - (n - 2) as f64 / n as f64).abs() < 1e-12);
 
         // Without all-DRAM beside the plan there is no second reference.
         r.reference_ns.clear();

@@ -39,6 +39,11 @@ pub struct InSitu {
     /// common to every placement (the host's pace between the profile and the run).
     #[serde(default)]
     pub reference_ns: BTreeMap<String, f64>,
+    /// The same for all-DRAM's second run in the same interleaved run (A′; empty when it
+    /// did not run, and in records written before it was kept): against the first, the
+    /// floor under any figure set against all-DRAM's kernels.
+    #[serde(default)]
+    pub reference_again_ns: BTreeMap<String, f64>,
 }
 
 /// One kernel of the schedule as it ran in the plan.
@@ -137,6 +142,7 @@ mod tests {
                 charged_ns: 0.0,
             }],
             reference_ns: BTreeMap::from([("conv1".to_string(), 9e4)]),
+            reference_again_ns: BTreeMap::new(),
         }
     }
 

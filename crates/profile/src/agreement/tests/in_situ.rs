@@ -56,6 +56,7 @@ pub(in crate::agreement) fn run(model: &placer_ir::Model, digest: &str, factor: 
         steps: 20,
         kernels,
         reference_ns: Default::default(),
+        reference_again_ns: Default::default(),
     }
 }
 
