@@ -5,7 +5,8 @@
 # `placer compare RUN PROFILE --repeat RUN2`. The host's FMA peak is printed before and
 # after, and each step's wall time.
 #   scripts/bench-in-situ.sh [MODEL:BATCH ...]   (default: lenet-mnist:256)
-# Each run also times all-DRAM beside the plan, interleaved (the host's pace).
+# Each run also times all-DRAM twice beside the plan (A and A′), interleaved: the host's
+# pace, and the floor of all-DRAM against itself in the same run.
 # Environment: BUDGET (25%), STEPS (timed steps per run, 10), MIN_US (50), TOLERANCE
 # (0.05), PROFILE_ARGS (more `placer profile` arguments), KEEP (a directory to keep the
 # files in; otherwise a temporary one is removed). Run on a quiet machine.

@@ -28,7 +28,7 @@ pub use record::{
     DesignSummary, FORMAT_NAME, FORMAT_VERSION, FamilyVerdict, Fit, IN_SITU_FORMAT, IN_SITU_VERSION, InSitu,
     InSituKernel, Interference, KernelPairs, KernelSource, LONG_KERNEL_NS, Measurement, Mode, OpInterference,
     PRECISION_FLOOR_NS, PinRule, PinRuleTarget, PoolInfo, Prediction, Profile, ProfileHeader, Protocol, ROUND_NOISE,
-    RoundCheck, Shard, ShardSource, SignatureInterference, StepOverhead, Steps, ValidationPoint,
+    RoundCheck, Shard, ShardSource, SignatureInterference, StepOverhead, Steps, ValidationPoint, WAKE_UP_MIN_STEPS,
     merge as merge_measurements,
 };
 

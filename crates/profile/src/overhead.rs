@@ -25,8 +25,10 @@
 //! (threads not woken) with steps as the profile times kernels (threads woken before
 //! each). The figure is the run-like steps' median wall time less the sum of each
 //! kernel's median time in the woken steps. The solver adds it to every plan's
-//! predicted step. It does not depend on where tensors are, so it changes no plan, only
-//! how long each is predicted to take. The parts are kept apart for the record.
+//! predicted step, the wake-up only where enough steps of each kind were timed to tell
+//! it from the host's drift ([`crate::WAKE_UP_MIN_STEPS`]). It does not depend on where
+//! tensors are, so it changes no plan, only how long each is predicted to take. The
+//! parts are kept apart for the record.
 //!
 //! Another framework's whole steps are timed a third way too, with a copy thread
 //! memcpying beside them ([`CopiesBesideSteps`]): what the framework's own step loses per

@@ -14,6 +14,7 @@ mod screening;
 
 pub use calibration::{
     CopiesBesideSteps, Interference, KernelPairs, OpInterference, SignatureInterference, StepOverhead,
+    WAKE_UP_MIN_STEPS,
 };
 pub use in_situ::{IN_SITU_FORMAT, IN_SITU_VERSION, InSitu, InSituKernel};
 pub use pins::{PinRule, PinRuleTarget};
