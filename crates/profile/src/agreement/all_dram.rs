@@ -329,7 +329,7 @@ mod tests {
         assert_eq!(all_dram.plan_apart.rows + all_dram.plan_beside_copy.rows, model.schedule().len() - 1);
         assert!(report.pace.as_ref().is_some_and(|p| p.ratio.is_finite()));
 
-        // No second all-DRAM in the record: no floor, and the table says so.
+        // No second all-DRAM in the record: no floor.
         assert!(all_dram.itself.is_none());
         // A′ ran every node as A did, but for two at 1.2× and 0.8× A: the floor from one run.
         r.reference_again_ns = r.reference_ns.clone();
