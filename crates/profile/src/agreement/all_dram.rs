@@ -178,10 +178,37 @@ pub(super) fn reference(
 }
 
 impl AllDramReference {
-    /// For a verdict of disagreement: when the plan moved its own all-DRAM kernels off
-    /// all-DRAM's time (apart from copies) at least as often as the profile missed
-    /// all-DRAM's, the plan, not the profile, is the larger part of it. Else nothing.
+    /// What a verdict of disagreement adds: [`Self::drift_clause`], then
+    /// [`Self::plan_clause`].
     pub(super) fn verdict_clause(&self, tolerance: f64) -> String {
+        self.drift_clause(tolerance) + &self.plan_clause(tolerance)
+    }
+
+    /// When all-DRAM's second run (A′) sat off its first by more than the tolerance in
+    /// median, the host's pace moved within the run, between two runs of one placement:
+    /// no figure of the run can be judged to the tolerance. Else nothing.
+    fn drift_clause(&self, tolerance: f64) -> String {
+        let Some((a, m)) = self.itself.as_ref().and_then(|a| Some((a, a.median_ratio?))) else {
+            return String::new();
+        };
+        if (m - 1.0).abs() <= tolerance {
+            return String::new();
+        }
+        format!(
+            "; the host drifted within the run: all-DRAM run twice beside the plan (A′ over A) differed by a median \
+             of {m:.3} over {} kernel(s), {} within ±{}, so this run cannot judge a profile to ±{}: run the plan \
+             again on a quieter host",
+            a.rows,
+            a.within_tolerance.map_or("-".into(), percent),
+            percent(tolerance),
+            percent(tolerance)
+        )
+    }
+
+    /// When the plan moved its own all-DRAM kernels off all-DRAM's time (apart from
+    /// copies) at least as often as the profile missed all-DRAM's, the plan, not the
+    /// profile, is the larger part of it. Else nothing.
+    fn plan_clause(&self, tolerance: f64) -> String {
         let (Some(profile), Some(plan)) = (self.profile.within_tolerance, self.plan_apart.within_tolerance) else {
             return String::new();
         };
@@ -343,6 +370,18 @@ mod tests {
         let n = model.schedule().len() - 1;
         assert_eq!(itself.rows, n);
         assert!((itself.within_5.expect("rows") - (n - 2) as f64 / n as f64).abs() < 1e-12);
+        // Two nodes off do not move the median: the verdict says nothing of drift.
+        assert!(!report.verdict.contains("the host drifted"), "{}", report.verdict);
+        // A′ 10% over A throughout: the host drifted within the run, and the verdict says so.
+        r.reference_again_ns.values_mut().for_each(|ns| *ns *= 1.1);
+        let report = compare_in_situ(&r, &p, None, &options)?;
+        assert!(!report.meets);
+        assert!(
+            report.verdict.contains("; the host drifted within the run: all-DRAM run twice beside the plan (A′ over A) differed by a median of 1.100")
+                && report.verdict.contains("; the plan moved its own kernels"),
+            "{}",
+            report.verdict
+        );
 
         // Without all-DRAM beside the plan there is no second reference.
         r.reference_ns.clear();
