@@ -53,8 +53,9 @@ use std::time::Instant;
 const WARMUP: usize = 2;
 /// Timed steps of each kind: as many as take [`TARGET_NS`], within these bounds. The medians'
 /// shortfall is a difference of two sums of medians, and settles only with tens of
-/// steps (BERT-tiny b32 read 1.2 and 2.5 ms in two profiles with 9).
-const MIN_STEPS: usize = 9;
+/// steps (BERT-tiny b32 read 1.2 and 2.5 ms in two profiles with 9). At least as many
+/// as the wake-up needs to be added, so that every step under [`LONG_STEP_NS`] has it.
+const MIN_STEPS: usize = crate::WAKE_UP_MIN_STEPS as usize;
 const MAX_STEPS: usize = 41;
 const TARGET_NS: f64 = 3e9;
 /// Steps of at least this long take [`MIN_LONG_STEPS`] of each kind: each holds
